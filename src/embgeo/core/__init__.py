@@ -1,0 +1,1 @@
+"""Shared numerics and validation used by every paper's module."""

@@ -1,0 +1,57 @@
+"""Input validation shared by all modules: clear errors instead of deep numpy tracebacks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from embgeo.errors import InputError, ShapeError, TooLargeError
+
+#: Default budget for one dense float64 object built by embgeo (bytes). Above it we refuse
+#: with a :class:`TooLargeError` rather than let the process be killed by the OOM killer.
+DENSE_BUDGET_BYTES = 4 * 1024**3
+
+
+def as_float_array(name: str, x, ndim: int | None = None) -> np.ndarray:
+    """Return ``x`` as a finite float64 array, checking its number of dimensions.
+
+    Raises :class:`ShapeError` on the wrong ``ndim`` and :class:`InputError` on non-numeric,
+    NaN or infinite entries; the message names ``name``.
+    """
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: expected a numeric array, got {type(x).__name__} ({exc})") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ShapeError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise InputError(f"{name}: entries must be finite; found {arr[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+    return arr
+
+
+def check_dense_size(what: str, shape: tuple[int, ...], hint: str = "",
+                     budget: int = DENSE_BUDGET_BYTES) -> None:
+    """Refuse to allocate a dense float64 array of ``shape`` above ``budget`` bytes."""
+    nbytes = 8 * int(np.prod([int(s) for s in shape], dtype=np.float64))
+    if nbytes > budget:
+        gib = nbytes / 1024**3
+        msg = f"{what} would need a dense {shape} float64 array ({gib:.1f} GiB > {budget / 1024**3:.1f} GiB budget)"
+        raise TooLargeError(msg + (f"; {hint}" if hint else ""))
+
+
+def check_positive_int(name: str, value, minimum: int = 1) -> int:
+    """Return ``value`` as an int, requiring ``value >= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise InputError(f"{name}: expected an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def make_rng(seed) -> np.random.Generator:
+    """A numpy Generator from an explicit seed (int or Generator); ``None`` is refused."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise InputError(f"seed: expected an integer (seeds are explicit), got {seed!r}")
+    return np.random.default_rng(int(seed))
