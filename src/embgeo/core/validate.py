@@ -25,7 +25,8 @@ def as_float_array(name: str, x, ndim: int | None = None) -> np.ndarray:
         raise ShapeError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
-        raise InputError(f"{name}: entries must be finite; found {arr[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+        where = tuple(int(i) for i in bad)
+        raise InputError(f"{name}: entries must be finite; found {arr[where]} at index {where}")
     return arr
 
 

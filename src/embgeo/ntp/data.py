@@ -169,7 +169,7 @@ class NTPData:
             index.setdefault(ctx, len(index))
         counts = Counter((index[ctx], z) for ctx, z in pairs)
         m = len(index)
-        rows, cols = zip(*counts.keys())
+        rows, cols = zip(*counts.keys(), strict=True)
         C = sp.csr_matrix((np.fromiter(counts.values(), float), (rows, cols)), shape=(m, V))
         n_j = np.asarray(C.sum(axis=1)).ravel()
         P = sp.diags(1.0 / n_j) @ C
@@ -179,6 +179,31 @@ class NTPData:
         data.contexts = contexts
         data.n_samples = len(pairs)
         return data
+
+
+def read_token_file(path) -> list[list[int]]:
+    """Read integer token sequences from a text file: one sequence per line, ids separated by
+    whitespace; blank lines are skipped. Errors name the file, line and offending text."""
+    seqs = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                fields = line.split()
+                if not fields:
+                    continue
+                try:
+                    seq = [int(f) for f in fields]
+                except ValueError:
+                    bad = next(f for f in fields if not f.lstrip("-").isdigit())
+                    raise InputError(f"{path}:{lineno}: expected integer token ids, found {bad!r}") from None
+                if min(seq) < 0:
+                    raise InputError(f"{path}:{lineno}: negative token id {min(seq)}")
+                seqs.append(seq)
+    except OSError as exc:
+        raise InputError(f"tokens file: cannot read {path} ({exc.strerror})") from None
+    if not seqs:
+        raise InputError(f"{path}: no token sequences (the file is empty)")
+    return seqs
 
 
 # -- generators -------------------------------------------------------------------------------

@@ -1,0 +1,260 @@
+"""Benchmark: embgeo's structured NTP solvers vs a generic cvxpy/HiGHS reference, same run.
+
+What is compared (digest ``/work/shared/notes/ntp-implicit-bias.md`` §2), on
+``embgeo.ntp.synthetic(m, V, d, S, seed=...)`` data:
+
+* W* (Def. 1): ``embgeo.ntp.w_star`` vs cvxpy + Clarabel on vec(W):
+  minimize ‖W‖_F² s.t. A_eq vec(W) = b, where the anchor-form rows are
+  (e_a - e_z) ⊗ h_j (row-major vec(W)) and b_i = log(p_{j,a}/p_{j,z}), z ∈ S_j \\ {a}.
+* NTP-SVM W^mm (Def. 3): ``embgeo.ntp.ntp_svm`` vs cvxpy + Clarabel:
+  minimize ‖W‖_F² s.t. A_eq vec(W) = 0, A_in vec(W) ≥ 1 (anchor a vs every v ∉ S_j).
+* Separability (Def. 2): ``embgeo.ntp.is_separable`` vs the feasibility LP
+  ``scipy.optimize.linprog(method="highs")``: zero objective, A_eq x = 0, A_in x ≥ 1, free x.
+
+A_eq and A_in are built vectorised as scipy sparse matrices (one call to ``cp.vec(W, order="C")``,
+no scalar constraints in Python loops). Times are wall-clock ``time.perf_counter``: ours is the
+best of 3 calls, the reference is run once and includes building A and the cvxpy problem
+(the Clarabel-only time is shown in brackets). Accuracy: relative Frobenius difference
+‖W_ours - W_ref‖ / ‖W_ref‖, and agreement of the separability verdicts.
+
+Threads: ``--threads N`` (default 1) is written to OMP/OPENBLAS/MKL/... environment variables
+*before* numpy is imported (that is why argument parsing happens at the top of this file), is
+also applied with threadpoolctl when that package is installed, and is passed to Clarabel as
+``max_threads``. HiGHS via linprog has no thread option (its simplex runs serially). The
+effective BLAS thread count is printed in the header.
+
+Run (from the repository root, with the project's venv):
+
+    python benchmarks/bench_ntp_solvers.py [--large] [--sizes m,V,d,S ...] [--threads N] [--seed K]
+
+Default sizes: (100, 50, 120, 5) with the reference, and (200, 100, 250, 5) where the reference
+(~10 min) only runs with ``--large``. ``--sizes 50,10,60,6 ...`` replaces the default list and runs
+the reference on every size given.
+"""
+
+import argparse
+import os
+import sys
+
+
+def _size(text: str) -> tuple[int, int, int, int]:
+    try:
+        m, V, d, S = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected m,V,d,S (four integers), got {text!r}") from None
+    if min(m, V, d, S) < 1 or S >= V:
+        raise argparse.ArgumentTypeError(f"need positive sizes with S < V, got {text!r}")
+    return m, V, d, S
+
+
+def _parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--large", action="store_true", help="also run the slow reference at (200, 100, 250, 5)")
+    p.add_argument("--sizes", type=_size, nargs="+", metavar="m,V,d,S",
+                   help="custom sizes (replace the defaults; reference always runs)")
+    p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/Clarabel threads (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of embgeo.ntp.synthetic (default 0)")
+    return p.parse_args()
+
+
+ARGS = _parse_args()
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS")
+for _var in THREAD_VARS:
+    os.environ[_var] = str(ARGS.threads)
+
+import ctypes  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+
+import clarabel  # noqa: E402
+import cvxpy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+from scipy.optimize import linprog  # noqa: E402
+
+from embgeo.errors import NotCompatibleError  # noqa: E402
+from embgeo.ntp import is_separable, ntp_svm, synthetic, w_star  # noqa: E402
+
+try:
+    from threadpoolctl import threadpool_info, threadpool_limits
+except ImportError:
+    threadpool_info = threadpool_limits = None
+
+DEFAULT_SIZES = [((100, 50, 120, 5), True), ((200, 100, 250, 5), False)]  # (size, reference by default)
+REPEATS = 3
+
+
+# -- threads and header ------------------------------------------------------------------------
+
+def blas_threads() -> str:
+    """Effective thread counts of the loaded BLAS libraries."""
+    if threadpool_info is not None:
+        return ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
+    out = []
+    with open("/proc/self/maps") as f:
+        libs = sorted({line.split()[-1] for line in f if "openblas" in line and line.split()[-1].startswith("/")})
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                     "openblas_get_num_threads64_", "openblas_get_num_threads"):
+            if hasattr(lib, name):
+                out.append(f"{os.path.basename(path)}={getattr(lib, name)()}")
+                break
+    return ", ".join(out) or "unknown (no OpenBLAS found, threadpoolctl not installed)"
+
+
+def header() -> None:
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print("NTP solvers: embgeo (structured) vs reference (cvxpy+Clarabel / scipy linprog HiGHS)")
+    print(f"python {platform.python_version()}  numpy {np.__version__}  scipy {scipy.__version__}  "
+          f"cvxpy {cp.__version__}  clarabel {clarabel.__version__}  nproc {nproc}")
+    how = "env vars before numpy import" + (" + threadpoolctl" if threadpool_limits else
+                                            " (threadpoolctl not installed)")
+    print(f"threads: {ARGS.threads} ({how}; Clarabel max_threads={ARGS.threads}; HiGHS serial)")
+    print(f"effective BLAS threads: {blas_threads()}")
+    print(f"timing: perf_counter, ours best of {REPEATS}, reference once (incl. building A and the "
+          f"cvxpy problem; [Clarabel solve only]); seed {ARGS.seed}")
+
+
+# -- reference route on vec(W) -----------------------------------------------------------------
+
+def kron_rows(H: np.ndarray, ctx: np.ndarray, plus: np.ndarray, minus: np.ndarray, V: int) -> sp.csr_matrix:
+    """Sparse rows (e_plus - e_minus) ⊗ h_ctx in row-major vec(W) coordinates, shape (n, V·d)."""
+    n, d = len(ctx), H.shape[1]
+    cols = np.concatenate([plus[:, None] * d + np.arange(d), minus[:, None] * d + np.arange(d)], axis=1)
+    vals = np.concatenate([H[ctx], -H[ctx]], axis=1)
+    return sp.csr_matrix((vals.ravel(), (np.repeat(np.arange(n), 2 * d), cols.ravel())), shape=(n, V * d))
+
+
+def reference_constraints(data) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
+    """A_eq, b (anchor vs the rest of S_j) and A_in (anchor vs every v ∉ S_j), built from the data."""
+    P = data.probs.tocsr()
+    V, H = data.V, data.embeddings
+    ctx = np.repeat(np.arange(data.m), np.diff(P.indptr))
+    tok, anchor = P.indices, data.anchors[ctx]
+    keep = tok != anchor
+    p_anchor = np.asarray(P[ctx, anchor]).ravel()
+    b = np.log(p_anchor[keep] / P.data[keep])
+    A_eq = kron_rows(H, ctx[keep], anchor[keep], tok[keep], V)
+    off = np.ones((data.m, V), dtype=bool)
+    off[ctx, tok] = False
+    j_in, v_in = np.nonzero(off)
+    A_in = kron_rows(H, j_in, data.anchors[j_in], v_in, V)
+    return A_eq, b, A_in
+
+
+def _clarabel(prob: cp.Problem) -> float:
+    prob.solve(solver=cp.CLARABEL, max_threads=ARGS.threads)
+    return prob.solver_stats.solve_time or float("nan")
+
+
+def ref_w_star(data):
+    A_eq, b, _ = reference_constraints(data)
+    W = cp.Variable((data.V, data.d))
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(W)), [A_eq @ cp.vec(W, order="C") == b])
+    solve = _clarabel(prob)
+    return (W.value if prob.status == cp.OPTIMAL else None), prob.status, solve
+
+
+def ref_svm(data):
+    A_eq, _, A_in = reference_constraints(data)
+    W = cp.Variable((data.V, data.d))
+    x = cp.vec(W, order="C")
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(W)), [A_eq @ x == 0, A_in @ x >= 1])
+    solve = _clarabel(prob)
+    return (W.value if prob.status == cp.OPTIMAL else None), prob.status, solve
+
+
+def ref_separable(data):
+    A_eq, _, A_in = reference_constraints(data)
+    n = A_eq.shape[1]
+    res = linprog(np.zeros(n), A_ub=-A_in, b_ub=-np.ones(A_in.shape[0]), A_eq=A_eq, b_eq=np.zeros(A_eq.shape[0]),
+                  bounds=(None, None), method="highs")
+    verdict = {0: True, 2: False}.get(res.status)  # 0: feasible, 2: infeasible, else: solver trouble
+    return verdict, res.message, None
+
+
+# -- ours ----------------------------------------------------------------------------------------
+
+def ours_w_star(data):
+    try:
+        return w_star(data)
+    except NotCompatibleError:
+        return None
+
+
+def ours_svm(data):
+    return ntp_svm(data)  # .W is None when not separable
+
+
+def ours_separable(data):
+    return bool(is_separable(data))
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+def best_of(fn, data, repeats=REPEATS):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn(data)
+        times.append(time.perf_counter() - t0)
+    return out, min(times)
+
+
+def once(fn, data):
+    t0 = time.perf_counter()
+    out = fn(data)
+    return out, time.perf_counter() - t0
+
+
+def rel_diff(W_ours, W_ref) -> str:
+    if W_ours is None or W_ref is None:
+        return f"no comparison (ours: {'W' if W_ours is not None else 'none'}, ref: " \
+               f"{'W' if W_ref is not None else 'none'})"
+    return f"rel. Frobenius diff {np.linalg.norm(W_ours - W_ref) / np.linalg.norm(W_ref):.2e}"
+
+
+def run_size(size, with_reference: bool) -> None:
+    m, V, d, S = size
+    data = synthetic(m, V, d, S, seed=ARGS.seed)
+    n_eq, n_in = int(np.sum(data.support_sizes - 1)), int(np.sum(V - data.support_sizes))
+    print(f"\n== m={m} V={V} d={d} S={S}: vec(W) has {V * d} variables, {n_eq} equalities, {n_in} inequalities")
+    print(f"  {'problem':<13}{'ours [s]':>10}{'reference [s]':>15}{'[Clarabel]':>12}{'ref/ours':>10}   accuracy")
+    cases = [("W*", ours_w_star, ref_w_star), ("NTP-SVM", ours_svm, ref_svm),
+             ("separability", ours_separable, ref_separable)]
+    for name, ours, ref in cases:
+        out, t_ours = best_of(ours, data)
+        row = f"  {name:<13}{t_ours:>10.4f}"
+        if not with_reference:
+            print(f"{row}{'-':>15}{'-':>12}{'-':>10}   reference skipped (use --large)")
+            continue
+        (ref_out, status, t_solve), t_ref = once(ref, data)
+        solve = "-" if t_solve is None else f"{t_solve:.3f}"
+        if name == "separability":
+            acc = f"verdict ours={out} ref={ref_out} ({'agree' if out == ref_out else 'DISAGREE'})"
+            if ref_out is None:
+                acc += f"; HiGHS: {status}"
+        elif name == "NTP-SVM":
+            acc = rel_diff(out.W, ref_out) + ("" if out.W is None else
+                                               f" (ours certified <= {out.residuals['error_bound']:.1e})")
+            acc += "" if status == cp.OPTIMAL else f"; cvxpy status {status}"
+        else:
+            acc = rel_diff(out, ref_out) + ("" if status == cp.OPTIMAL else f"; cvxpy status {status}")
+        print(f"{row}{t_ref:>15.3f}{solve:>12}{t_ref / t_ours:>9.3g}x   {acc}")
+        sys.stdout.flush()
+
+
+def main() -> None:
+    if threadpool_limits is not None:
+        threadpool_limits(limits=ARGS.threads)
+    header()
+    sizes = [(s, True) for s in ARGS.sizes] if ARGS.sizes else [(s, ref or ARGS.large) for s, ref in DEFAULT_SIZES]
+    for size, with_reference in sizes:
+        run_size(size, with_reference)
+
+
+if __name__ == "__main__":
+    main()

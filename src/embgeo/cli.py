@@ -1,0 +1,143 @@
+"""Command-line interface: ``embgeo ...``.
+
+Each paper has a subcommand group (``embgeo ntp analyze``); errors caused by bad input are
+printed as one line ``embgeo: error: ...`` with exit status 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from embgeo.errors import InputError
+
+
+def _parse_ints(text: str, n: int, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise InputError(f"{what}: expected {n} comma-separated integers, got {text!r}") from None
+    if len(values) != n:
+        raise InputError(f"{what}: expected {n} comma-separated integers, got {text!r}")
+    return values
+
+
+def _embed_spec(spec: str):
+    """'onehot' / 'random:D' pass through; a path to .npy becomes a callable checked by NTPData."""
+    if spec == "onehot" or spec.startswith("random:"):
+        return spec
+    path = Path(spec)
+    if path.suffix != ".npy":
+        raise InputError(f"--embeddings: expected 'onehot', 'random:D' or a .npy file, got {spec!r}")
+    try:
+        H = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--embeddings: cannot load {path} ({exc})") from None
+    return lambda contexts: H
+
+
+def ntp_analyze(args) -> dict:
+    """Compute every theory object of the NTP paper on one dataset and write them to --out."""
+    from embgeo.ntp import NTPData, entropy, ntp_svm, subspace, synthetic
+    from embgeo.ntp.data import read_token_file
+    from embgeo.ntp.theory import is_compatible
+
+    if args.tokens:
+        if args.context_length is None:
+            raise InputError("--context-length is required with --tokens")
+        data = NTPData.from_sequences(read_token_file(args.tokens), args.context_length,
+                                      embed=_embed_spec(args.embeddings), autoregressive=args.autoregressive,
+                                      seed=args.seed)
+        source = f"tokens:{args.tokens}"
+    else:
+        m, V, d, S = _parse_ints(args.synthetic, 4, "--synthetic m,V,d,S")
+        data = synthetic(m, V, d, S, seed=args.seed)
+        source = f"synthetic(m={m}, V={V}, d={d}, S={S}, seed={args.seed})"
+
+    t0 = time.perf_counter()
+    F = subspace(data)
+    compat = is_compatible(data, F)
+    t_compat = time.perf_counter() - t0
+    svm = ntp_svm(data, subspace_=F) if data.support_sizes.min() < data.V else None
+    sep = svm.separability if svm is not None else None
+    if svm is None:
+        sep_text = "n/a (every support is the whole vocabulary)"
+    else:
+        sep_text = f"{bool(sep)} ({sep.method})"
+    summary = {
+        "source": source, "m": data.m, "V": data.V, "d": data.d,
+        "n_samples": data.n_samples, "entropy_nats": entropy(data),
+        "dim_F": F.dim, "dim_F_perp": F.perp_dim,
+        "compatible": bool(compat), "compatibility_residual": compat.residual,
+        "separable": None if sep is None else bool(sep),
+        "w_star_norm": float(np.linalg.norm(compat.W)) if compat else None,
+        "ntp_margin": svm.margin if svm is not None and svm.status == "optimal" else None,
+        "w_mm_norm": float(np.linalg.norm(svm.W)) if svm is not None and svm.status == "optimal" else None,
+        "svm_status": None if svm is None else svm.status,
+        "svm_residuals": None if svm is None else svm.residuals,
+        "seconds": {"subspace_and_w_star": t_compat, "separability_and_svm": 0.0 if svm is None else svm.seconds},
+    }
+    print(f"data         {source}")
+    print(f"sizes        m={data.m} contexts, V={data.V} tokens, d={data.d}")
+    print(f"entropy      H = {summary['entropy_nats']:.6f} nats")
+    print(f"subspace F   dim F = {F.dim}, dim F_perp = {F.perp_dim}")
+    print(f"compatible   {bool(compat)} (residual {compat.residual:.2e})")
+    print(f"separable    {sep_text}")
+    if compat:
+        print(f"||W*||       {summary['w_star_norm']:.6f}")
+    if summary["ntp_margin"] is not None:
+        print(f"NTP margin   {summary['ntp_margin']:.6f} (= 1/||W^mm||, relative duality gap "
+              f"{svm.residuals['duality_gap']:.1e})")
+    t_svm = summary["seconds"]["separability_and_svm"]
+    print(f"solver time  W*: {t_compat:.3f} s, separability + NTP-SVM: {t_svm:.3f} s")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        if compat:
+            np.save(out / "W_star.npy", compat.W)
+        if summary["ntp_margin"] is not None:
+            np.save(out / "W_mm.npy", svm.W)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"written      {out}/summary.json" + (", W_star.npy" if compat else "")
+              + (", W_mm.npy" if summary["ntp_margin"] is not None else ""))
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="embgeo", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ntp = sub.add_parser("ntp", help="NTP implicit bias (Thrampoulidis 2024)")
+    ntp_sub = ntp.add_subparsers(dest="ntp_command", required=True)
+    an = ntp_sub.add_parser("analyze", help="H, F, W*, separability, NTP-SVM of a dataset")
+    an.add_argument("--synthetic", default="50,10,60,6", metavar="m,V,d,S",
+                    help="the paper's Fig. 3-4 generator at these sizes (default: the paper's 50,10,60,6)")
+    an.add_argument("--tokens", metavar="FILE", help="text file: one sequence of integer token ids per line")
+    an.add_argument("--context-length", type=int, metavar="k", help="context length k (with --tokens)")
+    an.add_argument("--autoregressive", action="store_true", help="use all prefixes up to length k (paper App. C)")
+    an.add_argument("--embeddings", default="random:64", metavar="SPEC",
+                    help="context embeddings with --tokens: random:D, onehot or FILE.npy (m, d) (default random:64)")
+    an.add_argument("--seed", type=int, default=0, help="seed of the generator / random embeddings (default 0)")
+    an.add_argument("--out", metavar="DIR", help="write summary.json, W_star.npy and W_mm.npy here")
+    an.set_defaults(func=ntp_analyze)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except InputError as exc:
+        print(f"embgeo: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
