@@ -108,6 +108,41 @@ def ntp_analyze(args) -> dict:
     return summary
 
 
+def cmd_list(args) -> None:
+    """Print every registered experiment with its paper-scale run time."""
+    from embgeo.experiments import REGISTRY
+
+    for name, exp in REGISTRY.items():
+        print(f"{name:<22} [{exp.paper}] {exp.title}" + (f" (paper scale: {exp.paper_runtime})"
+                                                          if exp.paper_runtime else ""))
+
+
+def _print_claims(claims: list[dict]) -> None:
+    for c in claims:
+        verdict = "holds" if c["ok"] else "FAILS"
+        print(f"  [{verdict}] {c['name']}: measured {c['measured']}"
+              + (f", paper {c['paper']}" if c.get("paper") is not None else "")
+              + (f", theory {c['theory']}" if c.get("theory") is not None else ""))
+
+
+def cmd_run(args) -> None:
+    """Run one experiment and write config.json, claims.json, trace.csv and figures to --out."""
+    from embgeo.experiments import parse_overrides, run
+
+    record = run(args.name, args.scale, parse_overrides(args.set), out=args.out)
+    print(f"{args.name} ({args.scale}): {record.passed}/{len(record.claims)} claims hold, "
+          f"{record.seconds:.1f} s, written to {record.out}")
+    _print_claims(record.claims)
+
+
+def cmd_reproduce(args) -> None:
+    """Run every experiment of a paper and write one self-contained HTML report."""
+    from embgeo.experiments import reproduce
+
+    path = reproduce(args.paper, args.scale, args.out, resume=not args.fresh)
+    print(f"report: {path.resolve()}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="embgeo", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +160,21 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--seed", type=int, default=0, help="seed of the generator / random embeddings (default 0)")
     an.add_argument("--out", metavar="DIR", help="write summary.json, W_star.npy and W_mm.npy here")
     an.set_defaults(func=ntp_analyze)
+
+    ls = sub.add_parser("list", help="list the registered experiments")
+    ls.set_defaults(func=cmd_list)
+    rn = sub.add_parser("run", help="run one experiment")
+    rn.add_argument("name", help="experiment name (see 'embgeo list')")
+    rn.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value (repeatable)")
+    rn.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME)")
+    rn.set_defaults(func=cmd_run)
+    rp = sub.add_parser("reproduce", help="run every experiment of a paper and write report.html")
+    rp.add_argument("--paper", default="all", help="ntp or all (default all)")
+    rp.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    rp.add_argument("--out", default="runs/reproduce", metavar="DIR", help="output directory (default runs/reproduce)")
+    rp.add_argument("--fresh", action="store_true", help="re-run experiments that already finished in DIR")
+    rp.set_defaults(func=cmd_reproduce)
     return parser
 
 

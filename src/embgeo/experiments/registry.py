@@ -1,0 +1,165 @@
+"""Named experiments, their typed configs and their claims.
+
+An experiment is a figure or table of a paper: a config dataclass (defaults are the ``quick``
+scale; ``presets["paper"]`` holds the paper's sizes), a ``run(config) -> Result`` function, and
+the claims it checks. A :class:`Claim` puts the paper's printed value, the theory's prediction and
+the measured value side by side with the tolerance it was held to and the verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from embgeo.errors import InputError
+
+SCALES = ("quick", "paper")
+
+
+@dataclass
+class Claim:
+    """One checked statement: ``ok`` says whether ``measured`` agrees with the paper/theory.
+
+    ``tolerance`` documents where the bound comes from (the paper's printed precision, a spread
+    over seeds, or the statement's own inequality); ``note`` explains a failure or a reading.
+    """
+
+    name: str
+    measured: Any
+    ok: bool
+    paper: Any = None
+    theory: Any = None
+    tolerance: Any = None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+
+
+def close(name: str, measured: float, target: float, tol: float, *, paper=None, theory=None, note: str = "",
+          relative: bool = False) -> Claim:
+    """Claim ``|measured - target| <= tol`` (``tol`` relative to ``|target|`` if ``relative``)."""
+    bound = tol * abs(target) if relative else tol
+    ok = bool(math.isfinite(measured) and abs(measured - target) <= bound)
+    tol_text = f"±{tol:g}" + (" (relative)" if relative else "")
+    return Claim(name, float(measured), ok, paper, theory, tol_text, note)
+
+
+def at_least(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "") -> Claim:
+    """Claim ``measured >= bound``."""
+    return Claim(name, float(measured), bool(measured >= bound), paper, theory, f">= {bound:g}", note)
+
+
+def at_most(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "") -> Claim:
+    """Claim ``measured <= bound``."""
+    return Claim(name, float(measured), bool(measured <= bound), paper, theory, f"<= {bound:g}", note)
+
+
+def holds(name: str, measured, ok: bool, *, paper=None, theory=None, note: str = "") -> Claim:
+    """A claim whose verdict is a yes/no statement (e.g. a monotone trend, equal rows)."""
+    return Claim(name, measured, bool(ok), paper, theory, "exact statement", note)
+
+
+@dataclass
+class Result:
+    """What an experiment's ``run`` returns: claims, matplotlib figures, an optional trace table."""
+
+    claims: list[Claim]
+    figures: dict[str, Any] = field(default_factory=dict)
+    trace: Any = None  # a pandas DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment. ``config_cls`` defaults are the quick scale."""
+
+    name: str
+    paper: str
+    title: str
+    config_cls: type
+    run: Callable[[Any], Result]
+    presets: dict = field(default_factory=dict)
+    paper_runtime: str = ""
+
+    def config(self, scale: str = "quick", overrides: dict | None = None):
+        """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``)."""
+        if scale not in SCALES:
+            raise InputError(f"scale: expected one of {SCALES}, got {scale!r}")
+        values = dict(self.presets.get(scale, {}))
+        fields = {f.name: f for f in dataclasses.fields(self.config_cls)}
+        for key, value in (overrides or {}).items():
+            if key not in fields:
+                raise InputError(f"--set {key}: {self.name} has no such setting; known: {', '.join(fields)}")
+            default = fields[key].default
+            values[key] = _coerce(key, value, type(default) if default is not None else str)
+        return self.config_cls(**values)
+
+
+REGISTRY: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    """Add an experiment to the registry (names are unique)."""
+    if experiment.name in REGISTRY:
+        raise ValueError(f"experiment {experiment.name!r} registered twice")
+    REGISTRY[experiment.name] = experiment
+    return experiment
+
+
+def get(name: str) -> Experiment:
+    """The experiment called ``name``; :class:`InputError` listing the known names otherwise."""
+    if name not in REGISTRY:
+        raise InputError(f"unknown experiment {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def names(paper: str = "all") -> list[str]:
+    """Registered experiment names, in registration order, optionally of one paper."""
+    papers = {e.paper for e in REGISTRY.values()}
+    if paper != "all" and paper not in papers:
+        raise InputError(f"--paper: expected 'all' or one of {sorted(papers)}, got {paper!r}")
+    return [n for n, e in REGISTRY.items() if paper in ("all", e.paper)]
+
+
+def parse_overrides(items: list[str] | None) -> dict:
+    """``["steps=100", "lr=0.5"]`` → ``{"steps": "100", "lr": "0.5"}`` (typed later by the config)."""
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set: expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _coerce(key: str, value, kind: type):
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind is bool:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            return value.lower() in ("true", "1", "yes")
+        if kind is tuple:
+            return tuple(float(v) if "." in v or "e" in v else int(v) for v in value.split(",") if v)
+        return kind(value)
+    except ValueError:
+        raise InputError(f"--set {key}={value}: expected a value of type {kind.__name__}") from None
+
+
+def _jsonable(value):
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    if np is not None and isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

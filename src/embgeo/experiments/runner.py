@@ -1,0 +1,154 @@
+"""Run registered experiments, write their outputs, and reproduce a paper into one report.
+
+Output of one run in ``DIR``: ``config.json`` (name, scale, the config), ``claims.json`` (a list
+of claim objects), ``trace.csv`` when the experiment has a trace, each figure as ``NAME.png`` and
+``NAME.pdf``, and ``record.json`` (run time, package versions, notes). :func:`reproduce` reuses a
+finished run whose ``config.json`` matches, so an interrupted reproduction resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from embgeo.experiments.registry import get, names
+
+
+@dataclass
+class RunRecord:
+    """A finished (or failed) run as stored on disk."""
+
+    name: str
+    scale: str
+    config: dict
+    claims: list[dict]
+    figures: list[str]
+    seconds: float
+    versions: dict
+    out: str
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    reused: bool = False
+
+    @property
+    def passed(self) -> int:
+        return sum(bool(c["ok"]) for c in self.claims)
+
+
+def package_versions() -> dict:
+    """Versions of Python and of the libraries results depend on."""
+    out = {"python": platform.python_version()}
+    for pkg in ("embgeo", "numpy", "scipy", "torch", "matplotlib", "pandas"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str | Path | None = None,
+        resume: bool = False) -> RunRecord:
+    """Run experiment ``name`` at ``scale`` and write its outputs to ``out`` (default runs/NAME).
+
+    With ``resume=True`` a previous run in ``out`` with the same config is loaded, not re-run.
+    Exceptions inside the experiment propagate; :func:`reproduce` records them instead.
+    """
+    exp = get(name)
+    cfg = exp.config(scale, overrides)
+    out = Path(out) if out is not None else Path("runs") / name
+    config_doc = {"name": name, "scale": scale, "config": _config_dict(cfg)}
+    if resume:
+        previous = load(out)
+        if previous is not None and previous.error is None and {
+                "name": previous.name, "scale": previous.scale, "config": previous.config} == config_doc:
+            previous.reused = True
+            return previous
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("claims.json", "record.json"):  # a crash must not leave an old result looking current
+        (out / stale).unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    result = exp.run(cfg)
+    seconds = time.perf_counter() - t0
+    figures = _save_figures(result.figures, out)
+    claims = [c.to_dict() for c in result.claims]
+    if result.trace is not None:
+        result.trace.to_csv(out / "trace.csv", index=False)
+    record = RunRecord(name, scale, config_doc["config"], claims, figures, seconds, package_versions(), str(out),
+                       list(result.notes))
+    _write_json(out / "config.json", config_doc)
+    _write_json(out / "claims.json", claims)
+    _write_json(out / "record.json", {"seconds": seconds, "versions": record.versions, "figures": figures,
+                                      "notes": record.notes, "title": exp.title, "paper": exp.paper})
+    return record
+
+
+def load(out: str | Path) -> RunRecord | None:
+    """The run stored in ``out``, or None if it is missing or incomplete."""
+    out = Path(out)
+    try:
+        config_doc = json.loads((out / "config.json").read_text())
+        claims = json.loads((out / "claims.json").read_text())
+        rec = json.loads((out / "record.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return RunRecord(config_doc["name"], config_doc["scale"], config_doc["config"], claims, rec["figures"],
+                     rec["seconds"], rec["versions"], str(out), rec.get("notes", []), rec.get("error"))
+
+
+def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce",
+              resume: bool = True, echo=print) -> Path:
+    """Run every experiment of ``paper`` and write ``out/report.html``; returns the report path.
+
+    A failing experiment is recorded with its traceback and reported, not fatal to the others.
+    """
+    from embgeo.report.html import write_report
+
+    out = Path(out)
+    records = []
+    selected = names(paper)
+    for i, name in enumerate(selected, start=1):
+        echo(f"[{i}/{len(selected)}] {name} ({scale}) ...")
+        try:
+            record = run(name, scale, out=out / name, resume=resume)
+        except KeyboardInterrupt:
+            echo("interrupted: finished experiments are kept; run the same command again to resume")
+            raise
+        except Exception as exc:  # noqa: BLE001 - one broken experiment must not hide the others
+            record = RunRecord(name, scale, {}, [], [], 0.0, package_versions(), str(out / name),
+                               error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        status = "error" if record.error else f"{record.passed}/{len(record.claims)} claims hold"
+        echo(f"    {status}, {record.seconds:.1f} s" + (" (reused)" if record.reused else ""))
+        records.append(record)
+    path = write_report(records, out / "report.html", title=f"embgeo reproduction: {paper}, {scale} scale")
+    return path
+
+
+def _config_dict(cfg) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+
+
+def _save_figures(figures: dict, out: Path) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    saved = []
+    for fname, fig in figures.items():
+        for ext in ("png", "pdf"):
+            fig.savefig(out / f"{fname}.{ext}", dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        saved.append(fname)
+    return saved
+
+
+def _write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the embgeo command")

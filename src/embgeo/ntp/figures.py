@@ -1,0 +1,127 @@
+"""Figures of the NTP paper (Figs. 1-5) and of our extra experiments, with matplotlib.
+
+Every curve has its own line style and marker as well as its colour, so the figures read in
+grayscale. Functions draw into the axes they are given and return them.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are written to files; no display is assumed
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "x")]
+
+
+def style(i: int) -> dict:
+    """Line style, marker and colour of the i-th curve (distinct in grayscale too)."""
+    ls, mk = STYLES[i % len(STYLES)]
+    return {"linestyle": ls, "marker": mk, "color": f"C{i % 10}", "markevery": 0.1, "markersize": 4}
+
+
+def toy_geometry(data, W_mm: np.ndarray, ax):
+    """Fig. 1 (left): context embeddings with their supports, the rows w_v of W^mm and their hyperplanes."""
+    H = data.embeddings
+    labels = data.context_labels or [str(j) for j in range(data.m)]
+    tokens = data.token_labels or [str(v) for v in range(data.V)]
+    lim = 1.25 * max(np.abs(H).max(), np.abs(W_mm).max())
+    t = np.linspace(-lim, lim, 2)
+    for v, w in enumerate(W_mm):
+        st = style(v)
+        if np.linalg.norm(w) > 0:  # hyperplane {x : <w_v, x> = 0}
+            normal = np.array([-w[1], w[0]]) / np.linalg.norm(w)
+            ax.plot(t * normal[0], t * normal[1], color=st["color"], linestyle=st["linestyle"], linewidth=0.8)
+        ax.annotate("", xy=w, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": st["color"], "lw": 1.6})
+        ax.plot(*w, marker="*", color=st["color"], markersize=11, linestyle="none", label=f"$w_{{{tokens[v]}}}$")
+    for j, h in enumerate(H):
+        supp = ",".join(tokens[z] for z in data.supports[j])
+        ax.plot(*h, "o", color="black", markersize=8)
+        ax.annotate(f"{labels[j]}\n{{{supp}}}", h, textcoords="offset points", xytext=(6, -22), fontsize=9)
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal")
+    ax.axhline(0, color="0.8", lw=0.5)
+    ax.axvline(0, color="0.8", lw=0.5)
+    ax.set_xlabel("coordinate 1 (embedding units)")
+    ax.set_ylabel("coordinate 2 (embedding units)")
+    ax.set_title("contexts (•) and rows of $W^{mm}$ (★) with hyperplanes")
+    ax.legend(fontsize=8, loc="upper right")
+    return ax
+
+
+def probability_matrix(data, ax):
+    """Fig. 2 (left): P with contexts as rows, tokens as columns; off-support entries black."""
+    P = data.probs.toarray()
+    shown = np.ma.masked_where(P == 0, P)
+    im = ax.imshow(shown, cmap=plt.get_cmap("viridis").with_extremes(bad="black"), vmin=0, vmax=1)
+    for j, z in zip(*np.nonzero(P), strict=True):
+        ax.text(z, j, f"{P[j, z]:.2g}", ha="center", va="center", fontsize=8, color="white" if P[j, z] < .5 else "k")
+    ax.set_xticks(range(data.V), data.token_labels or range(data.V))
+    ax.set_yticks(range(data.m), data.context_labels or range(data.m))
+    ax.set_xlabel("next token z")
+    ax.set_ylabel("context j")
+    ax.set_title("$\\hat p_{j,z}$ (black: off-support)")
+    plt.colorbar(im, ax=ax, fraction=0.046, label="probability")
+    return ax
+
+
+def token_rows(W: np.ndarray, ax, title: str, labels=None):
+    """Fig. 2 (middle/right): the rows w_z of a (V, 2) matrix as vectors from the origin."""
+    lim = 1.2 * max(np.abs(W).max(), 1e-12)
+    for v, w in enumerate(W):
+        st = style(v)
+        ax.annotate("", xy=w, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": st["color"], "lw": 1.4})
+        ax.plot(*w, marker=st["marker"], color=st["color"], linestyle="none",
+                label=f"$w_{{{labels[v] if labels else v}}}$")
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal")
+    ax.set_xlabel("coordinate 1")
+    ax.set_ylabel("coordinate 2")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def training_panels(frames: dict, entropy: float, axes) -> None:
+    """Figs. 1 (right), 4 and 5: loss vs 𝓗, ‖W_k‖, the two alignments, ‖P_F(W_k) − W*‖/‖W*‖.
+
+    ``frames`` maps a label (e.g. "GD η=0.5") to a trace DataFrame; ``axes`` is a 2x2 array.
+    """
+    (a_loss, a_norm), (a_cos, a_sub) = axes
+    for i, (label, df) in enumerate(frames.items()):
+        df = df[df["step"] > 0]
+        st = style(i)
+        a_loss.loglog(df["step"], df["kl_gap"], label=f"{label}", **st)
+        a_norm.semilogx(df["step"], df["norm"], label=label, **st)
+        if "cos_mm" in df:
+            a_cos.semilogx(df["step"], df["cos_mm"], label=f"{label}: cos($W_k$, $W^{{mm}}$)", **st)
+            st2 = dict(st, linestyle=":", marker="x")
+            a_cos.semilogx(df["step"], df["cos_corrected"], label=f"{label}: cos($W_k-W^*$, $W^{{mm}}$)", **st2)
+            a_sub.loglog(df["step"], df["subspace_error"], label=label, **st)
+    a_loss.set_title(f"loss gap CE($W_k$) − $\\mathcal{{H}}$ ($\\mathcal{{H}}$ = {entropy:.4f} nats)")
+    a_loss.set_ylabel("CE − $\\mathcal{H}$ (nats)")
+    a_norm.set_title("parameter norm")
+    a_norm.set_ylabel("$\\|W_k\\|_F$")
+    a_cos.set_title("alignment with $W^{mm}$")
+    a_cos.set_ylabel("cosine")
+    a_sub.set_title("subspace component")
+    a_sub.set_ylabel("$\\|P_F(W_k) - W^*\\| / \\|W^*\\|$")
+    for ax in (a_loss, a_norm, a_cos, a_sub):
+        ax.set_xlabel("iteration k")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7)
+
+
+def next_token_examples(data, contexts, axes) -> None:
+    """Fig. 3: next-token distributions p̂_j of the given contexts as bar charts."""
+    for ax, j in zip(np.ravel(axes), contexts, strict=False):
+        p = data.probs[j].toarray().ravel()
+        ax.bar(np.arange(data.V), p, color="0.35", edgecolor="black")
+        ax.set_xticks(np.arange(data.V))
+        ax.set_title(f"context {j}: $S_j$ = {{{', '.join(map(str, data.supports[j]))}}}", fontsize=9)
+        ax.set_xlabel("token z")
+        ax.set_ylabel("$\\hat p_{j,z}$")
+        ax.set_ylim(0, 1)
