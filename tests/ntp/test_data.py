@@ -61,12 +61,10 @@ def test_errors_are_value_errors():
 def test_sparse_nan_is_rejected():
     P = sp.csr_matrix(np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]]))
     P.data[1] = np.nan
-    with pytest.raises(DistributionError, match="probs: row 0 has a NaN or infinite entry"):
+    with pytest.raises(DistributionError, match="probs: entries must be finite; row 0 has a NaN or infinite entry"):
         NTPData(H2, P)
 
 
-@pytest.mark.xfail(strict=True, reason="src inconsistency: dense NaN/inf probs raise a plain InputError, sparse ones a "
-                   "DistributionError; errors.DistributionError documents NaN/inf as its case")
 def test_dense_nan_probs_raise_distribution_error():
     with pytest.raises(DistributionError):
         NTPData(H2, [[0.5, 0.5, 0.0], [0.0, np.nan, 1.0]])

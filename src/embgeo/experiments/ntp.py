@@ -244,15 +244,16 @@ class RegPathConfig:
     support_size: int = 6
     seed: int = 0
     b_min: float = 1.0
-    b_max: float = 100.0
-    points: int = 9
+    b_max: float = 20.0  # beyond B ≈ 30 the loss gap falls below ~1e-6 and float64 gradients stall
+    points: int = 7
+    max_iter: int = 50_000
 
 
 def run_regpath(cfg: RegPathConfig) -> Result:
     data = synthetic(cfg.m, cfg.V, cfg.d, cfg.support_size, seed=cfg.seed)
     ref = compute_reference(data)
     norms = np.geomspace(cfg.b_min, cfg.b_max, cfg.points)
-    path = regularization_path(data, norms, reference=ref)
+    path = regularization_path(data, norms, reference=ref, max_iter=cfg.max_iter)
     df = path.to_frame()
     cos = df["cos_mm"].to_numpy()
     sub = df["subspace_error"].to_numpy()
@@ -334,7 +335,7 @@ register(Experiment("ntp-gd", "ntp", "Fig. 4: GD on m=50, d=60, V=10, S_j=6 (η=
 register(Experiment("ntp-ngd-adam", "ntp", "Fig. 5: normalized GD and Adam (η=0.01, β=(0.9, 0.99)) vs GD",
                     NGDAdamConfig, run_ngd_adam, {"paper": {"steps": 10_000}}, "about 1 min"))
 register(Experiment("ntp-regpath", "ntp", "Theorem 1: the norm-constrained regularization path Ŵ_B",
-                    RegPathConfig, run_regpath, {"paper": {"b_max": 1000.0, "points": 13}}, "about 1 min"))
+                    RegPathConfig, run_regpath, {"paper": {"b_max": 30.0, "points": 12}}, "about 30 s"))
 register(Experiment("ntp-overparam", "ntp", "Lemma 1: compatibility and separability vs d/m",
                     OverparamConfig, run_overparam, {"paper": {"m": 50, "support_size": 6, "trials": 50}},
                     "about 2 min"))

@@ -279,14 +279,20 @@ def _as_probability_matrix(probs, m: int) -> sp.csr_matrix:
     if sp.issparse(probs):
         P = sp.csr_matrix(probs, dtype=np.float64, copy=True)
     else:
-        dense = as_float_array("probs", probs, ndim=2)
-        P = sp.csr_matrix(dense)
+        try:
+            dense = np.asarray(probs, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DistributionError(f"probs: expected a numeric array of shape (m, V), got {type(probs).__name__} "
+                                    f"({exc})") from None
+        if dense.ndim != 2:
+            raise ShapeError(f"probs: expected a 2-D array of shape (m, V), got shape {dense.shape}")
+        P = sp.csr_matrix(np.where(np.isfinite(dense), dense, np.nan))  # keep NaN/inf as explicit entries
     if P.shape[0] != m:
         raise ShapeError(f"probs: expected {m} rows (one per context, as embeddings), got shape {P.shape}")
     P.sum_duplicates()
     if not np.all(np.isfinite(P.data)):
         j = int(np.searchsorted(P.indptr, np.flatnonzero(~np.isfinite(P.data))[0], side="right") - 1)
-        raise DistributionError(f"probs: row {j} has a NaN or infinite entry")
+        raise DistributionError(f"probs: entries must be finite; row {j} has a NaN or infinite entry")
     if np.any(P.data < 0):
         j = int(np.searchsorted(P.indptr, np.flatnonzero(P.data < 0)[0], side="right") - 1)
         raise DistributionError(f"probs: row {j} has a negative entry; rows must be probability vectors")
@@ -311,7 +317,15 @@ def _as_probability_matrix(probs, m: int) -> sp.csr_matrix:
 def _as_weights(weights, m: int) -> np.ndarray:
     if weights is None:
         return np.full(m, 1.0 / m)
-    pi = as_float_array("weights", weights, ndim=1)
+    try:
+        pi = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DistributionError(f"weights: expected a numeric array of shape ({m},) ({exc})") from None
+    if pi.ndim != 1:
+        raise ShapeError(f"weights: expected a 1-D array of length {m}, got shape {pi.shape}")
+    if not np.all(np.isfinite(pi)):
+        raise DistributionError(f"weights: entries must be finite; entry {int(np.flatnonzero(~np.isfinite(pi))[0])} "
+                                "is not")
     if pi.shape != (m,):
         raise ShapeError(f"weights: expected shape ({m},) (one per context), got {pi.shape}")
     if np.any(pi <= 0):

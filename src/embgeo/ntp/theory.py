@@ -12,13 +12,13 @@ works on m × m Gram matrices and never on the (#constraints × V·d) matrix:
 * W* (Def. 1) is the minimum-norm solution of A_eq(W) = b, i.e. A_eqᵀ M⁺ b: the min-norm
   solution lies in the row space, which is F, and is the only solution there.
 * Separability (Def. 2): when rank H̄ = m every logit matrix is reachable and a certificate is
-  written down in closed form (Lemma 1); otherwise an LP (HiGHS) in the r = rank H̄ coordinates
-  of the contexts, whose dual values give a Farkas certificate when infeasible.
-* NTP-SVM (Def. 3): solved through its dual, min_{Ψ∈K} ½ tr(Ψ G Ψᵀ) + Σ_{v∉S_j} Ψ_{v,j} over
-  K = {Ψ : 1ᵀΨ = 0, Ψ_{v,j} ≤ 0 for v ∉ S_j} (G = H̄ᵀH̄), by accelerated projected gradient
-  with adaptive restart; the projection onto K is exact (one sort per column). Each check
-  turns the dual iterate into a primal-feasible W̃ (project onto F⊥, rescale to margin 1) and
-  the duality gap certifies it: ‖W̃ - W^mm‖ ≤ sqrt(2 · gap).
+  written down in closed form (Lemma 1); otherwise the NTP-SVM dual iterations decide it (a
+  separating iterate, or a Farkas direction from the diverging dual), with an LP (HiGHS) in the
+  r = rank H̄ coordinates of the contexts as the last resort.
+* NTP-SVM (Def. 3): solved through its dual over Ψ (:mod:`embgeo.ntp.solvers`) by accelerated
+  projected gradient; each check turns the dual iterate into a primal-feasible W̃ (project onto
+  F⊥, rescale to margin 1) whose duality gap certifies ‖W̃ - W^mm‖ ≤ sqrt(2 · gap), and an
+  exact solve on the guessed active set finishes when it passes a KKT check.
 """
 
 from __future__ import annotations
@@ -27,15 +27,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
-from scipy.optimize import linprog
-from scipy.special import log_softmax
+from scipy.special import log_softmax, logsumexp
 
 from embgeo.core.validate import as_float_array, check_dense_size
 from embgeo.errors import InputError, NotCompatibleError, ShapeError, SolverError
 from embgeo.ntp.constraints import Rows, equality_rows, gram, inequality_rows
 from embgeo.ntp.data import NTPData
+from embgeo.ntp.solvers import DualOutcome, DualProblem, separability_lp
 
 #: Relative tolerance for accepting the log-odds equations (4) as solved.
 COMPAT_RTOL = 1e-7
@@ -70,13 +68,34 @@ def cross_entropy(data: NTPData, W) -> float:
 def kl_gap(data: NTPData, W) -> float:
     """CE(W) - 𝓗 computed as Σ_j π̂_j KL(p̂_j ‖ 𝕊(W h̄_j)) (Sec. 2), never as a difference.
 
-    Summing p̂ (log p̂ - log q) term by term keeps full relative precision when the gap is far
-    below 𝓗 (e.g. 1e-12 against 𝓗 ≈ 1.4), where CE - 𝓗 would be pure rounding error.
+    Per context the KL splits exactly into an in-support part and an off-support part,
+
+        KL_j = [log Σ_{z∈S} p̂_z e^{r_z} − Σ_{z∈S} p̂_z r_z] + log(1 + Σ_{v∉S} e^{ℓ_v − lse_S(ℓ)}),
+
+    with ℓ the logits and r_z = (ℓ_z − ℓ_{z_j}) − log(p̂_z / p̂_{z_j}) the log-odds residuals of (4).
+    The first bracket is evaluated as log1p(Σ p̂ expm1(r)) − Σ p̂ r (second order in r), the second
+    with log1p, so the result keeps its relative precision when the gap is far below the rounding
+    of 𝓗 (e.g. 1e-17 at W* + γ W^mm), where CE − 𝓗 or a term-by-term sum would be rounding noise.
     """
-    logq = log_probs(data, W)
+    W = _check_W(data, W)
+    check_dense_size("logits", (data.m, data.V), "evaluate the loss on a subset of contexts")
     P = data.probs
-    rows = np.repeat(np.arange(data.m), data.support_sizes)
-    return float(np.sum(data.weights[rows] * P.data * (np.log(P.data) - logq[rows, P.indices])))
+    ctx = np.repeat(np.arange(data.m), data.support_sizes)
+    Z = data.embeddings @ W.T  # (m, V)
+    Zrel = Z - Z[np.arange(data.m), data.anchors][:, None]  # logits relative to the anchor
+    p_anchor = P.max(axis=1).toarray().ravel()
+    r = Zrel[ctx, P.indices] - (np.log(P.data) - np.log(p_anchor[ctx]))
+    s1 = np.bincount(ctx, weights=P.data * np.expm1(r), minlength=data.m)
+    s2 = np.bincount(ctx, weights=P.data * r, minlength=data.m)
+    in_support = np.maximum(np.log1p(s1) - s2, 0.0)  # a KL between two distributions on S_j: ≥ 0
+    # lse_S(ℓ) − ℓ_anchor = log Σ_S e^{Zrel} = log(Σ p̂ e^r / p̂_anchor) = log1p(s1) − log p̂_anchor
+    lse_in = np.log1p(s1) - np.log(p_anchor)
+    off = np.ones((data.m, data.V), dtype=bool)
+    off[ctx, P.indices] = False
+    X = np.where(off, Zrel - lse_in[:, None], -np.inf)
+    with np.errstate(divide="ignore"):
+        off_support = np.logaddexp(0.0, logsumexp(X, axis=1))  # log(1 + Σ_off e^x), exact for tiny sums
+    return float(np.sum(data.weights * (in_support + off_support)))
 
 
 def gradient(data: NTPData, W) -> np.ndarray:
@@ -231,10 +250,12 @@ class Separability:
         A certificate W^d ∈ F⊥ with every (6b) margin ≥ 1 (checked), when separable.
     farkas : (m, V) array or None
         When not separable: weights μ ≥ 0 on the (j, v ∉ S_j) Kesler points, summing to 1, with
-        Σ μ_{j,v} (e_{z_j} - e_v) h̄_jᵀ ∈ F, so no W ∈ F⊥ can give them all a positive margin.
+        P_⊥(Σ μ_{j,v} (e_{z_j} - e_v) h̄_jᵀ) = 0 up to ``residuals["perp_norm"]``. Since every
+        separator W ∈ F⊥ with margins ≥ 1 has 1 ≤ perp_norm · ‖W‖, the data's NTP-margin is at most
+        ``perp_norm``: "not separable" means "not separable with a margin above perp_norm" (at most
+        1e-9 of the scale √2 max‖h̄_j‖ for the dual route, HiGHS's tolerances for the LP route).
     residuals : dict
-        For W: ``min_margin`` and ``equality`` (max |A_eq W|); for farkas: ``perp_norm``
-        (‖P_⊥ of the combination‖, 0 for an exact certificate).
+        For W: ``min_margin`` and ``equality`` (max |A_eq W|); for farkas: ``perp_norm``.
     method : str
     """
 
@@ -248,85 +269,99 @@ class Separability:
         return self.separable
 
 
-def is_separable(data: NTPData, subspace_: Subspace | None = None) -> Separability:
+SEPARABILITY_METHODS = ("auto", "dual", "lp")
+
+
+def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
+                 max_iter: int = 20_000) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
 
-    * rank H̄ = m: separable (Lemma 1's argument, valid for d ≥ m): the logits Z with
-      Z_{z,j} = 1 on S_j and 0 elsewhere are reached by W = Z G⁻¹ H̄ᵀ.
-    * otherwise: the LP  max t  s.t. A_eq(W) = 0, A_in(W) ≥ t, t ≤ 1  over W = C Vᵣᵀ
-      (Vᵣ: the right singular vectors of the embeddings), solved by HiGHS. t* = 1 means
-      separable; t* = 0 means not, and the LP's dual values are the Farkas weights μ.
+    * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits
+      Z with Z_{z,j} = 1 on S_j and 0 elsewhere are reached by W = Z G⁻¹ H̄ᵀ; checked.
+    * ``method="dual"``: the NTP-SVM dual iterations (:mod:`embgeo.ntp.solvers`) until an iterate
+      gives a separating direction or a Farkas vector, for at most ``max_iter`` iterations.
+    * ``method="lp"``: the LP  max t  s.t. A_eq(W) = 0, A_in(W) ≥ t, t ≤ 1  over W = C Vᵣᵀ
+      (Vᵣ: the right singular vectors of the embeddings), solved by HiGHS; t* = 1 means
+      separable, t* = 0 not, and the LP's dual values are the Farkas weights.
+    * ``method="auto"``: "dual", then "lp" if the dual is undecided after ``max_iter``.
     """
+    if method not in SEPARABILITY_METHODS:
+        raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
     F = subspace_ or Subspace(data)
+    ineq = _inequality_rows_or_error(data)
+    if _full_row_rank(data.embeddings):
+        sep = _separable_by_construction(data, F, ineq)
+        if sep is not None:
+            return sep
+    if method in ("auto", "dual"):
+        outcome = DualProblem(data, F, ineq).solve(tol=1e-12, max_iter=max_iter, stop_when_separable=True)
+        if outcome.status != "max_iter":
+            return _separability_from_dual(data, F, ineq, outcome)
+        if method == "dual":
+            raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas vector in "
+                              f"{max_iter} iterations; use method='lp'")
+    return _separability_by_lp(data, F, ineq)
+
+
+def _inequality_rows_or_error(data: NTPData) -> Rows:
     ineq = inequality_rows(data)
     if len(ineq) == 0:
         raise InputError("probs: every context has full support (S_j = V for all j), so there are no "
-                         "separability constraints (6b); the paper assumes some S_j < V")
-    H = data.embeddings
-    U, s, Vt = np.linalg.svd(H, full_matrices=False)
-    r = int(np.sum(s > s[0] * max(H.shape) * np.finfo(float).eps))
-    if r == data.m:
-        Z = np.zeros((data.V, data.m))
-        for j, supp in enumerate(data.supports):
-            Z[supp, j] = 1.0
-        psi = np.linalg.solve(F.G, Z.T).T  # Ψ = Z G⁻¹ (G symmetric)
-        cert = _certify_direction(data, F, ineq, psi @ F.G)
-        if cert["min_margin"] >= 1 - MARGIN_ATOL and cert["equality"] <= MARGIN_ATOL:
-            return Separability(True, psi @ H, None, cert, "closed form (rank H = m, Lemma 1)")
-    return _separability_lp(data, F, ineq, U[:, :r] * s[:r], Vt[:r])
+                         "separability constraints (6b) and W^mm is undefined; the paper assumes some S_j < V")
+    return ineq
 
 
-def _certify_direction(data: NTPData, F: Subspace, ineq: Rows, Z: np.ndarray) -> dict:
-    """Min (6b) margin and max (6a) violation of the W whose logits are Z (V, m)."""
+def _full_row_rank(H: np.ndarray) -> bool:
+    """rank H̄ = m, judged by numpy.linalg.matrix_rank's threshold."""
+    return H.shape[0] <= H.shape[1] and np.linalg.matrix_rank(H) == H.shape[0]
+
+
+def _certify_direction(data: NTPData, F: Subspace, ineq: Rows, W: np.ndarray) -> dict:
+    """Min (6b) margin and max (6a) violation of W (V, d)."""
+    Z = W @ data.embeddings.T
     return {"min_margin": float(np.min(ineq.values(Z))),
             "equality": float(np.max(np.abs(F.rows.values(Z)), initial=0.0))}
 
 
-def _separability_lp(data: NTPData, F: Subspace, ineq: Rows, K: np.ndarray, basis: np.ndarray) -> Separability:
-    """The LP of :func:`is_separable` in the r-dim coordinates K (m, r) of the contexts."""
-    V, r = data.V, K.shape[1]
-    n_var = V * r + 1  # vec(C) row-major, then t
+def _separable_by_construction(data: NTPData, F: Subspace, ineq: Rows) -> Separability | None:
+    Z = np.zeros((data.V, data.m))
+    for j, supp in enumerate(data.supports):
+        Z[supp, j] = 1.0
+    W = np.linalg.solve(F.G, Z.T).T @ data.embeddings  # W = Z G⁻¹ H̄ᵀ (G symmetric)
+    cert = _certify_direction(data, F, ineq, W)
+    if cert["min_margin"] >= 1 - MARGIN_ATOL and cert["equality"] <= MARGIN_ATOL:
+        return Separability(True, W, None, cert, "closed form (rank H = m, Lemma 1)")
+    return None  # G too ill-conditioned for the closed form: decide numerically
 
-    def rows_matrix(rows: Rows) -> sp.csr_matrix:
-        n = len(rows)
-        i = np.repeat(np.arange(n), 2 * r)
-        cols = np.concatenate([rows.plus[:, None] * r + np.arange(r), rows.minus[:, None] * r + np.arange(r)], axis=1)
-        vals = np.concatenate([K[rows.ctx], -K[rows.ctx]], axis=1)
-        return sp.csr_matrix((vals.ravel(), (i, cols.ravel())), shape=(n, n_var))
 
-    A_in = rows_matrix(ineq)
-    A_in = A_in - sp.csr_matrix((np.ones(len(ineq)), (np.arange(len(ineq)), np.full(len(ineq), n_var - 1))),
-                                shape=A_in.shape)
-    c = np.zeros(n_var)
-    c[-1] = -1.0  # maximise t
-    bounds = [(None, None)] * (V * r) + [(None, 1.0)]
-    kw = {}
-    if len(F.rows):
-        kw = {"A_eq": rows_matrix(F.rows), "b_eq": np.zeros(len(F.rows))}
-    res = linprog(c, A_ub=-A_in, b_ub=np.zeros(len(ineq)), bounds=bounds, method="highs", **kw)
-    if res.status != 0:
-        raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
-    t = -res.fun
-    C = res.x[:-1].reshape(V, r)
-    if t > 0.5:
-        Z = (C / t) @ K.T
-        cert = _certify_direction(data, F, ineq, Z)
-        W = (C / t) @ basis
-        # Remove the LP's rounding-level F component exactly, then rescale to margin 1.
-        W = F.project_perp(W)
-        Zp = W @ data.embeddings.T
-        W /= np.min(ineq.values(Zp))
-        cert = _certify_direction(data, F, ineq, W @ data.embeddings.T)
-        return Separability(True, W, None, cert, "LP (HiGHS) in rank-r coordinates")
-    mu = np.maximum(-res.ineqlin.marginals, 0.0)
-    mu /= mu.sum()
-    farkas = np.zeros((data.m, V))
+def _farkas_result(data: NTPData, F: Subspace, ineq: Rows, mu: np.ndarray, method: str, **extra) -> Separability:
+    farkas = np.zeros((data.m, data.V))
     farkas[ineq.ctx, ineq.minus] = mu
-    psi = ineq.adjoint(mu, V, data.m)
-    psi_perp = psi - F.psi_of(psi @ F.G)
-    perp_norm = float(np.sqrt(max(np.sum(psi_perp * (psi_perp @ F.G)), 0.0)))
-    return Separability(False, None, farkas, {"perp_norm": perp_norm, "lp_value": float(t)},
-                        "LP (HiGHS) in rank-r coordinates")
+    perp = float(np.linalg.norm(F.project_perp(ineq.adjoint(mu, data.V, data.m) @ data.embeddings)))
+    return Separability(False, None, farkas, {"perp_norm": perp, **extra}, method)
+
+
+def _separability_from_dual(data: NTPData, F: Subspace, ineq: Rows, outcome: DualOutcome) -> Separability:
+    if outcome.status == "infeasible":
+        return _farkas_result(data, F, ineq, outcome.farkas, "NTP-SVM dual: Farkas direction",
+                              iterations=outcome.iterations)
+    W = outcome.psi @ data.embeddings
+    return Separability(True, W, None, _certify_direction(data, F, ineq, W),
+                        "NTP-SVM dual: separating iterate")
+
+
+def _separability_by_lp(data: NTPData, F: Subspace, ineq: Rows) -> Separability:
+    H = data.embeddings
+    U, s, Vt = np.linalg.svd(H, full_matrices=False)
+    r = int(np.sum(s > s[0] * max(H.shape) * np.finfo(float).eps))
+    t, C, mu = separability_lp(data, F, ineq, U[:, :r] * s[:r])
+    method = "LP (HiGHS) in rank-r coordinates"
+    if t > 0.5:
+        # Remove the LP's rounding-level F component exactly, then rescale to margin 1.
+        W = F.project_perp((C / t) @ Vt[:r])
+        W /= np.min(ineq.values(W @ H.T))
+        return Separability(True, W, None, _certify_direction(data, F, ineq, W), method)
+    return _farkas_result(data, F, ineq, mu / mu.sum(), method, lp_value=float(t))
 
 
 # -- the NTP-SVM (Def. 3) --------------------------------------------------------------------
@@ -338,7 +373,7 @@ class NTPSVM:
     Attributes
     ----------
     W : (V, d) array or None
-        W^mm (None when infeasible). Exactly in F⊥ up to rounding, with min (6b) margin exactly 1.
+        W^mm (None when infeasible). In F⊥ up to rounding, with min (6b) margin exactly 1.
     margin : float
         The optimal NTP-margin 1/‖W^mm‖ (0.0 when infeasible).
     status : "optimal" | "infeasible"
@@ -354,6 +389,7 @@ class NTPSVM:
     separability : Separability
     iterations : int
     seconds : float
+    method : str
     """
 
     W: np.ndarray | None
@@ -372,159 +408,52 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check
             subspace_: Subspace | None = None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
-    Separability is checked first (:func:`is_separable`); non-separable data give
-    ``status == "infeasible"`` and ``W is None``. Otherwise the dual (see module docstring) is
-    solved until the relative duality gap of the rescaled primal point is ≤ ``tol`` (so that
-    ‖W - W^mm‖/‖W^mm‖ ≤ sqrt(2·tol)); :class:`SolverError` if ``max_iter`` is reached first.
+    Solved through its dual (:mod:`embgeo.ntp.solvers`) until the relative duality gap of a
+    feasible primal point is ≤ ``tol`` (so ‖W - W^mm‖/‖W^mm‖ ≤ sqrt(2·tol)) or an exact KKT point
+    is found on the guessed active set. Separability is decided on the way (Lemma 1 when
+    rank H̄ = m; a separating iterate or a Farkas direction otherwise, with the LP of
+    :func:`is_separable` as the last resort): non-separable data give ``status == "infeasible"``
+    and ``W is None``. :class:`SolverError` if the gap stalls above ``tol`` or ``max_iter`` runs out.
     """
     t0 = time.perf_counter()
     if not (0 < tol < 1):
         raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
     F = subspace_ or Subspace(data)
-    sep = is_separable(data, F)
-    if not sep:
+    ineq = _inequality_rows_or_error(data)
+    sep = _separable_by_construction(data, F, ineq) if _full_row_rank(data.embeddings) else None
+    problem = DualProblem(data, F, ineq)
+    outcome = problem.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None)
+    if outcome.status == "infeasible":
+        sep = _separability_from_dual(data, F, ineq, outcome)
+    elif outcome.psi is None:  # no iterate ever separated: let the LP decide
+        sep = _separability_by_lp(data, F, ineq)
+    if sep is not None and not sep:
         return NTPSVM(None, 0.0, "infeasible", np.zeros((0, 2), dtype=int), None, dict(sep.residuals), sep,
-                      0, time.perf_counter() - t0)
-    ineq = inequality_rows(data)
-    G = F.G
-    off = np.ones((data.V, data.m), dtype=bool)
-    off[data.probs.indices, np.repeat(np.arange(data.m), data.support_sizes)] = False
-    lipschitz = float(np.linalg.eigvalsh(G)[-1])
-
-    def dual_objective(psi):  # f(Ψ) = ½ tr(Ψ G Ψᵀ) + Σ_off Ψ; the dual value is -f
-        return 0.5 * np.sum(psi * (psi @ G)) + np.sum(psi[off])
-
-    def primal_from(psi):
-        """Feasible primal point from a dual iterate: P_⊥, then rescale to min margin 1."""
-        Zraw = psi @ G
-        psi_perp = psi - F.psi_of(Zraw)
-        Z = psi_perp @ G
-        gamma = float(np.min(ineq.values(Z)))
-        if gamma <= 0:
-            return None, None, np.inf
-        psi_perp /= gamma
-        return psi_perp, Z / gamma, 0.5 * np.sum(psi_perp * (Z / gamma))
-
-    x = np.zeros((data.V, data.m))
-    y, t_k = x.copy(), 1.0
-    best, polished, next_polish = None, None, 1e-6
-    it = 0
-    for it in range(1, max_iter + 1):
-        x_new = _project_dual_set(y - (y @ G + off) / lipschitz, off)
-        if np.sum((y - x_new) * (x_new - x)) > 0:  # adaptive restart (O'Donoghue & Candès)
-            t_k, y = 1.0, x_new
-        else:
-            t_next = 0.5 * (1 + np.sqrt(1 + 4 * t_k * t_k))
-            y = x_new + ((t_k - 1) / t_next) * (x_new - x)
-            t_k = t_next
-        x = x_new
-        if it % check_every == 0:
-            psi_p, Z, p_val = primal_from(x)
-            d_val = -dual_objective(x)
-            if psi_p is not None and (best is None or p_val < best[2]):
-                best = (psi_p, Z, p_val)
-            if best is None:
-                continue
-            gap = (best[2] - d_val) / best[2]
-            if gap <= tol:
-                break
-            if gap <= next_polish:
-                # The active set is usually identified long before the gap closes: solve the
-                # equality-constrained problem on it exactly and accept it if it satisfies KKT.
-                next_polish = gap / 100
-                polished = _polish(data, F, ineq, best[1])
-                if polished is not None:
-                    break
-    else:
-        gap = np.inf if best is None else (best[2] + dual_objective(x)) / best[2]
-        raise SolverError(f"ntp_svm: relative duality gap {gap:.3g} > tol={tol:g} after {max_iter} iterations")
-    if polished is not None:
-        best = polished[:3]
-        x = polished[3]
-        method = "dual accelerated projected gradient + exact active-set polish"
-    else:
-        method = "dual accelerated projected gradient"
-
-    psi_p, Z, p_val = best
-    W = psi_p @ data.embeddings
-    mu = -np.where(off, x, 0.0)
-    values = ineq.values(Z)
-    gap = max(p_val + dual_objective(x), 0.0)
-    stat_psi = ineq.adjoint(mu[ineq.minus, ineq.ctx], data.V, data.m)
-    stat_psi -= F.psi_of(stat_psi @ G)
-    diff = stat_psi - psi_p
-    norm_W = np.sqrt(2 * p_val)
+                      outcome.iterations, time.perf_counter() - t0, sep.method)
+    if outcome.status != "optimal":
+        raise SolverError(f"ntp_svm: relative duality gap {outcome.gap:.3g} > tol={tol:g} after {outcome.iterations} "
+                          f"iterations ({outcome.status}); the data may be ill-conditioned, try a larger tol")
+    if sep is None:
+        sep = _separability_from_dual(data, F, ineq, outcome)
+    W = outcome.psi @ data.embeddings
+    mu = -np.where(problem.off, outcome.dual_point, 0.0)
+    values = ineq.values(outcome.Z)
+    mu_rows = mu[ineq.minus, ineq.ctx]
+    norm_W = float(np.sqrt(2 * outcome.primal))
+    stationary = F.project_perp(ineq.adjoint(mu_rows, data.V, data.m) @ data.embeddings)
     residuals = {
-        "equality": float(np.max(np.abs(F.rows.values(Z)), initial=0.0)),
+        "equality": float(np.max(np.abs(F.rows.values(outcome.Z)), initial=0.0)),
         "min_margin": float(values.min() - 1.0),
-        "duality_gap": float(gap / p_val),
-        "error_bound": float(np.sqrt(2 * gap) / norm_W),
-        "stationarity": float(np.sqrt(max(np.sum(diff * (diff @ G)), 0.0)) / norm_W),
-        "complementarity": float(np.max(mu[ineq.minus, ineq.ctx] * (values - 1.0)) / max(mu.max(), 1e-300)),
+        "duality_gap": float(outcome.gap),
+        "error_bound": float(np.sqrt(2 * outcome.gap * outcome.primal) / norm_W),
+        "stationarity": float(np.linalg.norm(stationary - W) / norm_W),
+        "complementarity": float(np.max(mu_rows * (values - 1.0)) / max(mu.max(), 1e-300)),
     }
     tight = values <= 1.0 + MARGIN_ATOL
     active = np.column_stack([ineq.ctx[tight], ineq.minus[tight]])
-    return NTPSVM(W, float(1.0 / norm_W), "optimal", active, mu.T.copy(), residuals, sep, it,
+    method = "dual accelerated projected gradient" + (" + exact active-set polish" if outcome.polished else "")
+    return NTPSVM(W, 1.0 / norm_W, "optimal", active, mu.T.copy(), residuals, sep, outcome.iterations,
                   time.perf_counter() - t0, method)
-
-
-def _polish(data: NTPData, F: Subspace, ineq: Rows, Z: np.ndarray, max_rows: int = 2500):
-    """Exact solve on the active set guessed from the logits Z (V, m) of a near-optimal W.
-
-    Solves min ‖W‖ s.t. A_eq(W) = 0 and A_act(W) = 1 (min-norm via the Gram matrix) and accepts
-    the result only if it is KKT-exact: every (6b) margin ≥ 1 and every multiplier of the active
-    rows ≥ 0 (up to 1e-10 relative). Returns (Ψ, Z, ½‖W‖², Ψ_dual) or None.
-    """
-    values = ineq.values(Z)
-    act = np.flatnonzero(values <= 1.0 + 1e-6)
-    n_eq = len(F.rows)
-    if act.size + n_eq > max_rows:
-        return None
-    rows = Rows(np.concatenate([F.rows.ctx, ineq.ctx[act]]), np.concatenate([F.rows.plus, ineq.plus[act]]),
-                np.concatenate([F.rows.minus, ineq.minus[act]]))
-    b = np.concatenate([np.zeros(n_eq), np.ones(act.size)])
-    M = rows.gram(rows, F.G)
-    try:  # Cholesky (n³/3) when the active rows are independent, the generic case
-        y = cho_solve(cho_factor(M), b)
-    except LinAlgError:
-        lam, U = np.linalg.eigh(M)
-        keep = lam > lam[-1] * len(rows) * np.finfo(float).eps
-        y = U[:, keep] @ ((U[:, keep].T @ b) / lam[keep])
-    psi = rows.adjoint(y, data.V, data.m)
-    Zp = psi @ F.G
-    y_act = y[n_eq:]
-    if (np.max(np.abs(rows.values(Zp) - b)) > 1e-10 or np.min(ineq.values(Zp)) < 1 - 1e-10
-            or np.min(y_act) < -1e-10 * max(np.max(np.abs(y_act)), 1e-300)):
-        return None
-    # The multipliers y are themselves a dual point: Ψ = A_eqᵀν + A_actᵀμ scattered, whose
-    # off-support entries are -μ (clip rounding-level positive entries to stay in K).
-    dual = psi.copy()
-    dual[ineq.minus, ineq.ctx] = np.minimum(dual[ineq.minus, ineq.ctx], 0.0)
-    return psi, Zp, 0.5 * float(np.sum(psi * Zp)), dual
-
-
-def _project_dual_set(Y: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """Euclidean projection of Y (V, m) onto K = {1ᵀΨ = 0, Ψ[off] ≤ 0}, column by column.
-
-    For a column y the projection is x = y - τ with the off entries clipped at 0, where τ is the
-    unique root of the decreasing g(τ) = Σ_S (y - τ) + Σ_{v∉S} min(y_v - τ, 0). If exactly the
-    k smallest off entries lie below τ, then τ = (Σ_S y + their sum)/(S + k): we try every k at
-    once and keep the consistent one.
-    """
-    n_in = np.sum(~off, axis=0)
-    sum_in = np.sum(np.where(off, 0.0, Y), axis=0)
-    s = np.sort(np.where(off, Y, np.inf), axis=0)
-    with np.errstate(invalid="ignore"):
-        csum = np.vstack([np.zeros((1, Y.shape[1])), np.cumsum(s, axis=0)])
-        k = np.arange(Y.shape[0] + 1)[:, None]
-        tau = (sum_in + csum) / (n_in + k)
-        lower = np.vstack([np.full((1, Y.shape[1]), -np.inf), s])
-        upper = np.vstack([s, np.full((1, Y.shape[1]), np.inf)])
-        valid = (lower < tau) & (tau <= upper)
-    tau_col = tau[np.argmax(valid, axis=0), np.arange(Y.shape[1])]
-    X = Y - tau_col
-    X[off] = np.minimum(X[off], 0.0)
-    return X
 
 
 # -- margins -----------------------------------------------------------------------------------

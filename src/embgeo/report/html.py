@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 STYLE = """
@@ -63,7 +63,7 @@ def write_report(records, path: str | Path, title: str = "embgeo report") -> Pat
              f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
              f"<p id='summary'><b>{passed} of {total} claims hold</b> across {len(records)} experiments"
              + (f"; <span class='fail'>{len(errors)} experiment(s) failed to run: {', '.join(errors)}</span>"
-                if errors else "") + f". Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}.</p>",
+                if errors else "") + f". Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC}.</p>",
              "<table><tr><th>experiment</th><th>claims holding</th><th>run time</th></tr>"]
     for r in records:
         state = "error" if r.error else f"{r.passed}/{len(r.claims)}"
