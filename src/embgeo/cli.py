@@ -145,6 +145,8 @@ def cmd_reproduce(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="embgeo", description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch and BLAS threads (default 1; DESIGN.md: one per process on small machines)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ntp = sub.add_parser("ntp", help="NTP implicit bias (Thrampoulidis 2024)")
@@ -181,8 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads: expected a positive integer, got {args.threads}")
+    from embgeo.core.threads import limit_threads
+
     try:
-        args.func(args)
+        with limit_threads(args.threads):
+            args.func(args)
     except InputError as exc:
         print(f"embgeo: error: {exc}", file=sys.stderr)
         return 2

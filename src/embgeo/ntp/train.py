@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,36 +28,16 @@ from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 from tqdm.auto import tqdm
 
+from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
 from embgeo.core.validate import as_float_array, check_dense_size, check_positive_int, make_rng
 from embgeo.errors import InputError, NotCompatibleError, NotSeparableError, ShapeError, SolverError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData
 
-try:  # optional: limits BLAS/OpenMP threads of numpy and scipy (torch's are set directly)
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover - depends on the environment
-    threadpool_limits = None
-
 OPTIMIZERS = ("gd", "ngd", "adam", "sgd")
 #: The paper's step sizes for normalized GD and Adam (App. A, Fig. 5).
 PAPER_LR = {"ngd": 0.01, "adam": 0.01}
-
-
-@contextmanager
-def _limit_threads(threads: int):
-    """Run with ``threads`` torch intra-op threads (and BLAS threads when threadpoolctl is
-    installed), restoring the previous settings afterwards (DESIGN.md, "Threads")."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        if threadpool_limits is not None:
-            with threadpool_limits(limits=threads):
-                yield
-        else:
-            yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class StepSizeWarning(UserWarning):
@@ -314,7 +293,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         Show a tqdm progress bar (only when stderr is a terminal).
     threads : int
         torch's intra-op thread count during training, and the BLAS threads of the numpy
-        metrics when threadpoolctl is installed (both restored afterwards).
+        metrics (both restored afterwards).
 
     Returns
     -------
@@ -372,7 +351,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
             meta["subspace_error"] = "absolute (W* = 0)"
     trace = Trace(meta)
 
-    with _limit_threads(threads):
+    with limit_threads(threads):
         _run(trace, data, optimizer, lr, steps, W0, schedule, batch_size, betas, eps, seed, ref, progress)
     return trace
 
@@ -605,7 +584,7 @@ def regularization_path(data: NTPData, norms, *, tol: float = 1e-10, max_iter: i
     reference : None | False | dict
         As in :func:`train` (for cos_mm, cos_corrected, subspace_error, margin).
     threads : int
-        BLAS threads (through threadpoolctl when installed).
+        BLAS threads (through threadpoolctl).
 
     Returns
     -------
@@ -622,7 +601,7 @@ def regularization_path(data: NTPData, norms, *, tol: float = 1e-10, max_iter: i
     ref, status = _resolve_reference(data, reference)
     points, W = [], np.zeros((data.V, data.d))
     unconverged = []
-    with _limit_threads(threads):
+    with limit_threads(threads):
         for B in grid:
             n = np.linalg.norm(W)
             W, iterations, residual, converged = _fista_ball(data, W * (B / n) if n > 0 else W, B, L, tol, max_iter)
@@ -715,7 +694,7 @@ def ridge_path(data: NTPData, lambdas, *, gtol: float = 1e-10, max_iter: int = 5
     reference : None | False | dict
         As in :func:`train`.
     threads : int
-        BLAS threads (through threadpoolctl when installed).
+        BLAS threads (through threadpoolctl).
 
     Returns
     -------
@@ -732,7 +711,7 @@ def ridge_path(data: NTPData, lambdas, *, gtol: float = 1e-10, max_iter: int = 5
     stage1_gtol = max(gtol, min(1e-5, math.sqrt(gtol)))
     points, w = [], np.zeros(data.V * data.d)
     unconverged = []
-    with _limit_threads(threads):
+    with limit_threads(threads):
         for lam in grid:
             def fun(v, lam=lam):
                 W = v.reshape(shape)

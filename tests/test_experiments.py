@@ -1,0 +1,144 @@
+"""The experiment pipeline: every NTP experiment's quick preset, its claims, outputs and report."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from embgeo.cli import main
+from embgeo.experiments import REGISTRY, get, names, parse_overrides, reproduce, run
+from embgeo.errors import InputError
+
+NTP = names("ntp")
+CLAIM_KEYS = {"name", "paper", "theory", "measured", "tolerance", "ok", "note"}
+
+
+@pytest.fixture(scope="module")
+def reproduction(tmp_path_factory):
+    """`embgeo reproduce --paper ntp` at quick scale, run once for the whole module."""
+    out = tmp_path_factory.mktemp("reproduce")
+    lines = []
+    report = reproduce("ntp", "quick", out, echo=lines.append)
+    return out, report, lines
+
+
+def test_registry_lists_the_paper_figures():
+    assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-regpath", "ntp-overparam"]
+    for name in NTP:
+        exp = get(name)
+        assert exp.paper_runtime, name  # documented paper-scale run time
+        assert exp.config("paper") != exp.config("quick") or name == "ntp-examples"
+
+
+@pytest.mark.parametrize("name", NTP)
+def test_outputs_of_each_experiment(reproduction, name):
+    out, _, _ = reproduction
+    d = out / name
+    config = json.loads((d / "config.json").read_text())
+    assert config["name"] == name and config["scale"] == "quick"
+    claims = json.loads((d / "claims.json").read_text())
+    assert claims and all(set(c) == CLAIM_KEYS for c in claims)
+    record = json.loads((d / "record.json").read_text())
+    assert record["figures"]
+    for fig in record["figures"]:
+        assert (d / f"{fig}.png").stat().st_size > 1000 and (d / f"{fig}.pdf").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", NTP)
+def test_claims_of_each_quick_preset_hold(reproduction, name):
+    out, _, _ = reproduction
+    failing = [c for c in json.loads((out / name / "claims.json").read_text()) if not c["ok"]]
+    assert not failing, failing
+
+
+def test_traces_have_the_paper_metrics(reproduction):
+    out, _, _ = reproduction
+    gd = pd.read_csv(out / "ntp-gd" / "trace.csv")
+    assert {"step", "ce", "kl_gap", "norm", "cos_mm", "cos_corrected", "subspace_error", "margin"} <= set(gd)
+    both = pd.read_csv(out / "ntp-ngd-adam" / "trace.csv")
+    assert set(both["run"]) == {"GD", "NGD", "Adam"}
+
+
+def test_specific_claims_carry_paper_values(reproduction):
+    out, _, _ = reproduction
+    claims = {c["name"]: c for c in json.loads((out / "ntp-examples" / "claims.json").read_text())}
+    h = next(c for n, c in claims.items() if "1.445" in n)
+    assert h["paper"] == 1.445 and h["theory"] == pytest.approx(1.45, abs=1e-12)
+    toy = {c["name"]: c for c in json.loads((out / "ntp-toy2d" / "claims.json").read_text())}
+    assert next(c for n, c in toy.items() if "toy generator" in n)["paper"] == 0.8811
+
+
+def test_report_is_self_contained(reproduction):
+    out, report, _ = reproduction
+    html = report.read_text()
+    n_figures = sum(len(json.loads((out / n / "record.json").read_text())["figures"]) for n in NTP)
+    assert html.count('src="data:image/png;base64,') == n_figures
+    assert "http://" not in html and "https://" not in html
+    assert html.count('<table class="claims">') == len(NTP)
+    total = sum(len(json.loads((out / n / "claims.json").read_text())) for n in NTP)
+    assert re.search(rf"<b>{total} of {total} claims hold</b>", html)
+    for name in NTP:
+        assert f"id='{name}'" in html
+    assert "torch" in html and "numpy" in html  # package versions
+
+
+def test_reproduce_resumes_finished_runs(reproduction):
+    out, _, _ = reproduction
+    lines = []
+    reproduce("ntp", "quick", out, echo=lines.append)
+    assert sum("(reused)" in line for line in lines) == len(NTP)
+
+
+def test_run_with_overrides_and_cli(tmp_path, capsys):
+    assert main(["run", "ntp-gd", "--set", "steps=40", "--set", "m=10", "--set", "d=15", "--set", "V=6",
+                 "--set", "support_size=3", "--out", str(tmp_path)]) == 0
+    config = json.loads((tmp_path / "config.json").read_text())["config"]
+    assert config["steps"] == 40 and config["m"] == 10
+    assert pd.read_csv(tmp_path / "trace.csv")["step"].iloc[-1] == 40
+    assert "claims hold" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "ntp-nope"], "unknown experiment"),
+    (["run", "ntp-gd", "--set", "stepz=3"], "no such setting"),
+    (["run", "ntp-gd", "--set", "steps=many"], "expected a value of type int"),
+    (["run", "ntp-gd", "--set", "steps"], "expected key=value"),
+    (["reproduce", "--paper", "nope"], "--paper"),
+])
+def test_cli_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_list_prints_every_experiment(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in REGISTRY)
+
+
+def test_overrides_are_typed():
+    exp = get("ntp-overparam")
+    cfg = exp.config("quick", parse_overrides(["ratios=0.5,1.5", "trials=2"]))
+    assert cfg.ratios == (0.5, 1.5) and cfg.trials == 2
+    with pytest.raises(InputError, match="scale"):
+        exp.config("huge")
+
+
+def test_failing_experiment_is_reported_not_fatal(tmp_path, monkeypatch):
+    exp = get("ntp-examples")
+
+    def broken(cfg):
+        raise RuntimeError("boom")
+
+    only_broken = {"ntp-examples": type(exp)(**{**exp.__dict__, "run": broken})}
+    monkeypatch.setattr("embgeo.experiments.registry.REGISTRY", only_broken)
+    report = reproduce("ntp", "quick", tmp_path, echo=lambda s: None)
+    html = report.read_text()
+    assert "failed to run" in html and "boom" in html
+
+
+def test_run_writes_trace_only_where_there_is_one(tmp_path):
+    rec = run("ntp-examples", out=tmp_path)
+    assert not (tmp_path / "trace.csv").exists()
+    assert rec.passed == len(rec.claims)
