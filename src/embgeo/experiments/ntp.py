@@ -141,20 +141,29 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     return Result(claims, {"fig1_toy": fig1, "fig2_toy": fig2}, df, notes)
 
 
-# -- ntp-examples: Fig. 3 --------------------------------------------------------------------------
-
 @dataclass
-class ExamplesConfig:
+class Fig4Data:
+    """The Fig. 3-5 dataset: :func:`embgeo.ntp.synthetic` at the paper's sizes."""
+
     m: int = 50
     V: int = 10
     d: int = 60
     support_size: int = 6
     seed: int = 0
+
+    def make_data(self, seed: int | None = None):
+        return synthetic(self.m, self.V, self.d, self.support_size, seed=self.seed if seed is None else seed)
+
+
+# -- ntp-examples: Fig. 3 --------------------------------------------------------------------------
+
+@dataclass
+class ExamplesConfig(Fig4Data):
     entropy_seeds: int = 100
 
 
 def run_examples(cfg: ExamplesConfig) -> Result:
-    data = synthetic(cfg.m, cfg.V, cfg.d, cfg.support_size, seed=cfg.seed)
+    data = cfg.make_data()
     picks = np.sort(np.random.default_rng(cfg.seed).choice(cfg.m, size=min(8, cfg.m), replace=False))
     fig, axes = plt.subplots(2, 4, figsize=(13, 5.5), sharey=True, layout="constrained")
     figures.next_token_examples(data, picks, axes)
@@ -163,11 +172,8 @@ def run_examples(cfg: ExamplesConfig) -> Result:
     claims = [holds(f"every context has S_j = {S}", int(data.support_sizes.min()),
                     bool(np.all(data.support_sizes == S)), paper=S)]
 
-    def make(seed):
-        return synthetic(cfg.m, cfg.V, cfg.d, S, seed=seed)
-
     c, mean, sd = _entropy_claim("𝓗 of the Fig. 3-4 generator vs the printed ≈1.445 nats", PAPER_H_FIG4, theory_h,
-                                 make, cfg.entropy_seeds)
+                                 cfg.make_data, cfg.entropy_seeds)
     claims.append(c)
     notes = [f"Dirichlet(1) probabilities: E𝓗 = H_{S} − 1 = {theory_h:.4f} nats; this seed's 𝓗 = "
              f"{entropy(data):.4f}; over {cfg.entropy_seeds} seeds {mean:.4f} ± {sd:.4f}."]
@@ -177,18 +183,13 @@ def run_examples(cfg: ExamplesConfig) -> Result:
 # -- ntp-gd (Fig. 4) and ntp-ngd-adam (Fig. 5) ---------------------------------------------------
 
 @dataclass
-class GDConfig:
-    m: int = 50
-    V: int = 10
-    d: int = 60
-    support_size: int = 6
-    seed: int = 0
+class GDConfig(Fig4Data):
     steps: int = 3000
     lr: float = 0.5
 
 
 def run_gd(cfg: GDConfig) -> Result:
-    data = synthetic(cfg.m, cfg.V, cfg.d, cfg.support_size, seed=cfg.seed)
+    data = cfg.make_data()
     ref = compute_reference(data)
     trace = train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref)
     df = trace.to_frame()
@@ -202,12 +203,7 @@ def run_gd(cfg: GDConfig) -> Result:
 
 
 @dataclass
-class NGDAdamConfig:
-    m: int = 50
-    V: int = 10
-    d: int = 60
-    support_size: int = 6
-    seed: int = 0
+class NGDAdamConfig(Fig4Data):
     steps: int = 3000
     lr_gd: float = 0.5
     lr_ngd: float = 0.01
@@ -215,7 +211,7 @@ class NGDAdamConfig:
 
 
 def run_ngd_adam(cfg: NGDAdamConfig) -> Result:
-    data = synthetic(cfg.m, cfg.V, cfg.d, cfg.support_size, seed=cfg.seed)
+    data = cfg.make_data()
     ref = compute_reference(data)
     runs = {"GD": ("gd", cfg.lr_gd), "NGD": ("ngd", cfg.lr_ngd), "Adam": ("adam", cfg.lr_adam)}
     traces = {label: train(data, opt, lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref,
@@ -244,12 +240,7 @@ def run_ngd_adam(cfg: NGDAdamConfig) -> Result:
 # -- ntp-regpath: Theorem 1 --------------------------------------------------------------------------
 
 @dataclass
-class RegPathConfig:
-    m: int = 50
-    V: int = 10
-    d: int = 60
-    support_size: int = 6
-    seed: int = 0
+class RegPathConfig(Fig4Data):
     b_min: float = 1.0
     b_max: float = 20.0  # beyond B ≈ 30 the loss gap falls below ~1e-6 and float64 gradients stall
     points: int = 7
@@ -257,7 +248,7 @@ class RegPathConfig:
 
 
 def run_regpath(cfg: RegPathConfig) -> Result:
-    data = synthetic(cfg.m, cfg.V, cfg.d, cfg.support_size, seed=cfg.seed)
+    data = cfg.make_data()
     ref = compute_reference(data)
     norms = np.geomspace(cfg.b_min, cfg.b_max, cfg.points)
     path = regularization_path(data, norms, reference=ref, max_iter=cfg.max_iter)
