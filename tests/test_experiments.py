@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from embgeo.cli import main
-from embgeo.experiments import REGISTRY, get, names, parse_overrides, reproduce, run
 from embgeo.errors import InputError
+from embgeo.experiments import REGISTRY, get, names, parse_overrides, reproduce, run
 
 NTP = names("ntp")
 CLAIM_KEYS = {"name", "paper", "theory", "measured", "tolerance", "ok", "note"}
