@@ -1,0 +1,114 @@
+"""Scalar collapse metrics of trained weights, compared with the configurations of Theorems 1-3.
+
+Paper: ``feature-collapse.txt``. The paper measures collapse by PCA scatters, their singular
+values and the mean ± std of the embedding norms; the other metrics here are ours (digest §6.5),
+each 0 (or 1) exactly at the theory's configurations:
+
+* :func:`variance_ratio` — within-group over between-group variance (0 at full collapse);
+* :func:`equiangular_distance` — distance of the group means' normalized Gram matrix from the
+  equiangular (simplex) one, 1 on the diagonal and −1/(n−1) off it (0 at types I-III);
+* :func:`pca_singular_values` — singular values of the centered matrix (scikit-learn's
+  ``PCA.singular_values_`` convention, which the paper's 34.9 / 34.7 / 0.001 use);
+* :func:`norm_frequency_correlation` — Spearman correlation of ‖w‖ with the word frequency (about
+  0 for type I, 1 for type III: frequent words get longer embeddings, Theorem 2);
+* :func:`norm_stats` — mean and std of the row norms, to compare with c, c' and τ*/√(KL).
+
+Arrays hold one vector per row: word embeddings (n_w, d), LayerNormed representations (n_w, d),
+or the blocks u_{k,ℓ} reshaped to (K·L, d) with labels z_{k,ℓ}.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from embgeo.core.validate import as_float_array
+from embgeo.errors import InputError, ShapeError
+
+
+def _rows_and_labels(X, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X = as_float_array("X", X, ndim=2)
+    labels = np.asarray(labels)
+    if labels.shape != (X.shape[0],):
+        raise ShapeError(f"labels: expected shape ({X.shape[0]},) (one per row of X), got {labels.shape}")
+    groups = np.unique(labels)
+    if groups.size < 2:
+        raise InputError(f"labels: need at least 2 groups, got {groups.size}")
+    return X, labels, groups
+
+
+def group_means(X, labels) -> np.ndarray:
+    """Mean vector of each group, in sorted label order: array (n_groups, d)."""
+    X, labels, groups = _rows_and_labels(X, labels)
+    return np.stack([X[labels == g].mean(axis=0) for g in groups])
+
+
+def variance_ratio(X, labels) -> float:
+    """Within-group variance / between-group variance of the rows of X (an NC1-like score).
+
+    within = mean over rows of ‖x − mean of its group‖², between = mean over rows of
+    ‖mean of its group − overall mean‖². 0 when every group sits at one point.
+    """
+    X, labels, groups = _rows_and_labels(X, labels)
+    means = group_means(X, labels)
+    idx = np.searchsorted(groups, labels)
+    within = np.mean(np.sum((X - means[idx]) ** 2, axis=1))
+    between = np.mean(np.sum((means[idx] - X.mean(axis=0)) ** 2, axis=1))
+    if between == 0:
+        raise InputError("X: the group means coincide (no between-group variance); the ratio is undefined")
+    return float(within / between)
+
+
+def equiangular_gram(n: int) -> np.ndarray:
+    """The Gram matrix of n unit vectors of a simplex equiangular frame (paper eq. 4)."""
+    return (n / (n - 1)) * np.eye(n) - np.ones((n, n)) / (n - 1)
+
+
+def equiangular_distance(X, labels) -> float:
+    """‖Ĝ − G_eq‖_F / ‖G_eq‖_F, Ĝ the normalized Gram matrix of the (uncentered) group means.
+
+    The theory's configurations put the group means at c·f_α with (f_α) an equiangular frame, whose
+    vectors also sum to zero, so no centering is applied: a shifted triangle is not collapsed.
+    """
+    means = group_means(X, labels)
+    norms = np.linalg.norm(means, axis=1)
+    if np.any(norms == 0):
+        raise InputError("X: a group mean is zero; the normalized Gram matrix is undefined")
+    G = (means @ means.T) / np.outer(norms, norms)
+    target = equiangular_gram(len(means))
+    return float(np.linalg.norm(G - target) / np.linalg.norm(target))
+
+
+def pca_singular_values(X, k: int = 3) -> np.ndarray:
+    """The k largest singular values of the column-centered X (scikit-learn PCA convention)."""
+    X = as_float_array("X", X, ndim=2)
+    s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
+    return s[:k]
+
+
+def norm_stats(X) -> tuple[float, float]:
+    """(mean, standard deviation) of the row norms of X."""
+    norms = np.linalg.norm(as_float_array("X", X, ndim=2), axis=1)
+    return float(norms.mean()), float(norms.std())
+
+
+def norm_frequency_correlation(X, frequency) -> float:
+    """Spearman rank correlation between the row norms of X (n_w, d) and the words' frequencies (n_w,)."""
+    X = as_float_array("X", X, ndim=2)
+    frequency = as_float_array("frequency", frequency, ndim=1)
+    if frequency.shape != (X.shape[0],):
+        raise ShapeError(f"frequency: expected shape ({X.shape[0]},) (one per row of X), got {frequency.shape}")
+    if np.ptp(frequency) == 0:
+        raise InputError("frequency: all words have the same frequency; the correlation is undefined")
+    return float(spearmanr(np.linalg.norm(X, axis=1), frequency).statistic)
+
+
+def collapse_scores(X, labels, frequency=None) -> dict:
+    """All scalar metrics of one set of vectors, as a flat dict (for claims tables and CSV)."""
+    mean, std = norm_stats(X)
+    out = {"variance_ratio": variance_ratio(X, labels), "equiangular_distance": equiangular_distance(X, labels),
+           "norm_mean": mean, "norm_std": std}
+    out.update({f"sigma{i + 1}": float(s) for i, s in enumerate(pca_singular_values(X))})
+    if frequency is not None:
+        out["norm_frequency_spearman"] = norm_frequency_correlation(X, frequency)
+    return out
