@@ -1,4 +1,8 @@
-"""NTP implicit bias (Thrampoulidis, NeurIPS 2024): data, theory, training, metrics."""
+"""NTP implicit bias (Thrampoulidis, NeurIPS 2024): data, theory, training, metrics.
+
+Training lives in the submodule :mod:`embgeo.ntp.train` (``from embgeo.ntp.train import train``);
+it is not re-exported here so that the name ``embgeo.ntp.train`` keeps meaning the module.
+"""
 
 from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.theory import (
@@ -18,12 +22,10 @@ from embgeo.ntp.theory import (
     subspace,
     w_star,
 )
-from embgeo.ntp.train import compute_reference, regularization_path, ridge_path, train
 
 __all__ = [
     "NTPData", "synthetic", "toy2d",
     "NTPSVM", "Compatibility", "Separability", "Subspace",
     "cross_entropy", "entropy", "gradient", "is_compatible", "is_separable", "kl_gap",
     "ntp_margin", "ntp_svm", "smoothness", "subspace", "w_star",
-    "compute_reference", "regularization_path", "ridge_path", "train",
 ]
