@@ -1,0 +1,314 @@
+"""Training h / h* with the paper's protocol (digest §5.1), with a hand-written SGD step.
+
+Protocol (official notebooks): plain SGD (no momentum), constant lr 0.1, minibatches of 100
+from a fresh random permutation each epoch, mean cross-entropy over the batch, weight decay per
+parameter group with PyTorch's convention (gradient += λθ, i.e. the paper's penalty (λ/2)‖θ‖²),
+applied to every row of W and U at every step, as ``torch.optim.SGD`` does.
+
+Speed: :func:`sgd_step` does one step without autograd: three GEMMs (X Uᵀ, Gᵀ X, G U) plus
+O(B·(K + L·d) + n_w·d) work; the weight decay and update of U are fused into one ``addmm_``
+(U ← (1 − lr λ_U) U − (lr/B) Gᵀ X) and W is updated by a scale and an ``index_add_``. It is
+checked against ``torch.optim.SGD`` on an ``nn.Embedding`` + ``nn.Linear`` model in the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from embgeo.collapse.data import CollapseData
+from embgeo.collapse.model import CollapseNet
+from embgeo.core.threads import limit_threads
+from embgeo.core.trace import Trace
+from embgeo.core.validate import check_positive_int
+from embgeo.errors import InputError, ShapeError
+
+#: Batch size used to evaluate the full train / test sets (exact; independent of training).
+EVAL_BATCH = 1000
+CHECKPOINT_VERSION = 1
+
+
+class TrainingInterrupted(UserWarning):
+    """Training was stopped by Ctrl-C; the partial trace was returned."""
+
+
+# -- one step --------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def sgd_step(model: CollapseNet, x: torch.Tensor, y: torch.Tensor, lr: float, weight_decay_W: float,
+             weight_decay_U: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One SGD step on the mean CE of the batch (x (B, L) word ids, y (B,) labels), in place.
+
+    Equal to ``torch.optim.SGD([{W, weight_decay_W}, {U, weight_decay_U}], lr)`` after
+    ``loss.backward()`` on the same model. Returns the batch loss (0-d tensor, before the step)
+    and the number of correctly classified sentences (0-d int tensor, before the step).
+    """
+    W, U = model.W.data, model.U.data
+    B, L = x.shape
+    d = model.dim
+    flat = x.reshape(-1)
+    X = W.index_select(0, flat)  # (B·L, d)
+    if model.layernorm:  # fused φ (ATen's LayerNorm kernel without affine parameters), keeping mean / 1/s
+        Xw = X
+        X, ln_mean, ln_rstd = torch.native_layer_norm(Xw, (d,), None, None, model.ln_eps)
+    Xf = X.view(B, L * d)
+    logits = torch.mm(Xf, U.t())  # (B, K)
+    top, pred = logits.max(dim=1)
+    rows = torch.arange(B)
+    picked = logits[rows, y]
+    correct = (pred == y).sum()
+    G = logits.sub_(top[:, None]).exp_()  # unnormalised softmax, in place of the logits
+    Z = G.sum(dim=1)
+    loss = (top + torch.log(Z) - picked).mean()  # mean CE = mean(logsumexp - picked logit)
+    G.div_(Z[:, None])
+    G[rows, y] -= 1.0  # B · ∂loss/∂logits
+    dX = torch.mm(G, U)  # (B, L·d): B · ∂loss/∂X, with the old U
+    U.addmm_(G.t(), Xf, beta=1.0 - lr * weight_decay_U, alpha=-lr / B)
+    dX = dX.view(B * L, d)
+    if model.layernorm:  # back through φ: (dY − mean(dY) − Y·mean(dY·Y)) / s, fused
+        dX = torch.ops.aten.native_layer_norm_backward(dX, Xw, (d,), ln_mean, ln_rstd, None, None,
+                                                       [True, False, False])[0]
+    if weight_decay_W:
+        W.mul_(1.0 - lr * weight_decay_W)
+    W.index_add_(0, flat, dX, alpha=-lr / B)
+    return loss, correct
+
+
+@torch.no_grad()
+def evaluate(model: CollapseNet, x, y, batch_size: int = EVAL_BATCH) -> tuple[float, float]:
+    """(mean CE, accuracy) of ``model`` on word ids x (N, L) and labels y (N,), exactly, in batches.
+
+    Accuracy counts ``argmax == y`` (ties go to the first maximal class, as ``torch.argmax``).
+    """
+    x = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.array(x, dtype=np.int64))
+    y = y if isinstance(y, torch.Tensor) else torch.from_numpy(np.array(y, dtype=np.int64))
+    n = len(y)
+    if n == 0:
+        return math.nan, math.nan
+    loss_sum, correct = 0.0, 0
+    for i in range(0, n, batch_size):
+        logits = model(x[i:i + batch_size]).to(torch.float64)
+        yb = y[i:i + batch_size]
+        loss_sum += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
+        correct += int((logits.argmax(dim=1) == yb).sum())
+    return loss_sum / n, correct / n
+
+
+# -- checks ----------------------------------------------------------------------------------------
+
+def _check_float(name: str, value, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"{name}: expected a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(f"{name}: expected a finite number {'> 0' if positive else '>= 0'}, got {value}")
+    return value
+
+
+def _check_model_data(model, data) -> None:
+    if not isinstance(model, CollapseNet):
+        raise InputError(f"model: expected an embgeo.collapse.CollapseNet, got {type(model).__name__}")
+    if not isinstance(data, CollapseData):
+        raise InputError(f"data: expected an embgeo.collapse.CollapseData, got {type(data).__name__}")
+    for name, m, dv in (("n_words", model.n_words, data.n_words), ("length", model.length, data.length),
+                        ("n_classes", model.n_classes, data.n_classes)):
+        if m != dv:
+            raise ShapeError(f"model.{name}: is {m} but the data have {name} = {dv}")
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+
+def _save_checkpoint(path: Path, model: CollapseNet, gen: torch.Generator, trace: Trace, epoch: int,
+                     step: int, settings: dict) -> None:
+    state = {"version": CHECKPOINT_VERSION, "epoch": epoch, "step": step, "settings": settings,
+             "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+             "generator": gen.get_state(), "rows": [dict(r) for r in trace.rows]}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _load_checkpoint(path: Path, model: CollapseNet, settings: dict) -> dict:
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as exc:  # corrupt or foreign file
+        raise InputError(f"checkpoint: cannot read {str(path)!r} ({exc})") from None
+    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
+        raise InputError(f"checkpoint: {str(path)!r} is not an embgeo.collapse checkpoint (version "
+                         f"{CHECKPOINT_VERSION})")
+    saved = state["settings"]
+    diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
+    if diff:
+        detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
+        raise InputError(f"checkpoint: {str(path)!r} was written by a run with other settings ({detail}); "
+                         "use another path or the same settings to resume")
+    model.load_state_dict(state["model"])
+    return state
+
+
+# -- train -----------------------------------------------------------------------------------------
+
+def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.1, batch_size: int = 100,
+          weight_decay_W: float = 1e-3, weight_decay_U: float = 1e-3, seed: int = 0, log_every: int = 1,
+          checkpoint: str | PathLike | None = None, progress: bool = True, threads: int = 1) -> Trace:
+    """Train ``model`` (in place) on ``data.train_x/train_y`` with the paper's SGD protocol (digest §5.1).
+
+    Parameters
+    ----------
+    model : CollapseNet
+        h or h*; its sizes must match ``data``. Updated in place.
+    data : CollapseData
+    epochs : int
+        Number of passes over the training set (≥ 0). Paper: 1200 (Fig. 3), 10 (4a), 3000 (4b),
+        500 (4c).
+    lr, batch_size : float, int
+        Constant step size and minibatch size (paper: 0.1 and 100). Each epoch draws a fresh
+        permutation and takes contiguous minibatches; the last one may be smaller.
+    weight_decay_W, weight_decay_U : float
+        λ of each parameter group, PyTorch convention (gradient += λθ). Paper: 1e-3 / 1e-3 for h,
+        0 / 1e-3 for h*.
+    seed : int
+        Seed of the ``torch.Generator`` drawing the permutations (the model init has its own).
+    log_every : int
+        Record every ``log_every`` epochs (plus epoch 0, before training, and the last epoch).
+    checkpoint : path, optional
+        Save model, generator state, trace rows and epoch there (atomically) at every recorded
+        epoch. If the file exists, training RESUMES from it (the settings must match) and ends
+        with the same weights as an uninterrupted run.
+    progress : bool
+        tqdm progress bar over epochs (shown only on a terminal).
+    threads : int
+        torch / BLAS thread count during training (restored afterwards).
+
+    Returns
+    -------
+    Trace
+        Rows ``step`` (SGD steps done), ``epoch``, ``train_loss`` and ``train_acc`` (means over the
+        epoch's minibatches, measured before each update; at epoch 0 the exact values on the full
+        training set), ``test_acc`` (exact, full test set; NaN without test data). ``meta`` holds
+        the settings and ``best_test_acc``; ``trace.W`` is the final (n_w, d) embedding table.
+        Ctrl-C: the current state is recorded (epoch = completed epochs, train metrics over the
+        partial epoch), ``trace.interrupted`` is set, a :class:`TrainingInterrupted` warning is
+        issued and the partial trace is returned (the last checkpoint stays valid; a Ctrl-C that
+        lands inside a step may leave that one step half-applied in ``model``).
+
+    Examples
+    --------
+    Fig. 4c of the paper (h*, Zipf, n_spl = 5; ~10 min on one core)::
+
+        data = generate(freqs="zipf", seed=0)
+        model = CollapseNet(data.n_words, 100, 15, 1000, layernorm=True, ln_eps=1e-5)
+        trace = train(model, data, 500, weight_decay_W=0.0, log_every=50, checkpoint="fig4c.pt")
+    """
+    _check_model_data(model, data)
+    epochs = check_positive_int("epochs", epochs, 0)
+    lr = _check_float("lr", lr, positive=True)
+    batch_size = check_positive_int("batch_size", batch_size)
+    wd_W = _check_float("weight_decay_W", weight_decay_W, positive=False)
+    wd_U = _check_float("weight_decay_U", weight_decay_U, positive=False)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed: expected a non-negative integer (seeds are explicit), got {seed!r}")
+    seed = int(seed)
+    log_every = check_positive_int("log_every", log_every)
+    threads = check_positive_int("threads", threads)
+    if not isinstance(progress, bool):
+        raise InputError(f"progress: expected True or False, got {progress!r}")
+    if checkpoint is not None and not isinstance(checkpoint, (str, PathLike)):
+        raise InputError(f"checkpoint: expected None or a file path, got {type(checkpoint).__name__}")
+
+    N = len(data.train_y)
+    settings = {"lr": lr, "batch_size": batch_size, "weight_decay_W": wd_W, "weight_decay_U": wd_U,
+                "seed": seed, "log_every": log_every, "n_train": N, "n_words": model.n_words, "dim": model.dim,
+                "length": model.length, "n_classes": model.n_classes, "layernorm": model.layernorm,
+                "ln_eps": model.ln_eps, "dtype": str(model.W.dtype)}
+    steps_per_epoch = -(-N // batch_size)
+    trace = Trace({**settings, "epochs": epochs, "steps_per_epoch": steps_per_epoch, "threads": threads,
+                   "optimizer": "sgd (no momentum)", "init_scale": model.init_scale, "model_seed": model.seed,
+                   "data": dict(data.meta)})
+    gen = torch.Generator().manual_seed(seed)
+    start = 0
+    path = None if checkpoint is None else Path(checkpoint)
+    if path is not None and path.exists():
+        state = _load_checkpoint(path, model, settings)
+        if state["epoch"] > epochs:
+            raise InputError(f"epochs: the checkpoint {str(path)!r} is already at epoch {state['epoch']} > {epochs}")
+        gen.set_state(state["generator"])
+        trace.rows.extend(dict(r) for r in state["rows"])
+        start = int(state["epoch"])
+        trace.meta["resumed_from_epoch"] = start
+
+    with limit_threads(threads):
+        _run(trace, model, data, epochs, start, lr, batch_size, wd_W, wd_U, log_every, gen, path, settings,
+             progress)
+    test = trace.column("test_acc") if trace.rows else np.array([])
+    trace.meta["best_test_acc"] = float(np.nanmax(test)) if np.any(np.isfinite(test)) else math.nan
+    trace.W = model.word_embeddings()
+    return trace
+
+
+def _run(trace: Trace, model: CollapseNet, data: CollapseData, epochs: int, start: int, lr: float,
+         batch_size: int, wd_W: float, wd_U: float, log_every: int, gen: torch.Generator, path: Path | None,
+         settings: dict, progress: bool) -> None:
+    """The epoch loop; fills ``trace`` in place."""
+    X = torch.from_numpy(np.array(data.train_x))
+    Y = torch.from_numpy(np.array(data.train_y))
+    Xt = torch.from_numpy(np.array(data.test_x))
+    Yt = torch.from_numpy(np.array(data.test_y))
+    N = len(Y)
+    steps_per_epoch = -(-N // batch_size)
+
+    def record(epoch: int, step: int, loss: float, acc: float) -> None:
+        test_acc = evaluate(model, Xt, Yt)[1]
+        trace.record(step, epoch=epoch, train_loss=loss, train_acc=acc, test_acc=test_acc)
+        bar.set_postfix(loss=f"{loss:.4g}", train=f"{acc:.3f}", test=f"{test_acc:.3f}", refresh=False)
+
+    bar = tqdm(total=epochs, initial=start, desc="train[collapse]", disable=None if progress else True, leave=False)
+    steps_done = start * steps_per_epoch
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    correct = torch.zeros((), dtype=torch.int64)
+    nb = seen = 0  # minibatches / sentences of the current epoch
+    try:
+        try:
+            if start == 0 and not trace.rows:
+                loss0, acc0 = evaluate(model, X, Y)
+                record(0, 0, loss0, acc0)
+                if path is not None:
+                    _save_checkpoint(path, model, gen, trace, 0, 0, settings)
+            for epoch in range(start, epochs):
+                perm = torch.randperm(N, generator=gen)
+                loss_sum.zero_()
+                correct.zero_()
+                nb = seen = 0
+                for i in range(0, N, batch_size):
+                    idx = perm[i:i + batch_size]
+                    loss, c = sgd_step(model, X[idx], Y[idx], lr, wd_W, wd_U)
+                    steps_done += 1
+                    loss_sum += loss
+                    correct += c
+                    nb += 1
+                    seen += len(idx)
+                e = epoch + 1
+                if e % log_every == 0 or e == epochs:
+                    record(e, steps_done, float(loss_sum) / nb, int(correct) / seen)
+                    if path is not None:
+                        _save_checkpoint(path, model, gen, trace, e, steps_done, settings)
+                nb = seen = 0
+                bar.update(1)
+        except KeyboardInterrupt:
+            trace.interrupted = True
+            trace.meta["interrupted_at_step"] = steps_done
+            if trace.last is None or trace.last["step"] != steps_done:
+                record(steps_done // steps_per_epoch, steps_done, float(loss_sum) / nb if nb else math.nan,
+                       int(correct) / seen if seen else math.nan)
+            warnings.warn(TrainingInterrupted(f"training interrupted by Ctrl-C at step {steps_done} (epoch "
+                                              f"{steps_done / steps_per_epoch:.2f} of {epochs}); returning the "
+                                              "partial trace (trace.interrupted is True)"), stacklevel=3)
+    finally:
+        bar.close()
