@@ -13,17 +13,12 @@ from embgeo.collapse.data import (
     symmetry_diagnostic,
 )
 from embgeo.collapse.model import CollapseNet, layer_norm, layer_norm_np
+from embgeo.collapse.theory import type1_constants, type2_constants, type3_magnitudes
 from embgeo.collapse.train import TrainingInterrupted, evaluate, sgd_step
 
 __all__ = [
     "CollapseData", "SymmetryReport", "generate", "make_freqs", "symmetry_diagnostic",
     "CollapseNet", "layer_norm", "layer_norm_np",
     "TrainingInterrupted", "evaluate", "sgd_step",
+    "type1_constants", "type2_constants", "type3_magnitudes",
 ]
-
-try:  # written concurrently by another developer; the package must import without it
-    from embgeo.collapse.theory import type1_constants, type2_constants, type3_magnitudes
-except ImportError:  # pragma: no cover - depends on the state of theory.py
-    pass
-else:
-    __all__ += ["type1_constants", "type2_constants", "type3_magnitudes"]

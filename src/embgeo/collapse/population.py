@@ -17,18 +17,13 @@ import itertools
 import numpy as np
 import torch
 
+from embgeo.collapse.model import layer_norm
 from embgeo.core.threads import limit_threads
 from embgeo.core.validate import check_dense_size, make_rng
 from embgeo.errors import InputError, SolverError
 
 #: Refuse instances with more (class, sentence, position, dim) entries than this.
 MAX_ENTRIES = 50_000_000
-
-
-def layer_norm(V: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
-    """φ(v) = (v − mean v)/σ(v) over the last axis, biased σ (paper App. A.1; eps=0 is the paper's form)."""
-    centered = V - V.mean(dim=-1, keepdim=True)
-    return centered / torch.sqrt((centered**2).mean(dim=-1, keepdim=True) + eps)
 
 
 class PopulationRisk:

@@ -1,0 +1,59 @@
+"""Feature-collapse experiments: each quick preset runs and its claims hold; the paper's report."""
+
+import json
+
+import pytest
+
+from embgeo.experiments import get, names, reproduce
+
+COLLAPSE = names("collapse")
+SLOW = {"collapse-uniform", "collapse-zipf-small"}
+
+
+def test_registry_has_every_figure_of_the_issue():
+    assert COLLAPSE == ["collapse-uniform", "collapse-zipf-large", "collapse-zipf-small", "collapse-zipf-small-ln",
+                        "collapse-norms", "collapse-theorem2", "collapse-theorem3"]
+    for name in COLLAPSE:
+        paper = get(name).config("paper")
+        assert get(name).paper_runtime
+        if name.startswith("collapse-theorem"):
+            continue
+        # The paper presets use the paper's sizes (digest §1.3) and its random latent draws.
+        assert (paper.words_per_concept, paper.length, paper.dim, paper.latent) == (400, 15, 100, "random")
+        assert paper.n_classes == (50 if name == "collapse-norms" else 1000)
+
+
+@pytest.fixture(scope="module")
+def collapse_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("collapse")
+    return out, reproduce("collapse", "quick", out, echo=lambda s: None)
+
+
+#: Claims that fail at the quick scale, reported as failing in the report (not hidden): at these
+#: small sizes (K=200, L=8, s_c=40, n_spl=5) SGD converges to an empirical minimizer that is only
+#: partly collapsed (σ3/σ1 ≈ 0.05-0.1, and it grows with more epochs), short of the paper's own
+#: standard (σ3/σ1 ≤ 0.022 in the authors' runs). The population-risk experiments
+#: (collapse-theorem2/3) check the theorems exactly; the paper presets use the paper's sizes.
+KNOWN_FAILING_QUICK = {
+    "collapse-uniform": {"PCA σ2 of W = √(τ/2)", "W collapses onto a plane (σ3/σ1)", "PCA σ2 of U = √(τ/2)",
+                         "U collapses onto a plane (σ3/σ1)", "h*: word representations φ(w) collapse (σ3/σ1)"},
+    "collapse-zipf-small-ln": {"h*: u_{k,ℓ} collapse (Fig. 4c, σ3/σ1)"},
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in COLLAPSE])
+def test_quick_preset_claims(collapse_report, name):
+    """Every claim holds except the documented quick-scale failures, which must still be reported."""
+    out, _ = collapse_report
+    claims = json.loads((out / name / "claims.json").read_text())
+    assert claims
+    failing = {c["name"] for c in claims if not c["ok"]}
+    assert failing == KNOWN_FAILING_QUICK.get(name, set())
+
+
+def test_collapse_report_embeds_every_figure(collapse_report):
+    out, report = collapse_report
+    html = report.read_text()
+    n_figures = sum(len(json.loads((out / n / "record.json").read_text())["figures"]) for n in COLLAPSE)
+    assert html.count('src="data:image/png;base64,') == n_figures
+    assert html.count('<table class="claims">') == len(COLLAPSE)
