@@ -345,8 +345,8 @@ register(Experiment("collapse-norms", "collapse", "Sec. 3 norm check: K=50, n_sp
 register(Experiment("collapse-theorem2", "collapse",
                     "Theorem 2: embedding norm vs frequency on a fully sampled Zipf instance (exact risk)",
                     Theorem2Config, run_theorem2, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
-                    "about 1 min"))
+                    "about 7 min"))
 register(Experiment("collapse-theorem3", "collapse",
                     "Theorem 3: h* collapses fully (type II) on a fully sampled Zipf instance (exact risk)",
                     Theorem3Config, run_theorem3, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
-                    "about 1 min"))
+                    "about 10 min (estimate)"))
