@@ -29,14 +29,14 @@ def collapse_report(tmp_path_factory):
     return out, reproduce("collapse", "quick", out, echo=lambda s: None)
 
 
-#: Claims that fail at the quick scale, reported as failing in the report (not hidden): at these
-#: small sizes (K=200, L=8, s_c=40, n_spl=5) SGD converges to an empirical minimizer that is only
-#: partly collapsed (σ3/σ1 ≈ 0.05-0.1, and it grows with more epochs), short of the paper's own
-#: standard (σ3/σ1 ≤ 0.022 in the authors' runs). The population-risk experiments
-#: (collapse-theorem2/3) check the theorems exactly; the paper presets use the paper's sizes.
+#: Claims that fail at the quick scale, reported as failing in the report (not hidden). Quick
+#: Fig. 3 (K=200, L=8, s_c=40, n_spl=20) collapses onto a plane (σ3/σ1 ≈ 6e-4) but its triangle is
+#: not equilateral: σ2 is 2% below √(τ/2), outside the paper's 1% (at K=200 the random latent
+#: sequences are far from Assumption 1's symmetry). Quick Fig. 4c (n_spl=5) reaches σ3/σ1 ≈ 0.027 for
+#: the u_{k,ℓ}, short of the authors' own standard 0.022. The theorems are checked exactly by
+#: collapse-theorem2/3; the paper presets use the paper's sizes.
 KNOWN_FAILING_QUICK = {
-    "collapse-uniform": {"PCA σ2 of W = √(τ/2)", "W collapses onto a plane (σ3/σ1)", "PCA σ2 of U = √(τ/2)",
-                         "U collapses onto a plane (σ3/σ1)", "h*: word representations φ(w) collapse (σ3/σ1)"},
+    "collapse-uniform": {"PCA σ2 of W = √(τ/2)", "PCA σ2 of U = √(τ/2)"},
     "collapse-zipf-small-ln": {"h*: u_{k,ℓ} collapse (Fig. 4c, σ3/σ1)"},
 }
 
