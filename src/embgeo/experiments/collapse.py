@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from embgeo.collapse import figures
-from embgeo.collapse.data import generate
+from embgeo.collapse.data import generate, make_freqs
 from embgeo.collapse.metrics import (
     equiangular_distance,
     norm_frequency_correlation,
@@ -35,15 +35,12 @@ from embgeo.experiments.registry import Experiment, Result, at_least, at_most, c
 PAPER_ACCURACY = {("uniform", 5): (100, 100), ("zipf", 500): (100, 100), ("zipf", 5): (45, 100)}
 
 
-def _zipf(s_c: int) -> np.ndarray:
-    mu = 1.0 / np.arange(1, s_c + 1)
-    return mu / mu.sum()
-
-
-# -- collapse-theorem2: type III on a fully sampled instance --------------------------------------
+# -- collapse-theorem2/3: the exact population risk on a fully sampled instance --------------------
 
 @dataclass
-class Theorem2Config:
+class FullySampledConfig:
+    """K = n_c^L (every latent sequence once, Assumption 1 exact), Zipf frequencies, exact risk."""
+
     n_concepts: int = 3
     words_per_concept: int = 6
     length: int = 3
@@ -53,12 +50,18 @@ class Theorem2Config:
     tol: float = 1e-9
 
 
-def run_theorem2(cfg: Theorem2Config) -> Result:
-    """Minimize the exact risk of h (Zipf, K = n_c^L) and compare with the Theorem 2 system (7)-(8)."""
-    mu = _zipf(cfg.words_per_concept)
+def _minimize_exact(cfg: FullySampledConfig, layernorm: bool):
+    """(μ, Z, W, U, gradient norm, iterations) of a minimizer of the exact risk of h or h*."""
+    mu, _ = make_freqs("zipf", cfg.words_per_concept)
     Z = full_latent_space(cfg.n_concepts, cfg.length)
-    risk = PopulationRisk(Z, mu, cfg.n_concepts, weight_decay_W=cfg.weight_decay, weight_decay_U=cfg.weight_decay)
-    W, U, grad, iters = minimize_population_risk(risk, cfg.dim, seed=cfg.seed, tol=cfg.tol)
+    risk = PopulationRisk(Z, mu, cfg.n_concepts, layernorm=layernorm,
+                          weight_decay_W=0.0 if layernorm else cfg.weight_decay, weight_decay_U=cfg.weight_decay)
+    return (mu, Z, *minimize_population_risk(risk, cfg.dim, seed=cfg.seed, tol=cfg.tol))
+
+
+def run_theorem2(cfg: FullySampledConfig) -> Result:
+    """Minimize the exact risk of h (Zipf, K = n_c^L) and compare with the Theorem 2 system (7)-(8)."""
+    mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=False)
     theory = type3_magnitudes(mu, cfg.n_concepts, cfg.length, cfg.weight_decay)
     norms = np.linalg.norm(W, axis=1).reshape(cfg.n_concepts, cfg.words_per_concept)
     r_measured = norms.mean(axis=0)
@@ -87,25 +90,9 @@ def run_theorem2(cfg: Theorem2Config) -> Result:
                   notes=[f"Smallness condition: λ = {cfg.weight_decay:g} < {theory.lambda_max:.4g}."])
 
 
-# -- collapse-theorem3: type II for h* ------------------------------------------------------------
-
-@dataclass
-class Theorem3Config:
-    n_concepts: int = 3
-    words_per_concept: int = 6
-    length: int = 3
-    dim: int = 8
-    weight_decay: float = 1e-2
-    seed: int = 0
-    tol: float = 1e-9
-
-
-def run_theorem3(cfg: Theorem3Config) -> Result:
+def run_theorem3(cfg: FullySampledConfig) -> Result:
     """Minimize the exact risk of h* (Zipf, K = n_c^L): full collapse with c = τ*/√(KL) (Theorem 3)."""
-    mu = _zipf(cfg.words_per_concept)
-    Z = full_latent_space(cfg.n_concepts, cfg.length)
-    risk = PopulationRisk(Z, mu, cfg.n_concepts, layernorm=True, weight_decay_U=cfg.weight_decay)
-    W, U, grad, iters = minimize_population_risk(risk, cfg.dim, seed=cfg.seed, tol=cfg.tol)
+    mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=True)
     const = type2_constants(cfg.n_concepts, cfg.length, len(Z), cfg.dim, cfg.weight_decay)
     phi = layer_norm(torch.tensor(W)).numpy()
     concept = np.repeat(np.arange(cfg.n_concepts), cfg.words_per_concept)
@@ -349,9 +336,9 @@ register(Experiment("collapse-norms", "collapse", "Sec. 3 norm check: K=50, n_sp
                     "about 5 min"))
 register(Experiment("collapse-theorem2", "collapse",
                     "Theorem 2: embedding norm vs frequency on a fully sampled Zipf instance (exact risk)",
-                    Theorem2Config, run_theorem2, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
+                    FullySampledConfig, run_theorem2, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
                     "about 7 min"))
 register(Experiment("collapse-theorem3", "collapse",
                     "Theorem 3: h* collapses fully (type II) on a fully sampled Zipf instance (exact risk)",
-                    Theorem3Config, run_theorem3, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
+                    FullySampledConfig, run_theorem3, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
                     "about 10 min (estimate)"))
