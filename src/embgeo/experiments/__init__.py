@@ -4,7 +4,9 @@ Importing this package registers all experiments. Use :func:`run` for one and
 :func:`reproduce` for a whole paper with its HTML report.
 """
 
-from embgeo.experiments import collapse, ntp  # noqa: F401  (registers the experiments)
+# Importing the paper modules registers their experiments, in the papers' order.
+from embgeo.experiments import ntp  # noqa: F401, I001
+from embgeo.experiments import collapse  # noqa: F401, I001
 from embgeo.experiments.registry import REGISTRY, Claim, Experiment, Result, get, names, parse_overrides
 from embgeo.experiments.runner import RunRecord, load, reproduce, run
 
