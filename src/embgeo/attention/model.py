@@ -1,0 +1,292 @@
+"""Attention models of *Attention with Trained Embeddings Provably Selects Important Tokens*.
+
+Paper file ``attention-trained-embeddings.txt``; digest ``notes/attention-trained-embeddings.md``.
+
+* :class:`OneLayerAttention`: model (1), ``f(X) = Σ_i softmax_i(pᵀE_{x_i}) · E_{x_i}ᵀv``, with
+  the ⟨cls⟩ embedding p as the only query (the softmax runs over the T context tokens; cls is not a
+  key), token embeddings E (|S|, d) and the head v. Computed through the per-vocabulary scalars
+  ``a = E p`` and ``b = E v`` (digest §1.3): no (B, T, d) tensor is built.
+* :func:`one_layer_forward_naive`: the same model through the (B, T, d) gather ``E[X]``; a
+  reference for tests only.
+* :func:`one_layer_gradients`: the exact gradients of the loss (2) (Lemma A.1) in the efficient
+  scalar form ``∇_{E_s}L = (∂L/∂a_s) p + (∂L/∂b_s) v``, ``∇_p L = Eᵀ ∂L/∂a``.
+* :class:`TwoLayerAttention`: model (17), ``E′_X = LayerNorm(Softmax(E_X E_Xᵀ) E_X + E_X)``
+  followed by model (1) on E′_X.
+* :func:`logistic_loss`: the loss (2), ``mean log(1 + exp(−y f))`` via softplus.
+
+Conventions: a batch is ``X`` (B, T) integer token ids and an optional ``mask`` (B, T) bool,
+True at real tokens and False at padding; pad positions may hold any id (they are replaced by 0
+before the gather and get attention weight exactly 0). Every sequence needs at least one real
+token. Labels ``y`` are ±1. Models default to float64 (implicit-bias runs; digest §7.1.2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from embgeo.core.validate import check_dense_size, check_positive_int
+from embgeo.errors import InputError, ShapeError
+
+__all__ = ["OneLayerAttention", "TwoLayerAttention", "logistic_loss", "masked_softmax", "one_layer_forward_naive",
+           "one_layer_gradients", "prepare_batch", "padding_mask"]
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+
+def padding_mask(lengths, T: int | None = None) -> torch.Tensor:
+    """Bool mask (B, T), True at the first ``lengths[b]`` positions of row b (T = max length by default)."""
+    lengths = torch.as_tensor(np.asarray(lengths), dtype=torch.long)
+    if lengths.ndim != 1 or len(lengths) == 0:
+        raise ShapeError(f"lengths: expected a non-empty 1-D array, got shape {tuple(lengths.shape)}")
+    if torch.any(lengths < 1):
+        raise InputError("lengths: every sequence needs at least one token")
+    T = int(lengths.max()) if T is None else check_positive_int("T", T)
+    if int(lengths.max()) > T:
+        raise InputError(f"lengths: max length {int(lengths.max())} exceeds T = {T}")
+    return torch.arange(T)[None, :] < lengths[:, None]
+
+
+def prepare_batch(X, mask=None, n_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a batch; return ``(X, mask)`` as a long (B, T) tensor (pads set to id 0) and a bool (B, T) mask.
+
+    Raises :class:`ShapeError` on wrong shapes and :class:`InputError` on ids outside
+    ``[0, n_tokens)`` at real positions or on a sequence without real tokens.
+    """
+    X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ShapeError(f"X: expected a non-empty 2-D (B, T) array of token ids, got shape {tuple(X.shape)}")
+    if X.dtype.is_floating_point or X.dtype == torch.bool or X.dtype.is_complex:
+        raise InputError(f"X: expected integer token ids, got dtype {X.dtype}")
+    X = X.long()
+    if mask is None:
+        mask = torch.ones(X.shape, dtype=torch.bool)
+    else:
+        mask = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask)
+        if tuple(mask.shape) != tuple(X.shape):
+            raise ShapeError(f"mask: expected shape {tuple(X.shape)} like X, got {tuple(mask.shape)}")
+        if mask.dtype != torch.bool:
+            raise InputError(f"mask: expected a bool array (True = real token), got dtype {mask.dtype}")
+    if not bool(mask.any(dim=1).all()):
+        bad = int((~mask.any(dim=1)).nonzero()[0])
+        raise InputError(f"mask: sequence {bad} has no real token (every row needs at least one True)")
+    real = X[mask]
+    if n_tokens is not None and (int(real.min()) < 0 or int(real.max()) >= n_tokens):
+        raise InputError(f"X: token ids must lie in [0, {n_tokens}) at real positions; "
+                         f"found range [{int(real.min())}, {int(real.max())}]")
+    return X.masked_fill(~mask, 0), mask
+
+
+def _labels(y, B: int, dtype) -> torch.Tensor:
+    y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y).to(dtype)
+    if y.shape != (B,):
+        raise ShapeError(f"y: expected shape ({B},), got {tuple(y.shape)}")
+    if not bool(torch.all((y == 1) | (y == -1))):
+        raise InputError("y: labels must be +1 or -1")
+    return y
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax of ``scores`` along ``dim`` with masked-out entries set to −inf (weight exactly 0)."""
+    return torch.softmax(scores.masked_fill(~mask, -math.inf), dim=dim)
+
+
+def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Loss (2): ``mean_k log(1 + exp(−y_k f_k))``, computed stably as ``softplus(−y f)``; f, y shape (B,)."""
+    return F.softplus(-y * f).mean()
+
+
+def _init(n_tokens: int, dim: int, seed: int, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """E⁰ (|S|, d) and p⁰ (d,) i.i.d. 𝒩(0, I/d); v (d,) a uniformly random unit vector (digest §1.4)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise InputError(f"seed: expected an integer (seeds are explicit), got {seed!r}")
+    gen = torch.Generator().manual_seed(int(seed))
+    E = torch.randn(n_tokens, dim, generator=gen, dtype=dtype) / math.sqrt(dim)
+    p = torch.randn(dim, generator=gen, dtype=dtype) / math.sqrt(dim)
+    v = torch.randn(dim, generator=gen, dtype=dtype)
+    return E, p, v / v.norm()
+
+
+# -- model (1) -------------------------------------------------------------------------------------
+
+class OneLayerAttention(nn.Module):
+    """Model (1): ``f(X; p, E) = Softmax(pᵀ𝐄_Xᵀ) 𝐄_X v = Σ_i q_i(X) E_{x_i}ᵀv``, ``q = softmax_i(pᵀE_{x_i})``.
+
+    Parameters
+    ----------
+    n_tokens, dim : int
+        Vocabulary size |S| and embedding dimension d.
+    train_v : bool
+        If False (the theory, eq. 2), v is a fixed buffer; if True it is a parameter (the
+        experiments train "all the parameters", digest §1.5).
+    seed : int
+        Init seed: E⁰, p⁰ ~ 𝒩(0, I/d) i.i.d., v uniform on the unit sphere.
+    dtype : torch dtype
+        float64 by default.
+
+    Attributes
+    ----------
+    E : Parameter (|S|, d);  p : Parameter (d,);  v : Parameter or buffer (d,).
+    """
+
+    def __init__(self, n_tokens: int, dim: int, *, train_v: bool = False, seed: int = 0,
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        self.n_tokens = check_positive_int("n_tokens", n_tokens)
+        self.dim = check_positive_int("dim", dim)
+        if not isinstance(train_v, bool):
+            raise InputError(f"train_v: expected True or False, got {train_v!r}")
+        self.train_v = train_v
+        E, p, v = _init(self.n_tokens, self.dim, seed, dtype)
+        self.E = nn.Parameter(E)
+        self.p = nn.Parameter(p)
+        if train_v:
+            self.v = nn.Parameter(v)
+        else:
+            self.register_buffer("v", v)
+
+    def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The per-vocabulary scalars ``a = E p`` (attention scores) and ``b = E v`` (token values), both (|S|,)."""
+        return self.E @ self.p, self.E @ self.v
+
+    def attention(self, X, mask=None) -> torch.Tensor:
+        """Attention weights q (B, T) of the cls query over the tokens (0 at padding)."""
+        X, mask = prepare_batch(X, mask, self.n_tokens)
+        return masked_softmax((self.E @ self.p)[X], mask)
+
+    def forward(self, X, mask=None) -> torch.Tensor:
+        """Model output f (B,) for token ids X (B, T) and mask (B, T); cost O(|S| d + B T)."""
+        X, mask = prepare_batch(X, mask, self.n_tokens)
+        a, b = self.scores()
+        q = masked_softmax(a[X], mask)
+        return (q * b[X]).sum(dim=1)
+
+    def loss(self, X, y, mask=None) -> torch.Tensor:
+        """Loss (2) on the batch; y (B,) in {±1}."""
+        f = self(X, mask)
+        return logistic_loss(f, _labels(y, f.shape[0], f.dtype))
+
+
+def one_layer_forward_naive(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X, mask=None) -> torch.Tensor:
+    """Model (1) computed literally as ``Softmax(pᵀ𝐄_Xᵀ) 𝐄_X v`` with the (B, T, d) gather 𝐄_X = E[X].
+
+    A reference for tests (memory B·T·d); use :class:`OneLayerAttention` otherwise. Returns f (B,).
+    """
+    X, mask = prepare_batch(X, mask, E.shape[0])
+    check_dense_size("one_layer_forward_naive", (*X.shape, E.shape[1]), "use OneLayerAttention (scalar path)")
+    EX = E[X]                                   # (B, T, d)
+    q = masked_softmax(EX @ p, mask)            # (B, T)
+    return torch.einsum("bt,btd,d->b", q, EX, v)
+
+
+@torch.no_grad()
+def one_layer_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X, y, mask=None,
+                        with_v: bool = False) -> dict[str, torch.Tensor]:
+    """Exact gradients of the loss (2) of model (1) (Lemma A.1), without autograd and without 𝐄_X.
+
+    With a_s = pᵀE_s, b_s = vᵀE_s, q the attention (B, T), f the output (B,), g = 1/(1+exp(y f))
+    and Ê the mean over the n = B sequences (digest §1.3)::
+
+        ∂L/∂b_s = −Ê[y g Σ_i 1{x_i=s} q_i]
+        ∂L/∂a_s = −Ê[y g Σ_i 1{x_i=s} q_i (b_{x_i} − f)]
+        ∇_{E_s}L = (∂L/∂a_s) p + (∂L/∂b_s) v,   ∇_p L = Eᵀ ∂L/∂a,   ∇_v L = Eᵀ ∂L/∂b
+
+    Parameters
+    ----------
+    E (|S|, d), p (d,), v (d,) : tensors;  X (B, T), y (B,), mask (B, T) : the batch.
+    with_v : bool
+        Also return ``"v"`` (for the experiments, where v is trained).
+
+    Returns
+    -------
+    dict with ``"E"`` (|S|, d), ``"p"`` (d,), optionally ``"v"`` (d,), and ``"loss"`` (scalar),
+    ``"f"`` (B,), ``"q"`` (B, T), ``"dL_da"`` and ``"dL_db"`` (|S|,).
+    """
+    X, mask = prepare_batch(X, mask, E.shape[0])
+    y = _labels(y, X.shape[0], E.dtype)
+    a, b = E @ p, E @ v
+    bX = b[X]
+    q = masked_softmax(a[X], mask)
+    f = (q * bX).sum(dim=1)
+    g = torch.sigmoid(-y * f)                            # 1 / (1 + exp(y f))
+    dL_df = -(y * g) / X.shape[0]                        # (B,)
+    cb = dL_df[:, None] * q                              # (B, T); 0 at pads since q = 0 there
+    ca = cb * (bX - f[:, None])
+    ids = X.reshape(-1)
+    dL_db = torch.zeros_like(b).index_add_(0, ids, cb.reshape(-1))
+    dL_da = torch.zeros_like(a).index_add_(0, ids, ca.reshape(-1))
+    out = {"E": dL_da[:, None] * p[None, :] + dL_db[:, None] * v[None, :], "p": E.T @ dL_da,
+           "loss": logistic_loss(f, y), "f": f, "q": q, "dL_da": dL_da, "dL_db": dL_db}
+    if with_v:
+        out["v"] = E.T @ dL_db
+    return out
+
+
+# -- model (17) ------------------------------------------------------------------------------------
+
+class TwoLayerAttention(nn.Module):
+    """Model (17): ``E′_X = LayerNorm(Softmax(𝐄_X 𝐄_Xᵀ) 𝐄_X + 𝐄_X)``, ``f = Softmax(pᵀE′_Xᵀ) E′_X v``.
+
+    Layer 1 is self-attention of the tokens with queries = keys = values = 𝐄_X (no W's, no 1/√d,
+    row-wise softmax over the real keys only), plus a skip connection and a LayerNorm over d
+    (PyTorch default: learnable affine, eps 1e-5; the paper does not say, digest §4.4). Layer 2
+    is model (1) on the contextual embeddings E′_X with the cls query p. The cls token is not part
+    of layer 1. Memory: (B, T, d) and (B, T, T) tensors.
+
+    Parameters
+    ----------
+    n_tokens, dim : int
+    train_v : bool
+        v trained (True) or fixed buffer (False).
+    seed : int
+        Init seed (E, p ~ 𝒩(0, I/d), v unit; LayerNorm weight 1, bias 0).
+    ln_eps : float
+        LayerNorm epsilon.
+    dtype : torch dtype
+    """
+
+    def __init__(self, n_tokens: int, dim: int, *, train_v: bool = False, seed: int = 0, ln_eps: float = 1e-5,
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        self.n_tokens = check_positive_int("n_tokens", n_tokens)
+        self.dim = check_positive_int("dim", dim)
+        if not isinstance(train_v, bool):
+            raise InputError(f"train_v: expected True or False, got {train_v!r}")
+        self.train_v = train_v
+        E, p, v = _init(self.n_tokens, self.dim, seed, dtype)
+        self.E = nn.Parameter(E)
+        self.p = nn.Parameter(p)
+        if train_v:
+            self.v = nn.Parameter(v)
+        else:
+            self.register_buffer("v", v)
+        self.norm = nn.LayerNorm(self.dim, eps=float(ln_eps), dtype=dtype)
+
+    def contextual(self, X, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer 1: ``(E′_X, mask)`` with E′_X (B, T, d); rows at padding are finite but meaningless."""
+        X, mask = prepare_batch(X, mask, self.n_tokens)
+        B, T = X.shape
+        check_dense_size("TwoLayerAttention", (B, T, max(T, self.dim)), "use a smaller batch")
+        EX = self.E[X]                                           # (B, T, d)
+        A = masked_softmax(EX @ EX.transpose(1, 2), mask[:, None, :])   # (B, T, T), keys masked
+        return self.norm(A @ EX + EX), mask
+
+    def attention(self, X, mask=None) -> torch.Tensor:
+        """Layer-2 attention weights q (B, T) of the cls query over E′_X (0 at padding)."""
+        H, mask = self.contextual(X, mask)
+        return masked_softmax(H @ self.p, mask)
+
+    def forward(self, X, mask=None) -> torch.Tensor:
+        """Model output f (B,)."""
+        H, mask = self.contextual(X, mask)
+        q = masked_softmax(H @ self.p, mask)
+        return (q * (H @ self.v)).sum(dim=1)
+
+    def loss(self, X, y, mask=None) -> torch.Tensor:
+        """Loss (2) on the batch; y (B,) in {±1}."""
+        f = self(X, mask)
+        return logistic_loss(f, _labels(y, f.shape[0], f.dtype))
