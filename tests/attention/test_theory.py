@@ -1,0 +1,301 @@
+"""Tests of embgeo.attention.theory: eq. (10) selections, the max-margin problem (12), Lemma 4.5 helper."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from embgeo.attention.theory import compare_selections, max_margin_selection, selection
+from embgeo.errors import InputError, ShapeError, TooLargeError
+
+
+def reference(E, X, selected, pad_id=None):
+    """Problem (12) written out naively (every sequence, every pair) and solved by Clarabel."""
+    p = cp.Variable(E.shape[1])
+    cons = []
+    for x, S in zip(X, selected, strict=True):
+        present = {int(t) for t in x if pad_id is None or t != pad_id}
+        S = {int(s) for s in S}
+        for s in S:
+            cons += [(E[s] - E[t]) @ p >= 1 for t in present - S]
+            cons += [(E[s] - E[s2]) @ p == 0 for s2 in S if s2 > s]
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), cons)
+    prob.solve(solver=cp.CLARABEL)
+    return prob.status, p.value
+
+
+def random_instance(seed, V, d, n, T, max_sel=3, dup=True):
+    rng = np.random.default_rng(seed)
+    E = rng.normal(size=(V, d)) / np.sqrt(d)
+    X = rng.integers(0, V, size=(n, T))
+    if dup:  # a repeated token inside a sequence and a repeated (shuffled) sequence
+        X[0, 0] = X[0, 1]
+        X[-1] = rng.permutation(X[0])
+    sel = []
+    for x in X:
+        u = np.unique(x)
+        k = int(rng.integers(1, min(max_sel, u.size) + 1))
+        sel.append(set(rng.choice(u, k, replace=False).tolist()))
+    if dup:
+        sel[-1] = set(sel[0])
+    return E, X, sel
+
+
+def realized_instance(seed, V, d, n, T):
+    """A feasible instance: the selection of a random p, with exact ties built into E."""
+    rng = np.random.default_rng(seed)
+    E = rng.normal(size=(V, d)) / np.sqrt(d)
+    p = rng.normal(size=d)
+    for a, b in [(0, 1), (2, 3)]:  # E_b = E_a + z with z ⊥ p: equal scores, different embeddings
+        z = rng.normal(size=d)
+        E[b] = E[a] + z - (z @ p) / (p @ p) * p
+    X = rng.integers(0, V, size=(n, T))
+    X[0, :4] = [0, 1, 2, 3]
+    sel = [set(S) for S in selection(E, X, p, tol=1e-9)]
+    return E, X, sel
+
+
+def kkt_check(E, res, tol=1e-7):
+    """Independent KKT check of an 'optimal' result in the original coordinates."""
+    p = res.p
+    A = E[res.pairs[:, 0]] - E[res.pairs[:, 1]]
+    Dm = E[res.eq_pairs[:, 0]] - E[res.eq_pairs[:, 1]] if len(res.eq_pairs) else np.zeros((0, E.shape[1]))
+    margins = A @ p
+    scale = max(np.linalg.norm(p), 1.0)
+    assert np.min(margins) >= 1 - tol  # primal feasibility
+    assert np.min(margins) == pytest.approx(1.0, abs=tol)  # Lemma C.7: a tight constraint
+    if len(Dm):
+        assert np.max(np.abs(Dm @ p)) <= tol * scale  # ties are equalities
+    mu = res.multipliers
+    assert np.all(mu >= 0)
+    assert np.max(mu * np.abs(margins - 1)) <= tol * max(mu.max(), 1.0)  # complementarity
+    # stationarity: p = Aᵀμ + Dᵀν for some ν
+    r = p - A.T @ mu
+    if len(Dm):
+        r = r - Dm.T @ np.linalg.lstsq(Dm.T, r, rcond=None)[0]
+    assert np.linalg.norm(r) <= tol * scale
+    # strong duality: ‖p‖² = 1ᵀμ
+    assert np.linalg.norm(p) ** 2 == pytest.approx(mu.sum(), rel=1e-7)
+    assert set(np.flatnonzero(mu > 1e-9 * mu.max())) <= set(res.active.tolist())
+    assert res.active.size >= 1
+    assert res.gap <= 1e-8 and res.stationarity <= 1e-8
+
+
+SHAPES = [  # (seed, V, d, n, T, max_sel)
+    (0, 6, 10, 4, 4, 2),
+    (1, 8, 20, 6, 5, 3),
+    (2, 12, 6, 5, 6, 2),  # d < V: often infeasible, or tight
+    (3, 5, 40, 8, 3, 2),
+    (4, 15, 30, 10, 7, 3),
+    (5, 10, 10, 3, 8, 4),
+]
+
+
+@pytest.mark.parametrize("seed,V,d,n,T,max_sel", SHAPES)
+def test_matches_cvxpy(seed, V, d, n, T, max_sel):
+    E, X, sel = random_instance(seed, V, d, n, T, max_sel)
+    res = max_margin_selection(E, X, sel)
+    status, p_ref = reference(E, X, sel)
+    if res.status == "optimal":
+        assert status == cp.OPTIMAL
+        np.testing.assert_allclose(res.p, p_ref, atol=1e-6 * max(1.0, np.linalg.norm(p_ref)))
+        assert res.margin == pytest.approx(1 / np.linalg.norm(p_ref), rel=1e-6)
+        kkt_check(E, res)
+    else:
+        assert status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+
+
+def test_many_random_instances_agree_with_cvxpy_including_ties():
+    rng = np.random.default_rng(123)
+    n_opt = n_inf = n_ties = 0
+    for _ in range(40):
+        V, d = int(rng.integers(3, 10)), int(rng.integers(2, 12))
+        E, X, sel = random_instance(int(rng.integers(1 << 30)), V, d, int(rng.integers(2, 6)), 4, 3)
+        res = max_margin_selection(E, X, sel)
+        status, p_ref = reference(E, X, sel)
+        n_ties += len(res.eq_pairs) > 0
+        if res.status == "optimal":
+            n_opt += 1
+            assert status == cp.OPTIMAL
+            np.testing.assert_allclose(res.p, p_ref, atol=1e-6 * max(1.0, np.linalg.norm(p_ref)))
+        else:
+            n_inf += 1
+            assert status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+    assert n_opt >= 5 and n_inf >= 5 and n_ties >= 5  # the sample really exercises every case
+
+
+def test_optimal_solution_reproduces_its_selection():
+    E, X, sel = realized_instance(7, 8, 30, 6, 5)
+    res = max_margin_selection(E, X, sel)
+    assert res.status == "optimal" and len(res.eq_pairs) >= 1
+    kkt_check(E, res)
+    assert selection(E, X, res.p, tol=1e-8) == [frozenset(S) for S in sel]
+
+
+def test_closed_form_orthonormal():
+    # Orthonormal E, one sequence with types A (selected) and B: p̂ = (|B|ΣA − |A|ΣB)/(|A|+|B|),
+    # ‖p̂‖² = |A||B|/(|A|+|B|) (digest §3.5).
+    E = np.eye(7)
+    X = np.array([[0, 1, 2, 3, 4, 5, 6]])
+    A, B = [0, 1, 2], [3, 4, 5, 6]
+    res = max_margin_selection(E, X, [set(A)])
+    expected = np.zeros(7)
+    expected[A] = len(B) / 7
+    expected[B] = -len(A) / 7
+    np.testing.assert_allclose(res.p, expected, atol=1e-12)
+    assert res.norm**2 == pytest.approx(12 / 7, rel=1e-12)
+    assert len(res.pairs) == 12 and len(res.eq_pairs) == 3
+    assert res.n_rows == 4  # the three tied selected tokens merge into one class: 4 distinct rows
+
+
+def test_infeasible_cycle_with_certificate():
+    E = np.random.default_rng(0).normal(size=(3, 10))
+    X = np.array([[0, 1], [1, 2], [2, 0]])
+    sel = [{0}, {1}, {2}]  # 0 > 1 > 2 > 0
+    res = max_margin_selection(E, X, sel)
+    assert res.status == "infeasible"
+    assert np.all(np.isnan(res.p)) and res.norm == np.inf and res.margin == 0.0
+    w = res.farkas
+    assert np.all(w >= 0) and w.sum() == pytest.approx(1.0)
+    A = E[res.pairs[:, 0]] - E[res.pairs[:, 1]]
+    assert np.linalg.norm(A.T @ w) <= 1e-9  # Farkas: Σ w (E_s − E_t) = 0
+    assert reference(E, X, sel)[0] in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+
+
+def test_infeasible_direct_conflict_through_ties():
+    E = np.random.default_rng(1).normal(size=(4, 8))
+    X = np.array([[0, 1, 2], [0, 1, 3]])
+    sel = [{0, 1}, {0}]  # tie 0 = 1 in the first sequence, but 0 > 1 in the second
+    res = max_margin_selection(E, X, sel)
+    assert res.status == "infeasible" and res.farkas_residual == 0.0
+    s, t = res.pairs[np.argmax(res.farkas)]
+    assert {int(s), int(t)} == {0, 1}
+    assert reference(E, X, sel)[0] in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+
+
+def test_infeasible_because_ties_span_space():
+    # d = 2: ties 0=1 and 1=2 force p ⊥ span{E0−E1, E1−E2} = R² so p = 0, no margin possible.
+    E = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0], [2.0, 3.0]])
+    X = np.array([[0, 1, 2, 3]])
+    res = max_margin_selection(E, X, [{0, 1, 2}])
+    assert res.status == "infeasible"
+    assert res.farkas_residual <= 1e-12
+    assert reference(E, X, [{0, 1, 2}])[0] in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+
+
+def test_deduplication_does_not_change_solution():
+    E, X, sel = realized_instance(11, 9, 25, 5, 6)
+    base = max_margin_selection(E, X, sel)
+    assert base.status == "optimal"
+    rng = np.random.default_rng(0)
+    X3 = np.vstack([X, X[:, ::-1], rng.permuted(X, axis=1)])
+    big = max_margin_selection(E, X3, sel * 3)
+    np.testing.assert_allclose(big.p, base.p, atol=1e-10)
+    np.testing.assert_array_equal(big.pairs, base.pairs)
+    assert big.n_raw == 3 * base.n_raw and len(big.pairs) <= base.n_raw
+
+
+def test_pad_id_is_ignored():
+    E, X, sel = random_instance(3, 8, 20, 4, 4, 2, dup=False)
+    pad = 8  # outside [0, V): only valid as padding
+    Xp = np.hstack([X, np.full((4, 3), pad)])
+    a = max_margin_selection(E, X, sel)
+    b = max_margin_selection(E, Xp, sel, pad_id=pad)
+    np.testing.assert_allclose(a.p, b.p, atol=1e-12)
+    assert selection(E, Xp, a.p, pad_id=pad) == selection(E, X, a.p)
+    with pytest.raises(InputError, match="X"):
+        max_margin_selection(E, Xp, sel)  # without pad_id, 8 is out of range
+
+
+def test_all_tokens_selected_gives_zero():
+    E = np.random.default_rng(0).normal(size=(4, 5))
+    X = np.array([[0, 1, 2], [1, 3, 3]])
+    res = max_margin_selection(E, X, [{0, 1, 2}, {1, 3}])
+    assert res.status == "optimal" and res.norm == 0.0 and res.margin == np.inf
+    np.testing.assert_array_equal(res.p, 0.0)
+
+
+def test_selection_ties_and_types():
+    E = np.array([[1.0, 0.0], [1.0, 5.0], [0.5, 0.0], [1.0 + 1e-13, -2.0]])
+    X = np.array([[0, 2, 2, 3], [2, 2, 2, 2], [1, 0, 2, 3]])
+    p = np.array([1.0, 0.0])
+    S = selection(E, X, p)
+    assert S == [frozenset({0, 3}), frozenset({2}), frozenset({0, 1, 3})]  # 1e-13 gap is a tie
+    assert selection(E, X, p, tol=0.0)[0] == frozenset({3})  # exact: 3 wins
+    assert selection(E, X, np.zeros(2)) == [frozenset({0, 2, 3}), frozenset({2}), frozenset({0, 1, 2, 3})]
+    assert selection(E, X, np.array([0.0, 1.0]))[2] == frozenset({1})
+
+
+def assumption1_instance(seed, d=400):
+    """Paired Assumption-1 data: one important token per sequence, shared irrelevant tokens."""
+    rng = np.random.default_rng(seed)
+    E = rng.normal(size=(5, d)) / np.sqrt(d)  # 0: positive, 1: negative, 2-4 irrelevant
+    X = np.array([[0, 2, 3], [1, 2, 3], [0, 3, 4]])
+    return E, X, [0, 1, 0]
+
+
+def test_compare_selections_important_only_wins():
+    # d = 2, large important embeddings, irrelevant ones near 0: tying tokens eats the plane.
+    E = np.array([[3, 1], [1, 3], [0.1, -0.1], [-0.1, 0.05], [0.05, 0.1]])
+    X = np.array([[0, 2, 3], [1, 2, 3], [0, 3, 4]])
+    out = compare_selections(E, X, [0, 1, 0])
+    assert len(out.selections) == 7**3
+    assert out.selections[out.important_index] == (frozenset({0}), frozenset({1}), frozenset({0}))
+    assert out.important_is_best and out.mu > 0
+    others = [k for k in range(len(out.norms))
+              if np.isfinite(out.norms[k]) and out.norms[k] > 0 and k != out.important_index]
+    assert out.best_other_norm == pytest.approx(min(out.norms[k] for k in others))
+    assert out.mu == pytest.approx(1 - out.important_norm / out.best_other_norm)
+    assert out.important_norm <= (1 - out.mu) * out.best_other_norm * (1 + 1e-12)  # corrected Lemma 4.5
+    assert out.n_feasible < len(out.selections)
+    assert out.important_norm == pytest.approx(max_margin_selection(E, X, [0, 1, 0]).norm)
+
+
+def test_compare_selections_can_fail():
+    # Generic high-d embeddings: selecting *all* tokens of one sequence drops its constraints
+    # (only ties remain), which is cheaper than the important-only selection.
+    E, X, imp = assumption1_instance(0)
+    out = compare_selections(E, X, imp)
+    assert not out.important_is_best and out.mu < 0
+    best = int(np.argmin(np.where((out.norms > 0) & (np.arange(len(out.norms)) != out.important_index),
+                                  out.norms, np.inf)))
+    assert any(S == frozenset(np.unique(x).tolist()) for S, x in zip(out.selections[best], X, strict=True))
+
+
+def test_compare_selections_cap():
+    E, X, imp = assumption1_instance(0)
+    with pytest.raises(TooLargeError, match="max_selections"):
+        compare_selections(E, X, imp, max_selections=100)
+
+
+def test_bad_inputs_name_the_field():
+    E = np.random.default_rng(0).normal(size=(4, 3))
+    X = np.array([[0, 1], [2, 3]])
+    sel = [{0}, {2}]
+    with pytest.raises(InputError, match="E"):
+        max_margin_selection(np.full((4, 3), np.nan), X, sel)
+    with pytest.raises(ShapeError, match="E"):
+        max_margin_selection(E[0], X, sel)
+    with pytest.raises(ShapeError, match="X"):
+        max_margin_selection(E, X[0], sel)
+    with pytest.raises(InputError, match="X"):
+        max_margin_selection(E, X + 0.5, sel)
+    with pytest.raises(InputError, match="X"):
+        max_margin_selection(E, X + 4, sel)
+    with pytest.raises(ShapeError, match="selected"):
+        max_margin_selection(E, X, sel[:1])
+    with pytest.raises(InputError, match=r"selected\[1\]"):
+        max_margin_selection(E, X, [{0}, {0}])
+    with pytest.raises(InputError, match=r"selected\[0\]"):
+        max_margin_selection(E, X, [set(), {2}])
+    with pytest.raises(InputError, match="pad_id"):
+        max_margin_selection(E, X, sel, pad_id=1.5)
+    with pytest.raises(InputError, match="X"):
+        max_margin_selection(E, np.array([[0, 1], [9, 9]]), sel, pad_id=9)
+    with pytest.raises(ShapeError, match="p"):
+        selection(E, X, np.ones(4))
+    with pytest.raises(InputError, match="important"):
+        compare_selections(E, X, [{1}, {5}])
+    with pytest.raises(InputError, match="direction"):
+        _ = max_margin_selection(E, np.array([[0, 1], [1, 0]]), [{0}, {1}]).direction
