@@ -36,3 +36,7 @@ class TooLargeError(InputError):
 
 class SolverError(EmbgeoError, RuntimeError):
     """A numerical solver did not reach its certified accuracy."""
+
+
+class MissingDependencyError(EmbgeoError, ImportError):
+    """An optional dependency (or data package) is not installed; the message names the extra."""
