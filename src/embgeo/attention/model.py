@@ -113,6 +113,22 @@ def _init(n_tokens: int, dim: int, seed: int, dtype) -> tuple[torch.Tensor, torc
 
 # -- model (1) -------------------------------------------------------------------------------------
 
+def _set_parameters(module: nn.Module, n_tokens: int, dim: int, train_v: bool, seed: int, dtype) -> None:
+    """E (|S|, d), p (d,) and v (d,) of both models: parameters, v a buffer unless ``train_v``."""
+    module.n_tokens = check_positive_int("n_tokens", n_tokens)
+    module.dim = check_positive_int("dim", dim)
+    if not isinstance(train_v, bool):
+        raise InputError(f"train_v: expected True or False, got {train_v!r}")
+    module.train_v = train_v
+    E, p, v = _init(module.n_tokens, module.dim, seed, dtype)
+    module.E = nn.Parameter(E)
+    module.p = nn.Parameter(p)
+    if train_v:
+        module.v = nn.Parameter(v)
+    else:
+        module.register_buffer("v", v)
+
+
 class OneLayerAttention(nn.Module):
     """Model (1): ``f(X; p, E) = Softmax(pᵀ𝐄_Xᵀ) 𝐄_X v = Σ_i q_i(X) E_{x_i}ᵀv``, ``q = softmax_i(pᵀE_{x_i})``.
 
@@ -136,18 +152,7 @@ class OneLayerAttention(nn.Module):
     def __init__(self, n_tokens: int, dim: int, *, train_v: bool = False, seed: int = 0,
                  dtype: torch.dtype = torch.float64):
         super().__init__()
-        self.n_tokens = check_positive_int("n_tokens", n_tokens)
-        self.dim = check_positive_int("dim", dim)
-        if not isinstance(train_v, bool):
-            raise InputError(f"train_v: expected True or False, got {train_v!r}")
-        self.train_v = train_v
-        E, p, v = _init(self.n_tokens, self.dim, seed, dtype)
-        self.E = nn.Parameter(E)
-        self.p = nn.Parameter(p)
-        if train_v:
-            self.v = nn.Parameter(v)
-        else:
-            self.register_buffer("v", v)
+        _set_parameters(self, n_tokens, dim, train_v, seed, dtype)
 
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The per-vocabulary scalars ``a = E p`` (attention scores) and ``b = E v`` (token values), both (|S|,)."""
@@ -252,18 +257,7 @@ class TwoLayerAttention(nn.Module):
     def __init__(self, n_tokens: int, dim: int, *, train_v: bool = False, seed: int = 0, ln_eps: float = 1e-5,
                  dtype: torch.dtype = torch.float64):
         super().__init__()
-        self.n_tokens = check_positive_int("n_tokens", n_tokens)
-        self.dim = check_positive_int("dim", dim)
-        if not isinstance(train_v, bool):
-            raise InputError(f"train_v: expected True or False, got {train_v!r}")
-        self.train_v = train_v
-        E, p, v = _init(self.n_tokens, self.dim, seed, dtype)
-        self.E = nn.Parameter(E)
-        self.p = nn.Parameter(p)
-        if train_v:
-            self.v = nn.Parameter(v)
-        else:
-            self.register_buffer("v", v)
+        _set_parameters(self, n_tokens, dim, train_v, seed, dtype)
         self.norm = nn.LayerNorm(self.dim, eps=float(ln_eps), dtype=dtype)
 
     def contextual(self, X, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
