@@ -260,6 +260,14 @@ class TwoLayerAttention(nn.Module):
         _set_parameters(self, n_tokens, dim, train_v, seed, dtype)
         self.norm = nn.LayerNorm(self.dim, eps=float(ln_eps), dtype=dtype)
 
+    def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``E p`` and ``E v`` (|S|,) of the raw input embeddings, the quantities plotted in Fig. 1.
+
+        The contextual E′_X depends on the sequence, so a per-token scalar can only come from the
+        rows of E; the paper's Fig. 1 axes name E_s [inference, digest §4.1].
+        """
+        return self.E @ self.p, self.E @ self.v
+
     def contextual(self, X, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer 1: ``(E′_X, mask)`` with E′_X (B, T, d); rows at padding are finite but meaningless."""
         X, mask = prepare_batch(X, mask, self.n_tokens)
