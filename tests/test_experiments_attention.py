@@ -13,7 +13,7 @@ FIXTURES = Path(__file__).parent / "attention" / "fixtures"
 
 def test_registered_attention_experiments():
     assert names("attention") == ["attention-one-step", "attention-synthetic", "attention-reviews",
-                                  "attention-two-layer"]
+                                  "attention-two-layer", "attention-selection"]
 
 
 @pytest.mark.parametrize("name, figure, n_claims", [("attention-one-step", "lemma41", 3),
@@ -38,3 +38,14 @@ def test_reviews_on_a_user_file_adds_the_loss_claim_and_names_the_data(tmp_path,
     assert loss["paper"] == paper and loss["tolerance"] == "±0.5"
     assert loss["ok"] == (abs(loss["measured"] - np.log10(paper)) <= 0.5)
     assert "IMDB reviews from" in record.notes[0]
+
+
+def test_selection_claims_hold_except_the_sufficient_condition(tmp_path):
+    """Thm 4.3 / Lemma 4.5 hold on the qualifying runs; Lemma 4.5's sufficient condition fails and is reported."""
+    record = run("attention-selection", overrides={"seeds": "0,2", "steps": "3000"}, out=tmp_path)
+    claims = {c["name"]: c for c in json.loads((tmp_path / "claims.json").read_text())}
+    failing = {name for name, c in claims.items() if not c["ok"]}
+    assert failing == {name for name in claims if name.startswith("Lemma 4.5's sufficient condition")}
+    assert claims["Lemma 4.5: only the important token is selected"]["measured"] == 1.0
+    assert "1 of 2 seeds have the loss below 1/(2n) = 0.025" in record.notes[1]  # seed 2 stalls at ~0.27
+    assert (tmp_path / "selection.png").exists()

@@ -239,7 +239,7 @@ def test_compare_selections_important_only_wins():
     # d = 2, large important embeddings, irrelevant ones near 0: tying tokens eats the plane.
     E = np.array([[3, 1], [1, 3], [0.1, -0.1], [-0.1, 0.05], [0.05, 0.1]])
     X = np.array([[0, 2, 3], [1, 2, 3], [0, 3, 4]])
-    out = compare_selections(E, X, [0, 1, 0])
+    out = compare_selections(E, X, [0, 1, 0], candidates="all")
     assert len(out.selections) == 7**3
     assert out.selections[out.important_index] == (frozenset({0}), frozenset({1}), frozenset({0}))
     assert out.important_is_best and out.mu > 0
@@ -250,6 +250,40 @@ def test_compare_selections_important_only_wins():
     assert out.important_norm <= (1 - out.mu) * out.best_other_norm * (1 + 1e-12)  # corrected Lemma 4.5
     assert out.n_feasible < len(out.selections)
     assert out.important_norm == pytest.approx(max_margin_selection(E, X, [0, 1, 0]).norm)
+
+
+def test_compare_selections_containing_is_the_subset_that_keeps_the_important_tokens():
+    E = np.array([[3, 1], [1, 3], [0.1, -0.1], [-0.1, 0.05], [0.05, 0.1]])
+    X = np.array([[0, 2, 3], [1, 2, 3], [0, 3, 4]])
+    every = compare_selections(E, X, [0, 1, 0], candidates="all")
+    mine = compare_selections(E, X, [0, 1, 0])  # "containing" is the default (Lemma 4.5's proof)
+    assert len(mine.selections) == 4**3  # each sequence: its important token + any subset of the 2 others
+    assert all(i in S for sel in mine.selections for S, i in zip(sel, [0, 1, 0], strict=True))
+    norm_of = dict(zip(every.selections, every.norms, strict=True))
+    assert all(norm_of[sel] == norm for sel, norm in zip(mine.selections, mine.norms, strict=True))
+    assert mine.important_norm == every.important_norm and mine.best_other_norm >= every.best_other_norm
+    with pytest.raises(InputError, match="candidates"):
+        compare_selections(E, X, [0, 1, 0], candidates="some")
+
+
+def test_compare_selections_all_is_won_by_dropping_an_important_token_after_one_step():
+    """After step (4) E_s* carries (η0/2)α_s* v: p ∝ v separates the classes without selecting s_* everywhere.
+
+    Such selections are excluded from Lemma 4.5's comparison by Thm 4.3 (1); "all" still shows them.
+    """
+    from embgeo.attention.data import assumption1_data
+    from embgeo.attention.model import OneLayerAttention
+    from embgeo.attention.train import one_step
+
+    data = assumption1_data(2, 3, seed=0, n_irrelevant=2, n_positive=2, n_negative=2)
+    model = OneLayerAttention(6, 1024, seed=0)
+    one_step(model, data.X, data.y, 1000.0)
+    imp = [[int(s) for s in row if s in set(data.important.tolist())] for row in data.X]
+    every = compare_selections(model.E.detach().numpy(), data.X, imp, candidates="all")
+    norms = np.where(every.norms > 0, every.norms, np.inf)
+    best = every.selections[int(np.argmin(norms))]
+    assert any(i not in S for S, (i,) in zip(best, imp, strict=True))
+    assert every.best_other_norm < 0.1 * every.important_norm
 
 
 def test_compare_selections_can_fail():
@@ -266,7 +300,10 @@ def test_compare_selections_can_fail():
 def test_compare_selections_cap():
     E, X, imp = assumption1_instance(0)
     with pytest.raises(TooLargeError, match="max_selections"):
-        compare_selections(E, X, imp, max_selections=100)
+        compare_selections(E, X, imp, candidates="all", max_selections=100)
+    with pytest.raises(TooLargeError, match="'containing'"):
+        compare_selections(E, X, imp, max_selections=63)  # 4³ = 64 candidates
+    assert len(compare_selections(E, X, imp, max_selections=64).selections) == 64
 
 
 def test_bad_inputs_name_the_field():

@@ -398,12 +398,22 @@ class SelectionComparison:
     n_feasible: int
 
 
-def compare_selections(E, X, important, *, pad_id=None, max_selections: int = 4096) -> SelectionComparison:
+def compare_selections(E, X, important, *, pad_id=None, candidates: str = "containing",
+                       max_selections: int = 4096) -> SelectionComparison:
     """Lemma 4.4/4.5 check: does the important-only selection have the largest margin?
 
-    Enumerates every selection (each sequence picks a non-empty subset of its distinct tokens),
-    solves (12) for each with :func:`max_margin_selection`, and compares ‖p̂‖ of the
-    important-only selection with every other feasible one.
+    Enumerates the candidate selections, solves (12) for each with :func:`max_margin_selection`,
+    and compares ‖p̂‖ of the important-only selection with every other feasible one.
+
+    Which selections compete (``candidates``):
+
+    * ``"containing"`` (default, Lemma 4.5's reading): each sequence selects its important
+      token(s) plus any subset of its other tokens. Theorem 4.3 (1) shows that the directional
+      limit selects every important token, and the proof of Lemma 4.5 (App. C.4) uses exactly
+      this ("By Theorem 4.3, s_*^X ∈ 𝒮_X(p̂′)"), so only these selections are candidate limits.
+    * ``"all"``: every non-empty subset of each sequence's distinct tokens. After one GD step
+      selections that drop an important token can have far larger margins (p ∝ v separates the
+      classes through the value direction), so μ < 0 here says nothing about Lemma 4.5.
 
     The trivial selection that picks every token of every sequence has no margin constraint
     (p̂ = 0); by Lemma 4.4 it is never the limit of gradient flow, so it is excluded from the
@@ -417,21 +427,28 @@ def compare_selections(E, X, important, *, pad_id=None, max_selections: int = 40
     Parameters
     ----------
     important : length-n; the important token(s) of each sequence (an int or a set per sequence).
-    max_selections : refuse (TooLargeError) when Π_X (2^{|X|} − 1) exceeds this.
+    candidates : "containing" or "all" (above).
+    max_selections : refuse (TooLargeError) when the number of candidate selections exceeds this
+        (Π_X 2^{|X \\ important_X|} for "containing", Π_X (2^{|X|} − 1) for "all").
     """
+    if candidates not in ("containing", "all"):
+        raise InputError(f"candidates: expected 'containing' or 'all', got {candidates!r}")
     E = _check_embeddings(E)
     if isinstance(max_selections, bool) or not isinstance(max_selections, (int, np.integer)) or max_selections < 1:
         raise InputError(f"max_selections: expected an integer >= 1, got {max_selections!r}")
     _, tokens = _check_tokens(X, E.shape[0], pad_id)
     imp = tuple(frozenset(int(s) for s in S) for S in _check_selected(important, tokens, name="important"))
+    # per sequence: the fixed part (its important tokens, or nothing) and the free tokens
+    fixed = list(imp) if candidates == "containing" else [frozenset()] * len(tokens)
+    free = [[int(s) for s in u if int(s) not in f] for u, f in zip(tokens, fixed, strict=True)]
     count = 1
-    for u in tokens:
-        count *= 2 ** u.size - 1
+    for f, rest in zip(fixed, free, strict=True):
+        count *= 2 ** len(rest) - (0 if f else 1)
         if count > max_selections:
-            raise TooLargeError(f"compare_selections: the number of selections Π_X (2^|X| − 1) exceeds "
+            raise TooLargeError(f"compare_selections: the number of {candidates!r} selections exceeds "
                                 f"max_selections={max_selections}; use fewer/shorter sequences or raise the cap")
-    per_seq = [[frozenset(int(s) for s in c) for k in range(1, u.size + 1) for c in itertools.combinations(u, k)]
-               for u in tokens]
+    per_seq = [[f | frozenset(c) for k in range(0 if f else 1, len(rest) + 1)
+                for c in itertools.combinations(rest, k)] for f, rest in zip(fixed, free, strict=True)]
     selections = list(itertools.product(*per_seq))
     trivial = tuple(frozenset(int(s) for s in u) for u in tokens)
     norms = np.empty(len(selections))
