@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from embgeo.experiments import get, names, reproduce
+from embgeo.experiments import get, names, reproduce, run
 
 COLLAPSE = names("collapse")
 SLOW = {"collapse-uniform", "collapse-zipf-small"}
@@ -57,3 +57,35 @@ def test_collapse_report_embeds_every_figure(collapse_report):
     n_figures = sum(len(json.loads((out / n / "record.json").read_text())["figures"]) for n in COLLAPSE)
     assert html.count('src="data:image/png;base64,') == n_figures
     assert html.count('<table class="claims">') == len(COLLAPSE)
+
+
+def test_an_interrupted_run_resumes_its_training_from_the_checkpoint(tmp_path, monkeypatch):
+    """Ctrl-C inside a run keeps a checkpoint; the same command resumes and ends as an uninterrupted run."""
+    import embgeo.collapse.train as collapse_train
+
+    tiny = {"n_classes": "20", "n_train_per_class": "10", "epochs": "6", "log_every": "2", "dim": "8"}
+    reference = run("collapse-norms", overrides=tiny, out=tmp_path / "reference")
+
+    real_step, calls = collapse_train.sgd_step, []
+
+    def step(*args, **kwargs):
+        calls.append(1)
+        if interrupt_at is not None and len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(collapse_train, "sgd_step", step)
+    steps_per_epoch = 2  # 200 sentences, batch 100
+    interrupt_at = 4 * steps_per_epoch + 1  # inside epoch 5: the epoch-4 checkpoint is the last one
+    out = tmp_path / "interrupted"
+    with pytest.warns(collapse_train.TrainingInterrupted), pytest.raises(KeyboardInterrupt):
+        run("collapse-norms", overrides=tiny, out=out)
+    assert not (out / "claims.json").exists()  # no results from a partial training
+    assert len(list((out / "checkpoints").glob("sgd-*.pt"))) == 1
+
+    calls.clear()
+    interrupt_at = None
+    resumed = run("collapse-norms", overrides=tiny, out=out)
+    assert len(calls) == 2 * steps_per_epoch  # epochs 5 and 6 only
+    assert not (out / "checkpoints").exists()
+    assert [c["measured"] for c in resumed.claims] == [c["measured"] for c in reference.claims]

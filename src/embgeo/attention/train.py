@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from os import PathLike
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embgeo.attention.model import OneLayerAttention, _labels, one_layer_gradients, prepare_batch
+from embgeo.core.checkpoint import save_atomic
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
 from embgeo.core.validate import check_positive_int
@@ -213,9 +213,7 @@ def two_stage(model: OneLayerAttention, X, y, eta0: float, steps: int, lr: float
 # -- experimental protocol -------------------------------------------------------------------------
 
 def _save_checkpoint(path: Path, state: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    save_atomic(path, state)
 
 
 def train_adamw(model: torch.nn.Module, X, y, epochs: int, *, mask=None, lr: float = 0.01,

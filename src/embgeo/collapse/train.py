@@ -14,7 +14,6 @@ checked against ``torch.optim.SGD`` on an ``nn.Embedding`` + ``nn.Linear`` model
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from os import PathLike
 from pathlib import Path
@@ -25,6 +24,7 @@ from tqdm.auto import tqdm
 
 from embgeo.collapse.data import CollapseData
 from embgeo.collapse.model import CollapseNet
+from embgeo.core.checkpoint import save_atomic
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
 from embgeo.core.validate import check_positive_int
@@ -130,9 +130,7 @@ def _save_checkpoint(path: Path, model: CollapseNet, gen: torch.Generator, trace
     state = {"version": CHECKPOINT_VERSION, "epoch": epoch, "step": step, "settings": settings,
              "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
              "generator": gen.get_state(), "rows": [dict(r) for r in trace.rows]}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    save_atomic(path, state)
 
 
 def _load_checkpoint(path: Path, model: CollapseNet, settings: dict) -> dict:

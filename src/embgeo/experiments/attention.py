@@ -39,7 +39,17 @@ from embgeo.attention.train import (
     train_adamw,
     two_stage,
 )
-from embgeo.experiments.registry import Experiment, Result, at_least, at_most, close, holds, register
+from embgeo.experiments.registry import (
+    Experiment,
+    Result,
+    at_least,
+    at_most,
+    checkpoint_path,
+    close,
+    finished,
+    holds,
+    register,
+)
 
 
 @dataclass
@@ -121,8 +131,9 @@ def run_synthetic(cfg: SyntheticConfig) -> Result:
     data = synthetic_levels(cfg.n, seed=cfg.seed, T=cfg.T)
     V = int(data.levels.size)
     model = OneLayerAttention(V, cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
-    trace = train_adamw(model, data.X, data.y, cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                        batch_size=cfg.batch_size, seed=cfg.seed, log_every=max(1, cfg.epochs // 10), progress=False)
+    trace = finished(train_adamw(model, data.X, data.y, cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                 batch_size=cfg.batch_size, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
+                                 checkpoint=checkpoint_path("adamw", cfg)))
     claims, Ep, Ev, post, _ = _score_claims(model, data.X, data.y, V)
     irrelevant = data.levels == 0
     mw = mannwhitneyu(np.abs(Ev[irrelevant]), np.abs(Ev[~irrelevant]), alternative="less")
@@ -207,9 +218,9 @@ def _train_on_text(cfg: ReviewsConfig, architecture: str) -> tuple:
                       max_length=cfg.max_length or None)
     model_cls = {"one-layer": OneLayerAttention, "two-layer": TwoLayerAttention}[architecture]
     model = model_cls(len(corpus.vocab), cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
-    trace = train_adamw(model, corpus.X, corpus.y, cfg.epochs, mask=corpus.mask, lr=cfg.lr,
-                        weight_decay=cfg.weight_decay, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
-                        progress=False)
+    trace = finished(train_adamw(model, corpus.X, corpus.y, cfg.epochs, mask=corpus.mask, lr=cfg.lr,
+                                 weight_decay=cfg.weight_decay, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
+                                 checkpoint=checkpoint_path(f"adamw-{architecture}", cfg)))
     return model, corpus, trace.to_frame(), described
 
 

@@ -29,7 +29,16 @@ from embgeo.collapse.model import CollapseNet, layer_norm
 from embgeo.collapse.population import PopulationRisk, minimize_population_risk
 from embgeo.collapse.theory import full_latent_space, type1_constants, type2_constants, type3_magnitudes
 from embgeo.collapse.train import train
-from embgeo.experiments.registry import Experiment, Result, at_least, at_most, close, register
+from embgeo.experiments.registry import (
+    Experiment,
+    Result,
+    at_least,
+    at_most,
+    checkpoint_path,
+    close,
+    finished,
+    register,
+)
 
 #: The paper's accuracy table (Sec. 3-4, %): (frequencies, n_spl) -> (h, h*).
 PAPER_ACCURACY = {("uniform", 5): (100, 100), ("zipf", 500): (100, 100), ("zipf", 5): (45, 100)}
@@ -153,8 +162,9 @@ def _train(cfg: SGDConfig):
     model = CollapseNet(data.n_words, cfg.dim, cfg.length, cfg.n_classes, layernorm=cfg.layernorm,
                         ln_eps=cfg.ln_eps if cfg.layernorm else 0.0, seed=cfg.seed)
     trace = train(model, data, cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, weight_decay_W=cfg.weight_decay_W,
-                  weight_decay_U=cfg.weight_decay_U, seed=cfg.seed, log_every=cfg.log_every, progress=False)
-    return data, model, trace.to_frame()
+                  weight_decay_U=cfg.weight_decay_U, seed=cfg.seed, log_every=cfg.log_every, progress=True,
+                  checkpoint=checkpoint_path("sgd", cfg))
+    return data, model, finished(trace).to_frame()
 
 
 def _scatter_figure(data, model, df, title: str):

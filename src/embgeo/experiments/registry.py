@@ -9,14 +9,45 @@ the measured value side by side with the tolerance it was held to and the verdic
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from embgeo.errors import InputError
 
 SCALES = ("quick", "paper")
+
+#: Output directory of the run in progress (set by :func:`embgeo.experiments.runner.run`).
+RUN_DIR: ContextVar[Path | None] = ContextVar("embgeo_run_dir", default=None)
+
+
+def checkpoint_path(tag: str, cfg) -> Path | None:
+    """The checkpoint file of a long training inside the current run, or None outside a run.
+
+    ``RUN_DIR/checkpoints/TAG-HASH.pt`` with HASH a digest of the config, so that a run repeated
+    with the same config resumes where it was interrupted and one with another config starts
+    afresh. The runner deletes the directory once the run's results are written.
+    """
+    run_dir = RUN_DIR.get()
+    if run_dir is None:
+        return None
+    text = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
+    return Path(run_dir) / "checkpoints" / f"{tag}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.pt"
+
+
+def finished(trace):
+    """``trace`` of a completed training; a Ctrl-C'd one (``trace.interrupted``) re-raises KeyboardInterrupt.
+
+    Training functions return a partial trace on Ctrl-C; an experiment must not turn it into results.
+    """
+    if getattr(trace, "interrupted", False):
+        raise KeyboardInterrupt("training interrupted; its checkpoint is kept, run again to resume")
+    return trace
 
 
 @dataclass

@@ -3,7 +3,9 @@
 Output of one run in ``DIR``: ``config.json`` (name, scale, the config), ``claims.json`` (a list
 of claim objects), ``trace.csv`` when the experiment has a trace, each figure as ``NAME.png`` and
 ``NAME.pdf``, and ``record.json`` (run time, package versions, notes). :func:`reproduce` reuses a
-finished run whose ``config.json`` matches, so an interrupted reproduction resumes where it stopped.
+finished run whose ``config.json`` matches, so an interrupted reproduction resumes where it stopped;
+inside a run, long trainings keep checkpoints in ``DIR/checkpoints`` (removed when the run ends), so
+an interrupted experiment resumes its training too.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import shutil
 import sys
 import time
 import traceback
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from embgeo.experiments.registry import get, names
+from embgeo.experiments.registry import RUN_DIR, get, names
 
 
 @dataclass
@@ -74,7 +77,11 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
     for stale in ("claims.json", "record.json"):  # a crash must not leave an old result looking current
         (out / stale).unlink(missing_ok=True)
     t0 = time.perf_counter()
-    result = exp.run(cfg)
+    token = RUN_DIR.set(out)  # long trainings checkpoint under out/checkpoints (checkpoint_path)
+    try:
+        result = exp.run(cfg)
+    finally:
+        RUN_DIR.reset(token)
     seconds = time.perf_counter() - t0
     figures = _save_figures(result.figures, out)
     claims = [c.to_dict() for c in result.claims]
@@ -86,6 +93,7 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
     _write_json(out / "claims.json", claims)
     _write_json(out / "record.json", {"seconds": seconds, "versions": record.versions, "figures": figures,
                                       "notes": record.notes, "title": exp.title, "paper": exp.paper})
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the results are written: nothing left to resume
     return record
 
 
