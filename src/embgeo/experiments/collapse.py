@@ -317,10 +317,13 @@ def run_norms(cfg: SGDConfig) -> Result:
 
 _PAPER = {"words_per_concept": 400, "length": 15, "n_classes": 1000, "dim": 100, "paper_numbers": True,
           "latent": "random"}
-# Quick Fig. 3 uses n_spl = 20: at K = 200 five samples per class leave SGD at a partly collapsed
-# empirical minimizer (σ3/σ1 ≈ 0.05-0.1, growing with more epochs); twenty show the collapse.
+# Quick Fig. 3 is the fully sampled case (all 3^5 = 243 latent sequences), where Assumption 1 holds
+# exactly: with K = 200 random or distinct latents the concept counts per position are unbalanced
+# and σ2 sits 2% below √(τ/2). It uses n_spl = 20: five samples per class leave SGD at a partly
+# collapsed empirical minimizer at this size (σ3/σ1 ≈ 0.06); twenty show the collapse.
 register(Experiment("collapse-uniform", "collapse", "Fig. 3: h and h* on uniform frequencies (n_spl=5)",
-                    SGDConfig, run_uniform, {"quick": {"n_train_per_class": 20, "epochs": 1000},
+                    SGDConfig, run_uniform, {"quick": {"n_train_per_class": 20, "epochs": 1000, "latent": "all",
+                                                       "length": 5, "n_classes": 243},
                                              "paper": {**_PAPER, "epochs": 1200, "log_every": 100}},
                     "about 35 min"))
 register(Experiment("collapse-zipf-large", "collapse", "Fig. 4a: h on Zipf frequencies, n_spl=500",
