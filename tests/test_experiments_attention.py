@@ -48,4 +48,5 @@ def test_selection_claims_hold_except_the_sufficient_condition(tmp_path):
     assert failing == {name for name in claims if name.startswith("Lemma 4.5's sufficient condition")}
     assert claims["Lemma 4.5: only the important token is selected"]["measured"] == 1.0
     assert "1 of 2 seeds have the loss below 1/(2n) = 0.025" in record.notes[1]  # seed 2 stalls at ~0.27
+    assert "selections contain every important token" in record.notes[2]
     assert (tmp_path / "selection.png").exists()
