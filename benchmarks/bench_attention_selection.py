@@ -53,6 +53,8 @@ import argparse
 import os
 import sys
 
+from bench_threads import blas_threads, limit_threads, set_thread_env
+
 
 def _size(text: str) -> tuple[int, int, int, int]:
     try:
@@ -76,12 +78,8 @@ def _parse_args() -> argparse.Namespace:
 
 
 ARGS = _parse_args()
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-               "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS")
-for _var in THREAD_VARS:
-    os.environ[_var] = str(ARGS.threads)
+set_thread_env(ARGS.threads)  # before numpy is imported
 
-import ctypes  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 
@@ -95,11 +93,6 @@ from embgeo.attention.data import assumption1_data, signed_frequency  # noqa: E4
 from embgeo.attention.theory import max_margin_selection  # noqa: E402
 from embgeo.errors import SolverError  # noqa: E402
 
-try:
-    from threadpoolctl import threadpool_info, threadpool_limits
-except ImportError:
-    threadpool_info = threadpool_limits = None
-
 # (kind, size, reference by default); assumption1's size is (n = 2·n_pairs, T, n_irrelevant, d).
 DEFAULT_CASES = [("zipf", (1000, 64, 1000, 128), True), ("zipf", (2000, 64, 2000, 256), True),
                  ("zipf-ties", (1000, 64, 1000, 128), True), ("assumption1", (1000, 64, 1000, 128), True),
@@ -112,30 +105,12 @@ A1_IMPORTANT = 10       # assumption1: completely positive (and as many negative
 
 # -- threads and header ------------------------------------------------------------------------
 
-def blas_threads() -> str:
-    """Effective thread counts of the loaded BLAS libraries."""
-    if threadpool_info is not None:
-        return ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
-    out = []
-    with open("/proc/self/maps") as f:
-        libs = sorted({line.split()[-1] for line in f if "openblas" in line and line.split()[-1].startswith("/")})
-    for path in libs:
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                     "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            if hasattr(lib, name):
-                out.append(f"{os.path.basename(path)}={getattr(lib, name)()}")
-                break
-    return ", ".join(out) or "unknown (no OpenBLAS found, threadpoolctl not installed)"
-
-
 def header() -> None:
     nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print("Max-margin token selection (12): embgeo (dedup + tie elimination + NNLS) vs cvxpy+Clarabel (raw)")
     print(f"python {platform.python_version()}  numpy {np.__version__}  scipy {scipy.__version__}  "
           f"cvxpy {cp.__version__}  clarabel {clarabel.__version__}  nproc {nproc}")
-    how = "env vars before numpy import" + (" + threadpoolctl" if threadpool_limits else
-                                            " (threadpoolctl not installed)")
+    how = "env vars before numpy import + threadpoolctl"
     print(f"threads: {ARGS.threads} ({how}; Clarabel max_threads={ARGS.threads})")
     print(f"effective BLAS threads: {blas_threads()}")
     print(f"timing: perf_counter, ours best of {REPEATS}, reference once (incl. building A and the "
@@ -348,8 +323,7 @@ def summary(rows: list[dict]) -> None:
 
 
 def main() -> None:
-    if threadpool_limits is not None:
-        threadpool_limits(limits=ARGS.threads)
+    limit_threads(ARGS.threads)
     header()
     if ARGS.sizes:
         cases = [("zipf", s, True) for s in ARGS.sizes]

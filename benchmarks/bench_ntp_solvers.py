@@ -37,6 +37,8 @@ import argparse
 import os
 import sys
 
+from bench_threads import blas_threads, limit_threads, set_thread_env
+
 
 def _size(text: str) -> tuple[int, int, int, int]:
     try:
@@ -59,12 +61,8 @@ def _parse_args() -> argparse.Namespace:
 
 
 ARGS = _parse_args()
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-               "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS")
-for _var in THREAD_VARS:
-    os.environ[_var] = str(ARGS.threads)
+set_thread_env(ARGS.threads)  # before numpy is imported
 
-import ctypes  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 
@@ -78,11 +76,6 @@ from scipy.optimize import linprog  # noqa: E402
 from embgeo.errors import NotCompatibleError  # noqa: E402
 from embgeo.ntp import is_separable, ntp_svm, synthetic, w_star  # noqa: E402
 
-try:
-    from threadpoolctl import threadpool_info, threadpool_limits
-except ImportError:
-    threadpool_info = threadpool_limits = None
-
 # (size, reference by default). d > m sizes are the issue's; (100, 50, 80, 5) has d < m, where
 # separability is decided numerically (dual iterations) instead of by Lemma 1's closed form.
 DEFAULT_SIZES = [((100, 50, 120, 5), True), ((100, 50, 80, 5), True), ((200, 100, 250, 5), False)]
@@ -91,30 +84,12 @@ REPEATS = 3
 
 # -- threads and header ------------------------------------------------------------------------
 
-def blas_threads() -> str:
-    """Effective thread counts of the loaded BLAS libraries."""
-    if threadpool_info is not None:
-        return ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
-    out = []
-    with open("/proc/self/maps") as f:
-        libs = sorted({line.split()[-1] for line in f if "openblas" in line and line.split()[-1].startswith("/")})
-    for path in libs:
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                     "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            if hasattr(lib, name):
-                out.append(f"{os.path.basename(path)}={getattr(lib, name)()}")
-                break
-    return ", ".join(out) or "unknown (no OpenBLAS found, threadpoolctl not installed)"
-
-
 def header() -> None:
     nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print("NTP solvers: embgeo (structured) vs reference (cvxpy+Clarabel / scipy linprog HiGHS)")
     print(f"python {platform.python_version()}  numpy {np.__version__}  scipy {scipy.__version__}  "
           f"cvxpy {cp.__version__}  clarabel {clarabel.__version__}  nproc {nproc}")
-    how = "env vars before numpy import" + (" + threadpoolctl" if threadpool_limits else
-                                            " (threadpoolctl not installed)")
+    how = "env vars before numpy import + threadpoolctl"
     print(f"threads: {ARGS.threads} ({how}; Clarabel max_threads={ARGS.threads}; HiGHS serial)")
     print(f"effective BLAS threads: {blas_threads()}")
     print(f"timing: perf_counter, ours best of {REPEATS}, reference once (incl. building A and the "
@@ -253,8 +228,7 @@ def run_size(size, with_reference: bool) -> None:
 
 
 def main() -> None:
-    if threadpool_limits is not None:
-        threadpool_limits(limits=ARGS.threads)
+    limit_threads(ARGS.threads)
     header()
     sizes = [(s, True) for s in ARGS.sizes] if ARGS.sizes else [(s, ref or ARGS.large) for s, ref in DEFAULT_SIZES]
     for size, with_reference in sizes:
