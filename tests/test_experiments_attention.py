@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embgeo.errors import InputError
 from embgeo.experiments import names, run
 
 FIXTURES = Path(__file__).parent / "attention" / "fixtures"
@@ -50,3 +51,8 @@ def test_selection_claims_hold_except_the_sufficient_condition(tmp_path):
     assert "1 of 2 seeds have the loss below 1/(2n) = 0.025" in record.notes[1]  # seed 2 stalls at ~0.27
     assert "selections contain every important token" in record.notes[2]
     assert (tmp_path / "selection.png").exists()
+
+
+def test_selection_needs_seeds(tmp_path):
+    with pytest.raises(InputError, match="seeds"):
+        run("attention-selection", overrides={"seeds": ""}, out=tmp_path)

@@ -39,6 +39,7 @@ from embgeo.attention.train import (
     train_adamw,
     two_stage,
 )
+from embgeo.errors import InputError
 from embgeo.experiments.registry import (
     Experiment,
     Result,
@@ -284,6 +285,12 @@ class SelectionConfig:
     keep_p0: bool = False
 
 
+def _important_tokens(data) -> list[list[int]]:
+    """Per sequence of Assumption-1 data, its important token(s) s_*^X as a list of ids."""
+    important = set(data.important.tolist())
+    return [[int(s) for s in row if s in important] for row in data.X]
+
+
 def _alternative_selections(X, y, important: list) -> dict:
     """Selections that contain every important token but also irrelevant ones (Lemma 4.5's competitors).
 
@@ -308,8 +315,7 @@ def _selection_run(cfg: SelectionConfig, seed: int) -> tuple[dict, pd.DataFrame]
     data = assumption1_data(cfg.n_pairs, cfg.T, seed=seed, n_irrelevant=cfg.n_irrelevant,
                             n_positive=cfg.n_pairs, n_negative=cfg.n_pairs)
     V = cfg.n_irrelevant + 2 * cfg.n_pairs
-    important_set = set(data.important.tolist())
-    important = [[int(s) for s in row if s in important_set] for row in data.X]
+    important = _important_tokens(data)
     model = OneLayerAttention(V, cfg.dim, seed=seed)
     dE, _ = embedding_update(model, data.X, data.y, cfg.eta0)
     E1 = model.E.detach().numpy() + dE
@@ -339,6 +345,8 @@ def run_selection(cfg: SelectionConfig) -> Result:
     claims are therefore checked on the runs whose loss goes below 1/(2n) ("qualifying runs"), and
     the number of qualifying runs is reported; a run that stalls above it is outside the theorem.
     """
+    if isinstance(cfg.seeds, (str, bytes)) or not cfg.seeds:
+        raise InputError(f"seeds: expected a non-empty list of integer seeds, got {cfg.seeds!r}")
     n = 2 * cfg.n_pairs
     threshold = 1.0 / (2 * n)
     rows, traces = zip(*(_selection_run(cfg, int(s)) for s in cfg.seeds), strict=True)
@@ -403,7 +411,7 @@ def _exhaustive_note(cfg: SelectionConfig) -> str:
     data = assumption1_data(2, 3, seed=int(cfg.seeds[0]), n_irrelevant=2, n_positive=2, n_negative=2)
     model = OneLayerAttention(6, cfg.dim, seed=int(cfg.seeds[0]))
     dE, _ = embedding_update(model, data.X, data.y, cfg.eta0)
-    important = [[int(s) for s in row if s in set(data.important.tolist())] for row in data.X]
+    important = _important_tokens(data)
     out = compare_selections(model.E.detach().numpy() + dE, data.X, important)
     return (f"exhaustive check on 4 sequences of length 3 (|S| = 6, same d and η0): {len(out.selections)} selections "
             f"contain every important token, {out.n_feasible} feasible; ‖p̂‖ = {out.important_norm:.4g} vs the best "
