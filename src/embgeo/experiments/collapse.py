@@ -261,10 +261,8 @@ def run_uniform(cfg: SGDConfig) -> Result:
     claims = _accuracy_claims(cfg, df, "h")
     norm_claims, note = _norm_claims(cfg, model, printed=(1.41, 0.13))
     claims += norm_claims + _pca_claims(cfg, model, data)
-    # The official notebooks have no h* run on uniform data; the digest (§5) infers Fig. 4c's settings.
     ln_epochs = cfg.epochs_hstar or max(1, cfg.epochs // 3)
-    ln_cfg = SGDConfig(**{**cfg.__dict__, "layernorm": True, "weight_decay_W": 0.0, "epochs": ln_epochs})
-    data_ln, model_ln, df_ln = _train(ln_cfg)
+    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, ln_epochs)
     claims += _accuracy_claims(ln_cfg, df_ln, "h*")
     claims += _plane_claim("h*: word representations φ(w) collapse (σ3/σ1)", model_ln.word_representations())
     figs = {"fig3_h": _scatter_figure(data, model, df, "h, uniform"),
@@ -275,8 +273,21 @@ def run_uniform(cfg: SGDConfig) -> Result:
                                               "small-initialization plateau at once (digest §7.1)."])
 
 
+def _train_hstar(cfg: SGDConfig, epochs: int):
+    """h* on the same data as ``cfg``: LayerNorm, no weight decay on W (Fig. 4c's settings).
+
+    The official notebooks have no h* run on uniform or large Zipf data, whose accuracies the
+    paper's table prints; the digest (§5) infers Fig. 4c's settings. Returns (cfg, data, model, frame).
+    """
+    ln_cfg = SGDConfig(**{**cfg.__dict__, "layernorm": True, "weight_decay_W": 0.0, "epochs": epochs})
+    return (ln_cfg, *_train(ln_cfg))
+
+
 def run_zipf_large(cfg: SGDConfig) -> Result:
-    """Fig. 4a: h on the large Zipf training set: directional collapse of W, norms grow with frequency."""
+    """Fig. 4a: h on the large Zipf training set: directional collapse of W, norms grow with frequency.
+
+    Also h* on the same data, for the accuracy table's h* entry (100%), trained for as many epochs.
+    """
     data, model, df = _train(cfg)
     W = model.word_embeddings()
     unit = W / np.linalg.norm(W, axis=1, keepdims=True)
@@ -286,7 +297,14 @@ def run_zipf_large(cfg: SGDConfig) -> Result:
                            note="Spearman correlation of ‖w‖ with μ_β"))
     claims += _plane_claim("directions of W collapse (σ3/σ1 of w/‖w‖)", unit)
     claims += _plane_claim("u_{k,ℓ} collapse (σ3/σ1)", model.u_blocks().reshape(-1, cfg.dim))
-    return Result(claims, {"fig4a": _scatter_figure(data, model, df, "h, Zipf, large n_spl")}, df)
+    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, cfg.epochs_hstar or cfg.epochs)
+    claims += _accuracy_claims(ln_cfg, df_ln, "h*")
+    s = pca_singular_values(model_ln.word_representations())
+    figs = {"fig4a": _scatter_figure(data, model, df, "h, Zipf, large n_spl"),
+            "fig4a_hstar": _scatter_figure(data_ln, model_ln, df_ln, "h*, Zipf, large n_spl")}
+    trace = pd.concat([df.assign(net="h"), df_ln.assign(net="h*")], ignore_index=True)
+    return Result(claims, figs, trace, [f"h*: {ln_cfg.epochs} epochs; PCA σ of φ(W) = {s[0]:.4g} / {s[1]:.4g} / "
+                                        f"{s[2]:.3g} (Theorem 3 predicts full collapse, σ3 = 0)"])
 
 
 def run_zipf_small(cfg: SGDConfig) -> Result:
