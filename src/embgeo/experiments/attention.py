@@ -243,9 +243,10 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
                                  f"of magnitude"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
     for ax, values, name in ((axes[0], Ep, "⟨E_s, p⟩"), (axes[1], Ev, "⟨E_s, v⟩")):
-        ax.scatter(post[seen], values[seen], s=6, c=np.log10(corpus.counts[seen]), cmap="viridis")
+        sc = ax.scatter(post[seen], values[seen], s=6, c=np.log10(corpus.counts[seen]), cmap="viridis")
         ax.set_xlabel("posterior difference (eq. 18)")
         ax.set_ylabel(name)
+    fig.colorbar(sc, ax=axes[1], label="log10 token count")
     fig.suptitle(f"{architecture} model; {described}", fontsize=9)
     notes = [f"data: {described}; {corpus.X.shape[0]} sequences, {V} tokens ({corpus.source}); "
              f"final training loss {final:.3g} after {cfg.epochs} epochs (paper, IMDB/Yelp at convergence: "
