@@ -1,8 +1,11 @@
-"""NTPData validation, NTPData.from_sequences counting, and the synthetic / toy2d generators."""
+"""NTPData validation, NTPData.from_sequences counting, reading text and token files, and the
+synthetic / toy2d generators."""
 
 from __future__ import annotations
 
+import codecs
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ import scipy.sparse as sp
 
 from embgeo.errors import DistributionError, InputError, ShapeError
 from embgeo.ntp import NTPData, entropy, synthetic, toy2d
+from embgeo.ntp.data import UNK, WORD_PATTERN, limit_vocabulary, read_text_file, read_token_file, split_words
 
 H2 = np.eye(2)
 P_OK = [[0.5, 0.5, 0.0], [0.0, 0.2, 0.8]]
@@ -194,9 +198,20 @@ def test_from_sequences_callable_embedding():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        pytest.param({"tokens": [[1, 2, 3], [1, 2]]}, InputError, "tokens: sequence 1 has 2 token", id="short"),
-        pytest.param({"tokens": [[1]], "autoregressive": True}, InputError,
-                     "sequence 0 has 1 token.*autoregressive", id="short-autoregressive"),
+        pytest.param({"tokens": [[1, 2], [3, 4]]}, InputError,
+                     "tokens: no training pairs: all 2 sequence.* fewer than the 3 tokens that context_length=2",
+                     id="all-short"),
+        pytest.param({"tokens": [[1, 2], [3, 4]], "windows": True}, InputError, "tokens: no training pairs",
+                     id="all-short-windows"),
+        pytest.param({"tokens": [[1], []], "autoregressive": True}, InputError,
+                     "no training pairs.*2 tokens that the autoregressive setting needs",
+                     id="all-short-autoregressive"),
+        pytest.param({"windows": True, "autoregressive": True}, InputError, "windows, autoregressive: choose one",
+                     id="windows-and-autoregressive"),
+        pytest.param({"token_labels": ["a", "b"], "vocab_size": 6}, ShapeError, "token_labels: expected 6 labels",
+                     id="labels-length"),
+        pytest.param({"token_labels": ["a", "b"]}, InputError, "token id 5 is out of range for the 2 token_labels",
+                     id="labels-too-few"),
         pytest.param({"tokens": [[1, -2, 3]]}, InputError, "tokens: sequence 0 has a negative token id", id="negative"),
         pytest.param({"tokens": [[1.5, 2, 3]]}, InputError, "tokens: sequence 0 must be a 1-D sequence of integers",
                      id="float-tokens"),
@@ -225,6 +240,195 @@ def test_from_sequences_errors(kwargs, error, match):
     k = kwargs.pop("context_length", 2)
     with pytest.raises(error, match=match):
         NTPData.from_sequences(tokens, k, **kwargs)
+
+
+def test_from_sequences_windows_counts():
+    seqs = [[1, 2, 3, 1, 2, 4], [2, 3], [1, 2, 3]]
+    data = NTPData.from_sequences(seqs, 2, windows=True)
+    # Windows of [1,2,3,1,2,4]: (1,2)->3, (2,3)->1, (3,1)->2, (1,2)->4; [2,3] is too short (skipped);
+    # [1,2,3]: (1,2)->3.
+    assert data.contexts == [(1, 2), (2, 3), (3, 1)]
+    assert data.n_samples == 5 and data.n_skipped_sequences == 1
+    assert data.V == 5
+    np.testing.assert_allclose(data.weights, [3 / 5, 1 / 5, 1 / 5], rtol=1e-15)
+    expected = np.zeros((3, 5))
+    expected[0, 3], expected[0, 4], expected[1, 1], expected[2, 2] = 2 / 3, 1 / 3, 1.0, 1.0
+    np.testing.assert_allclose(data.probs.toarray(), expected, rtol=1e-15)
+
+
+def test_from_sequences_skips_short_sequences_in_every_mode():
+    seqs = [[1, 2, 3], [1, 2], [], [0, 1, 2, 3], [4]]
+    last = NTPData.from_sequences(seqs, 2)
+    assert (last.n_samples, last.n_skipped_sequences) == (2, 3)  # [1,2], [], [4]
+    assert last.contexts == [(1, 2)]
+    windows = NTPData.from_sequences(seqs, 2, windows=True)
+    assert (windows.n_samples, windows.n_skipped_sequences) == (3, 3)  # 1 + 2 windows
+    auto = NTPData.from_sequences(seqs, 2, autoregressive=True)
+    assert (auto.n_samples, auto.n_skipped_sequences) == (5, 2)  # [] and [4] have no pair
+    assert auto.contexts == [(1,), (1, 2), (0,), (0, 1)]
+
+
+def _brute_force_windows(seqs, k):
+    """(context -> Counter of next tokens) over every k+1 window, by plain Python."""
+    table: dict[tuple[int, ...], Counter] = {}
+    for seq in seqs:
+        for i in range(len(seq) - k):
+            table.setdefault(tuple(seq[i:i + k]), Counter())[seq[i + k]] += 1
+    return table
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_from_sequences_windows_probabilities_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 4))
+    seqs = [rng.integers(0, 6, size=rng.integers(0, 12)).tolist() for _ in range(30)]
+    data = NTPData.from_sequences(seqs, k, windows=True, vocab_size=6)
+    table = _brute_force_windows(seqs, k)
+    n = sum(sum(c.values()) for c in table.values())
+    assert data.n_samples == n and data.m == len(table)
+    assert data.n_skipped_sequences == sum(len(s) < k + 1 for s in seqs)
+    for j, ctx in enumerate(data.contexts):
+        counts = table[ctx]
+        n_j = sum(counts.values())
+        assert data.weights[j] == pytest.approx(n_j / n, rel=1e-14)
+        expected = np.zeros(6)
+        for z, c in counts.items():
+            expected[z] = c / n_j
+        np.testing.assert_allclose(data.probs.toarray()[j], expected, rtol=1e-14)
+
+
+def _reference_from_sequences(seqs, k, mode):
+    """The straightforward construction (a Counter over tuple contexts, a loop per context), as
+    before vectorisation: the vectorised one must give identical objects."""
+    pairs = []
+    for seq in seqs:
+        if mode == "autoregressive":
+            pairs.extend((tuple(seq[:t]), seq[t]) for t in range(1, min(k, len(seq) - 1) + 1))
+        elif mode == "windows":
+            pairs.extend((tuple(seq[i:i + k]), seq[i + k]) for i in range(len(seq) - k))
+        elif len(seq) >= k + 1:
+            pairs.append((tuple(seq[-k - 1:-1]), seq[-1]))
+    V = max(max(s) for s in seqs if s) + 1
+    index: dict[tuple[int, ...], int] = {}
+    for ctx, _ in pairs:
+        index.setdefault(ctx, len(index))
+    counts = Counter((index[ctx], z) for ctx, z in pairs)
+    rows, cols = zip(*counts.keys(), strict=True)
+    C = sp.csr_matrix((np.fromiter(counts.values(), float), (rows, cols)), shape=(len(index), V))
+    n_j = np.asarray(C.sum(axis=1)).ravel()
+    ref = NTPData(np.ones((len(index), 1)), sp.diags(1.0 / n_j) @ C, n_j / n_j.sum())  # NTPData's canonical form
+    P = ref.probs
+    anchors = [P.indices[P.indptr[j] + np.argmax(P.data[P.indptr[j]:P.indptr[j + 1]])] for j in range(len(index))]
+    return list(index), P, ref.weights, anchors
+
+
+@pytest.mark.parametrize("mode", ["last", "windows", "autoregressive"])
+@pytest.mark.parametrize("max_id", [5, 10**6])  # 10**6 with k = 4 takes the np.unique(axis=0) path
+def test_vectorised_from_sequences_equals_reference(mode, max_id):
+    rng = np.random.default_rng(max_id + len(mode))
+    for trial in range(12):
+        k = 1 + trial % 4
+        ids = rng.choice(max_id + 1, size=6, replace=False)  # few distinct ids: repeated contexts, ties
+        seqs = [ids[rng.integers(0, 6, size=rng.integers(0, 10))].tolist() for _ in range(25)] + [[max_id] * 8]
+        data = NTPData.from_sequences(seqs, k, windows=mode == "windows", autoregressive=mode == "autoregressive")
+        contexts, P, weights, anchors = _reference_from_sequences(seqs, k, mode)
+        assert data.contexts == contexts
+        assert data.context_labels == [" ".join(map(str, c)) for c in contexts]
+        np.testing.assert_array_equal(data.weights, weights)
+        np.testing.assert_array_equal(data.probs.indptr, P.indptr)
+        np.testing.assert_array_equal(data.probs.indices, P.indices)
+        np.testing.assert_array_equal(data.probs.data, P.data)
+        np.testing.assert_array_equal(data.anchors, anchors)
+
+
+def test_anchors_are_the_first_most_probable_token():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 3, size=(200, 7)).astype(float)  # many ties within rows
+    counts[:, 3] += 0.5 * (counts.sum(axis=1) == 0)  # no empty row
+    data = NTPData(np.ones((200, 1)), counts / counts.sum(axis=1, keepdims=True))
+    expected = [int(np.argmax(row)) for row in data.probs.toarray()]
+    np.testing.assert_array_equal(data.anchors, expected)
+
+
+def test_from_sequences_token_labels_name_contexts():
+    data = NTPData.from_sequences([[0, 1, 2], [2, 1, 0]], 2, token_labels=["a", "b", "c"])
+    assert data.token_labels == ["a", "b", "c"]
+    assert data.context_labels == ["a b", "c b"]
+    assert data.V == 3
+
+
+# -- reading text -------------------------------------------------------------------------------
+
+def test_split_words_pattern():
+    assert split_words("Don’t PANIC: it's 42_ok! 'quoted' rock'n'roll -- e-mail #tag") == [
+        "don't", "panic", "it's", "42", "ok", "quoted", "rock'n'roll", "e", "mail", "tag"]
+    assert split_words("Ça coûte 3€") == ["ça", "coûte", "3"]
+
+
+def test_read_text_file_vocabulary_by_frequency(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("The cat sat.\n\n  ...  \nthe DOG sat; the cat ran\n", encoding="utf-8")
+    seqs, vocab, info = read_text_file(path)
+    # Counts: the 3, cat 2, sat 2, dog 1, ran 1; ties in order of first appearance.
+    assert vocab == ["the", "cat", "sat", "dog", "ran"]
+    assert seqs == [[0, 1, 2], [0, 3, 2, 0, 1, 4]]
+    assert info == {"lines": 2, "blank_lines": 2, "tokens": 9, "types": 5, "max_vocab": None, "unk_tokens": 0,
+                    "unk_types": 0, "word_pattern": WORD_PATTERN}
+
+
+def test_read_text_file_max_vocab_maps_the_rest_to_unk(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("b a c\nd a b e\nc\n", encoding="utf-8")
+    # Counts: a 2, b 2, c 2, d 1, e 1. Ties broken by first appearance: b, a, c, d, e.
+    seqs, vocab, info = read_text_file(path, max_vocab=2)
+    assert vocab == ["b", "a", UNK]  # <unk> does not count within max_vocab: V = N + 1
+    assert seqs == [[0, 1, 2], [2, 1, 0, 2], [2]]
+    assert (info["unk_tokens"], info["unk_types"], info["tokens"], info["types"]) == (4, 3, 8, 5)
+    _, vocab, info = read_text_file(path, max_vocab=5)  # nothing dropped: no <unk>
+    assert vocab == ["b", "a", "c", "d", "e"] and info["unk_tokens"] == 0
+    with pytest.raises(InputError, match="max_vocab: expected an integer >= 1"):
+        read_text_file(path, max_vocab=0)
+
+
+def test_text_file_to_ntpdata_names_tokens(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("a b c a b d\nc\na b a\n", encoding="utf-8")  # a 4, b 3, c 2, d 1
+    seqs, vocab, info = read_text_file(path, max_vocab=3)
+    data = NTPData.from_sequences(seqs, 2, windows=True, token_labels=vocab)
+    assert data.token_labels == ["a", "b", "c", UNK]
+    # Windows: (a b)->c, (b c)->a, (c a)->b, (a b)->d=<unk>; "c" is skipped; (a b)->a.
+    assert data.context_labels == ["a b", "b c", "c a"]
+    assert (data.n_samples, data.n_skipped_sequences) == (5, 1)
+    np.testing.assert_allclose(data.probs.toarray()[0], [1 / 3, 0, 1 / 3, 1 / 3], rtol=1e-15)
+
+
+def test_limit_vocabulary_on_integer_ids():
+    seqs, vocab, info = limit_vocabulary([[7, 3, 3], [9, 7, 3]], max_vocab=1)
+    assert vocab == [3, UNK]
+    assert seqs == [[1, 0, 0], [1, 1, 0]]
+    assert (info["unk_tokens"], info["unk_types"]) == (3, 2)
+
+
+@pytest.mark.parametrize("reader", [read_text_file, read_token_file])
+def test_non_utf8_file_is_an_input_error_naming_the_line(tmp_path, reader):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("1 2 3\n4 5 6 caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"latin1\.txt:2: not UTF-8 text \(byte 0xe9 at offset 15\)"):
+        reader(path)
+    path.write_bytes(codecs.BOM_UTF8 + "1 2 3\n4 5 6 caf\u00e9\n".encode("latin-1"))  # offsets count the BOM
+    with pytest.raises(InputError, match=r"latin1\.txt:2: not UTF-8 text \(byte 0xe9 at offset 18\)"):
+        reader(path)
+    path.write_bytes(codecs.BOM_UTF8 + b"1 2 3\n")  # a byte-order mark is not text
+    assert reader(path)[0] == [[0, 1, 2]] if reader is read_text_file else reader(path) == [[1, 2, 3]]
+
+
+def test_read_text_file_errors(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n -- !!\n", encoding="utf-8")
+    with pytest.raises(InputError, match="empty.txt: no words"):
+        read_text_file(empty)
+    with pytest.raises(InputError, match="text file: cannot read"):
+        read_text_file(tmp_path / "missing.txt")
 
 
 # -- synthetic ----------------------------------------------------------------------------------

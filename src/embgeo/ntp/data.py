@@ -7,12 +7,21 @@ The loss (2) depends on the data only through these, so that is what :class:`NTP
 
 Conventions: ``embeddings`` is (m, d) with one context per *row* (the paper's H̄ is its
 transpose); token ids are 0-based (the paper's word 1 is token 0).
+
+Real data: :func:`read_text_file` turns raw text into word-id sequences (one per line, with an
+optional vocabulary limit and ``<unk>``), :func:`read_token_file` reads integer ids, and
+:meth:`NTPData.from_sequences` counts their training pairs (last token, sliding windows or all
+prefixes) with numpy, so a million-token text loads in seconds.
 """
 
 from __future__ import annotations
 
+import codecs
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -78,14 +87,15 @@ class NTPData:
         self.supports = [P.indices[P.indptr[j]:P.indptr[j + 1]].copy() for j in range(m)]
         self.support_sizes = np.diff(P.indptr).astype(np.int64)
         # The most probable in-support token as anchor: log-odds against it are >= 0.
-        self.anchors = np.array([P.indices[P.indptr[j] + np.argmax(P.data[P.indptr[j]:P.indptr[j + 1]])]
-                                 for j in range(m)], dtype=np.int64)
+        self.anchors = _row_argmax_tokens(P)
         self.token_labels = _as_labels("token_labels", token_labels, V)
         self.context_labels = _as_labels("context_labels", context_labels, m)
         #: The distinct contexts as token tuples, when built by :meth:`from_sequences`.
         self.contexts: list[tuple[int, ...]] | None = None
         #: Number of training pairs n behind π̂ and p̂, when known.
         self.n_samples: int | None = None
+        #: Sequences :meth:`from_sequences` skipped as too short for any training pair.
+        self.n_skipped_sequences: int | None = None
 
     # -- sizes ---------------------------------------------------------------------------
     @property
@@ -119,7 +129,8 @@ class NTPData:
     # -- constructors --------------------------------------------------------------------
     @classmethod
     def from_sequences(cls, tokens: Iterable[Sequence[int]], context_length: int, embed="onehot", *,
-                       autoregressive: bool = False, vocab_size: int | None = None, seed: int = 0) -> NTPData:
+                       autoregressive: bool = False, windows: bool = False, vocab_size: int | None = None,
+                       token_labels: Sequence[str] | None = None, seed: int = 0) -> NTPData:
         """Build the training set from integer token sequences (paper Sec. 2 and App. C).
 
         Counting: every training pair (context x_i, next token z_i) adds one count; distinct
@@ -132,7 +143,7 @@ class NTPData:
             Token ids in [0, V).
         context_length : int
             k. Default (fixed-length, last-token) setting: each sequence gives one pair, its
-            last token predicted from the k tokens before it; every sequence needs >= k+1 tokens.
+            last token predicted from the k tokens before it.
         embed : "onehot" | "random:D" | callable
             Context embeddings: one-hot per distinct context (d = m); seeded i.i.d. N(0, 1)
             vectors of dimension D; or a callable mapping the list of distinct context tuples
@@ -140,70 +151,182 @@ class NTPData:
         autoregressive : bool
             All-prefix setting (paper App. C): each sequence gives the pairs
             (z_{<t}, z_t) for t = 1..min(k, len-1), so contexts have lengths 1..k.
+        windows : bool
+            Sliding-window setting (the usual one for running text): every window of k+1
+            consecutive tokens of a sequence gives a pair (its first k tokens, its last token).
+            Exclusive with ``autoregressive``.
         vocab_size : int, optional
-            V; defaults to max token id + 1.
+            V; defaults to ``len(token_labels)`` if given, else to max token id + 1.
+        token_labels : sequence of str, optional
+            Names of the V tokens (e.g. the words of :func:`read_text_file`); context labels
+            are then the tokens' names joined by spaces instead of their ids.
         seed : int
             Seed of the "random:D" embeddings.
+
+        Sequences too short for any pair (fewer than k+1 tokens; fewer than 2 when
+        autoregressive) are skipped and counted in ``data.n_skipped_sequences``; an error is
+        raised only when no pair is left.
+
+        Cost: O(n k) numpy work for n pairs plus O(n log n) to deduplicate contexts; nothing of
+        size m × V is built (probs is sparse).
         """
         k = check_positive_int("context_length", context_length)
-        seqs = _as_sequences(tokens)
-        pairs: list[tuple[tuple[int, ...], int]] = []
-        for i, seq in enumerate(seqs):
-            if autoregressive:
-                if len(seq) < 2:
-                    raise InputError(f"tokens: sequence {i} has {len(seq)} token(s); the autoregressive "
-                                     "setting needs at least 2")
-                pairs.extend((tuple(seq[:t]), seq[t]) for t in range(1, min(k, len(seq) - 1) + 1))
-            else:
-                if len(seq) < k + 1:
-                    raise InputError(f"tokens: sequence {i} has {len(seq)} token(s); context_length={k} "
-                                     f"needs at least {k + 1} (use autoregressive=True for shorter ones)")
-                pairs.append((tuple(seq[-k - 1:-1]), seq[-1]))
-        max_token = max(max(seq) for seq in seqs)
-        V = max_token + 1 if vocab_size is None else check_positive_int("vocab_size", vocab_size, 2)
+        if autoregressive and windows:
+            raise InputError("windows, autoregressive: choose one way to form training pairs, not both")
+        flat, lengths = _as_flat_sequences(tokens)
+        mode = "autoregressive" if autoregressive else "windows" if windows else "last"
+        ctx, nxt, n_skipped = _training_pairs(flat, lengths, k, mode)
+        if nxt.size == 0:
+            need = 2 if autoregressive else k + 1
+            setting = "the autoregressive setting" if autoregressive else f"context_length={k}"
+            raise InputError(f"tokens: no training pairs: all {lengths.size} sequence(s) have fewer than the {need} "
+                             f"tokens that {setting} needs (longest: {lengths.max()})")
+        max_token = int(flat.max())
+        if vocab_size is not None:
+            V = check_positive_int("vocab_size", vocab_size, 2)
+            limit = f"vocab_size={V}"
+        elif token_labels is not None:
+            V = len(token_labels)
+            limit = f"the {V} token_labels"
+        else:
+            V = limit = max_token + 1
         if max_token >= V:
-            raise InputError(f"tokens: token id {max_token} is out of range for vocab_size={V}")
+            raise InputError(f"tokens: token id {max_token} is out of range for {limit}")
+        if token_labels is not None and len(token_labels) != V:
+            raise ShapeError(f"token_labels: expected {V} labels (one per token), got {len(token_labels)}")
 
-        index: dict[tuple[int, ...], int] = {}
-        for ctx, _ in pairs:
-            index.setdefault(ctx, len(index))
-        counts = Counter((index[ctx], z) for ctx, z in pairs)
-        m = len(index)
-        rows, cols = zip(*counts.keys(), strict=True)
-        C = sp.csr_matrix((np.fromiter(counts.values(), float), (rows, cols)), shape=(m, V))
+        first, ctx_id = _first_seen_rows(ctx)
+        m = first.size
+        # One count per pair; the CSR constructor sums the duplicate (context, token) entries.
+        C = sp.csr_matrix((np.ones(nxt.size), (ctx_id, nxt)), shape=(m, V))
         n_j = np.asarray(C.sum(axis=1)).ravel()
         P = sp.diags(1.0 / n_j) @ C
-        contexts = list(index.keys())
+        contexts = _context_tuples(ctx[first])
         H = _embed_contexts(embed, contexts, seed)
-        data = cls(H, P, n_j / n_j.sum(), context_labels=[" ".join(map(str, c)) for c in contexts])
+        data = cls(H, P, n_j / n_j.sum(), token_labels=token_labels,
+                   context_labels=_context_label_strings(contexts, token_labels))
         data.contexts = contexts
-        data.n_samples = len(pairs)
+        data.n_samples = int(nxt.size)
+        data.n_skipped_sequences = n_skipped
         return data
 
 
+#: A word of a text file (:func:`read_text_file`), matched after lowercasing: a run of Unicode
+#: letters and digits, possibly joined by inner apostrophes ("don't", "o'clock"; "’" is read as
+#: "'"). Everything else (punctuation, "_", "#", "@", emoji) separates words.
+WORD_PATTERN = r"[^\W_]+(?:'[^\W_]+)*"
+_WORD_RE = re.compile(WORD_PATTERN)
+
+#: The token that stands for every word (or id) dropped by ``max_vocab``.
+UNK = "<unk>"
+
+
+def split_words(text: str) -> list[str]:
+    """The words of ``text`` in order: lowercased, then every match of :data:`WORD_PATTERN`.
+
+    >>> split_words("Don’t PANIC: it's 42_ok!")
+    ["don't", 'panic', "it's", '42', 'ok']
+    """
+    return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
+
+
+def read_text_file(path, max_vocab: int | None = None) -> tuple[list[list[int]], list[str], dict]:
+    """Read raw UTF-8 text as word-id sequences: one sequence (sentence) per line.
+
+    Each line is split into words by :func:`split_words` (lowercase, :data:`WORD_PATTERN`);
+    lines without any word are ignored. Words get ids by :func:`limit_vocabulary`: most
+    frequent first, ties in order of first appearance, and with ``max_vocab=N`` only the N
+    most frequent are kept, every other word becoming the one extra token :data:`UNK`.
+
+    Returns
+    -------
+    sequences : list of lists of int
+        Word ids, one list per line that has words.
+    vocabulary : list of str
+        The word of each id (``vocabulary[i]`` is token i); pass it as ``token_labels`` to
+        :meth:`NTPData.from_sequences`.
+    info : dict
+        ``lines`` (lines with words), ``blank_lines`` (ignored lines), ``tokens`` (word
+        occurrences), ``types`` (distinct words), ``max_vocab``, ``unk_tokens`` and
+        ``unk_types`` (occurrences and distinct words mapped to UNK), ``word_pattern``.
+
+    Raises :class:`InputError` naming the file if it cannot be read, is not UTF-8 (with the
+    line of the first bad byte), or has no word at all.
+    """
+    lines = _read_utf8(path, "text file").lower().replace("\u2019", "'").splitlines()
+    words = [_WORD_RE.findall(line) for line in lines]
+    words = [w for w in words if w]
+    if not words:
+        raise InputError(f"{path}: no words (the file is empty or nothing in it matches {WORD_PATTERN})")
+    sequences, vocabulary, info = limit_vocabulary(words, max_vocab)
+    info = {"lines": len(words), "blank_lines": len(lines) - len(words), **info, "word_pattern": WORD_PATTERN}
+    return sequences, vocabulary, info
+
+
+def limit_vocabulary(sequences: Sequence[Sequence], max_vocab: int | None = None) -> tuple[list[list[int]], list,
+                                                                                             dict]:
+    """Map tokens (words, or integer ids) to ids 0..V-1 by frequency, keeping at most ``max_vocab``.
+
+    Token i is the i-th most frequent token; ties are broken by first appearance (reading the
+    sequences in order), so the result is deterministic. With ``max_vocab=N`` and more than N
+    distinct tokens, the N most frequent keep their ids 0..N-1 and all others become one extra
+    token :data:`UNK` with id N: ``<unk>`` does *not* count within N, so V = N + 1.
+
+    Returns ``(id_sequences, vocabulary, info)``: ``vocabulary[i]`` is the original token of id
+    i (or UNK); ``info`` has ``tokens`` (occurrences), ``types`` (distinct tokens),
+    ``max_vocab``, and ``unk_tokens`` / ``unk_types``: the occurrences and distinct tokens
+    mapped to UNK.
+    """
+    if max_vocab is not None:
+        max_vocab = check_positive_int("max_vocab", max_vocab)
+    counts = Counter(chain.from_iterable(sequences))  # insertion order = first appearance
+    ranked = sorted(counts, key=lambda tok: -counts[tok])  # stable: ties keep first appearance
+    kept = ranked if max_vocab is None else ranked[:max_vocab]
+    dropped = ranked[len(kept):]
+    ids = {tok: i for i, tok in enumerate(kept)}
+    unk_id = len(kept)  # only used when something is dropped
+    id_sequences = [[ids.get(tok, unk_id) for tok in seq] for seq in sequences]
+    vocabulary = [*kept, UNK] if dropped else list(kept)
+    info = {"tokens": sum(counts.values()), "types": len(counts), "max_vocab": max_vocab,
+            "unk_tokens": sum(counts[tok] for tok in dropped), "unk_types": len(dropped)}
+    return id_sequences, vocabulary, info
+
+
 def read_token_file(path) -> list[list[int]]:
-    """Read integer token sequences from a text file: one sequence per line, ids separated by
-    whitespace; blank lines are skipped. Errors name the file, line and offending text."""
+    """Read integer token sequences from a UTF-8 text file: one sequence per line, ids separated
+    by whitespace; blank lines are skipped. Errors name the file, line and offending text."""
     seqs = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                fields = line.split()
-                if not fields:
-                    continue
-                try:
-                    seq = [int(f) for f in fields]
-                except ValueError:
-                    bad = next(f for f in fields if not f.lstrip("-").isdigit())
-                    raise InputError(f"{path}:{lineno}: expected integer token ids, found {bad!r}") from None
-                if min(seq) < 0:
-                    raise InputError(f"{path}:{lineno}: negative token id {min(seq)}")
-                seqs.append(seq)
-    except OSError as exc:
-        raise InputError(f"tokens file: cannot read {path} ({exc.strerror})") from None
+    for lineno, line in enumerate(_read_utf8(path, "tokens file").splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            seq = [int(f) for f in fields]
+        except ValueError:
+            bad = next(f for f in fields if not f.lstrip("-").isdigit())
+            raise InputError(f"{path}:{lineno}: expected integer token ids, found {bad!r}") from None
+        if min(seq) < 0:
+            raise InputError(f"{path}:{lineno}: negative token id {min(seq)}")
+        seqs.append(seq)
     if not seqs:
         raise InputError(f"{path}: no token sequences (the file is empty)")
     return seqs
+
+
+def _read_utf8(path, what: str) -> str:
+    """The whole file as text; unreadable or non-UTF-8 files are an InputError naming the file."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{what}: cannot read {path} ({exc.strerror})") from None
+    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0  # a byte-order mark is not text
+    try:
+        return raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        pos = skip + exc.start
+        lineno = raw.count(b"\n", 0, pos) + 1
+        raise InputError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[pos]:02x} at offset {pos}); "
+                         "convert the file to UTF-8 first (e.g. with iconv)") from None
 
 
 # -- generators -------------------------------------------------------------------------------
@@ -314,6 +437,17 @@ def _as_probability_matrix(probs, m: int) -> sp.csr_matrix:
     return P
 
 
+def _row_argmax_tokens(P: sp.csr_matrix) -> np.ndarray:
+    """Per row of P (no empty rows), the column of its largest entry; ties go to the smallest
+    column, as ``np.argmax`` would. Vectorised over rows: m can be in the hundreds of thousands."""
+    starts = P.indptr[:-1]
+    row_max = np.maximum.reduceat(P.data, starts)
+    is_max = P.data == np.repeat(row_max, np.diff(P.indptr))
+    # Position of the first maximum of each row (indices are sorted, so the smallest column).
+    first = np.minimum.reduceat(np.where(is_max, np.arange(P.data.size), P.data.size), starts)
+    return P.indices[first].astype(np.int64)
+
+
 def _as_weights(weights, m: int) -> np.ndarray:
     if weights is None:
         return np.full(m, 1.0 / m)
@@ -345,21 +479,97 @@ def _as_labels(name: str, labels, n: int) -> list[str] | None:
     return labels
 
 
-def _as_sequences(tokens) -> list[list[int]]:
+def _as_flat_sequences(tokens) -> tuple[np.ndarray, np.ndarray]:
+    """Validate integer token sequences and return them concatenated, with their lengths."""
     if isinstance(tokens, (str, bytes)):
         raise InputError("tokens: expected a list of integer sequences, got a string")
-    seqs = []
+    arrays = []
     for i, seq in enumerate(tokens):
         arr = np.asarray(seq)
-        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        # dtype.kind rather than np.issubdtype: this loop runs once per sentence of a corpus.
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise InputError(f"tokens: sequence {i} must be a 1-D sequence of integers, got {arr.dtype} "
                              f"with shape {arr.shape}")
-        if arr.size and arr.min() < 0:
-            raise InputError(f"tokens: sequence {i} has a negative token id {arr.min()}")
-        seqs.append(arr.astype(np.int64).tolist())
-    if not seqs:
+        arrays.append(arr)
+    if not arrays:
         raise InputError("tokens: no sequences given")
-    return seqs
+    lengths = np.array([a.size for a in arrays], dtype=np.int64)
+    flat = np.concatenate(arrays).astype(np.int64, copy=False) if lengths.sum() else np.zeros(0, np.int64)
+    negative = np.flatnonzero(flat < 0)
+    if negative.size:
+        i = int(np.searchsorted(np.cumsum(lengths), negative[0], side="right"))
+        raise InputError(f"tokens: sequence {i} has a negative token id {flat[negative[0]]}")
+    return flat, lengths
+
+
+def _training_pairs(flat: np.ndarray, lengths: np.ndarray, k: int, mode: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """All training pairs of the sequences ``flat`` split by ``lengths``, in reading order.
+
+    Returns ``(contexts, next_tokens, n_skipped)``: contexts is an (n, k) int array (in the
+    autoregressive mode a context of length t < k is padded with -1 on the right, which no
+    token id can equal), next_tokens is (n,), n_skipped counts the sequences too short for
+    any pair. ``mode`` is "last" (one pair per sequence), "windows" (every k+1 window) or
+    "autoregressive" (prefixes of length 1..k).
+    """
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    if mode == "autoregressive":
+        per_seq = np.clip(np.minimum(k, lengths - 1), 0, None)  # pairs t = 1..min(k, len-1)
+    elif mode == "windows":
+        per_seq = np.clip(lengths - k, 0, None)
+    else:
+        per_seq = (lengths >= k + 1).astype(np.int64)
+    n_skipped = int(np.count_nonzero(per_seq == 0))
+    # Pair i comes from sequence seq[i]; its rank within that sequence is r[i] = 0, 1, ...
+    seq = np.repeat(np.arange(lengths.size), per_seq)
+    r = np.arange(seq.size) - np.repeat(np.cumsum(per_seq) - per_seq, per_seq)
+    if mode == "autoregressive":
+        t = r + 1  # the context is seq[:t], the next token seq[t]
+        start = offsets[seq]
+        cols = np.arange(k)
+        gathered = flat[np.minimum(start[:, None] + cols, flat.size - 1)] if seq.size else np.zeros((0, k), np.int64)
+        contexts = np.where(cols < t[:, None], gathered, -1)
+        return contexts, flat[start + t], n_skipped
+    # "windows": the window starting at rank r; "last": the one window ending the sequence.
+    start = offsets[seq] + (r if mode == "windows" else lengths[seq] - k - 1)
+    contexts = flat[start[:, None] + np.arange(k)]
+    return contexts, flat[start + k], n_skipped
+
+
+def _first_seen_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Deduplicate the rows of an (n, k) int array (entries >= -1) in order of first appearance.
+
+    Returns ``(first, ids)``: ``rows[first[j]]`` is the j-th distinct row, and ``ids[i]`` is
+    the index j of row i. A row is packed into one int64 key when (max + 2)^k fits: a 1-D
+    ``np.unique`` is ~10x faster than ``np.unique(axis=0)``, the fallback.
+    """
+    base = int(rows.max()) + 2
+    if base ** rows.shape[1] < 2**62:
+        keys = np.zeros(rows.shape[0], dtype=np.int64)
+        for col in rows.T:
+            keys = keys * base + (col + 1)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # distinct rows by first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return first[order], rank[inverse.reshape(-1)]
+
+
+def _context_tuples(rows: np.ndarray) -> list[tuple[int, ...]]:
+    """The rows of a context array as tuples of ints, without the -1 padding."""
+    if rows.size and rows.min() < 0:
+        lengths = np.count_nonzero(rows >= 0, axis=1).tolist()
+        return [tuple(row[:n]) for row, n in zip(rows.tolist(), lengths, strict=True)]
+    return list(map(tuple, rows.tolist()))
+
+
+def _context_label_strings(contexts: list[tuple[int, ...]], token_labels) -> list[str]:
+    """Each context as its tokens' labels (or ids) joined by spaces."""
+    names = [str(s) for s in token_labels] if token_labels is not None else None
+    if names is None:
+        return [" ".join(map(str, c)) for c in contexts]
+    return [" ".join([names[t] for t in c]) for c in contexts]
 
 
 def _embed_contexts(embed, contexts: list[tuple[int, ...]], seed: int) -> np.ndarray:
