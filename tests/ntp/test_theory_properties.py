@@ -107,8 +107,8 @@ def test_ntp_svm_kkt(make):
     # The minimum margin is exactly 1 (else W/min-margin would be feasible with smaller norm).
     assert kv.min() == pytest.approx(1.0, abs=1e-9)
 
-    # Dual feasibility: μ ≥ 0, μ = 0 on the supports.
-    mu = res.multipliers
+    # Dual feasibility: μ ≥ 0, μ = 0 on the supports (a sparse (m, V) matrix).
+    mu = res.multipliers.toarray()
     assert mu.shape == (data.m, data.V)
     assert np.all(mu >= 0)
     for j, supp in enumerate(supports_of(data)):
@@ -367,9 +367,7 @@ def test_farkas_certificate_of_non_separability(case, method):
     data = synthetic(m, V, d, S, seed=seed)
     sep = is_separable(data, method=method)
     assert not sep and sep.W is None
-    assert sep.residuals["perp_norm"] == pytest.approx(np.linalg.norm(subspace(data).project_perp(
-        combination(data, sep.farkas))), rel=1e-6, abs=1e-15)
-    mu = sep.farkas
+    mu = sep.farkas.toarray()
     assert mu.shape == (data.m, data.V)
     assert np.all(mu >= 0)
     assert mu.sum() == pytest.approx(1.0, abs=1e-12)
@@ -382,6 +380,18 @@ def test_farkas_certificate_of_non_separability(case, method):
     assert np.linalg.norm(subspace(data).project_perp(C)) <= 1e-9 * scale
     assert np.linalg.norm(C - project_dense(dense_projector_F(data), C)) <= 1e-9 * scale
     assert np.linalg.norm(C) > 1e-3 * scale  # not the trivial combination
+    # The complete certificate Ψ: −μ off the supports, every context's weights summing to 0, and
+    # ‖Ψᵀ H̄‖ (per token Σ_j Ψ_{j,v} h̄_j) is the reported perp_norm, an upper bound on ‖P⊥(C)‖.
+    Psi = sep.certificate.toarray()
+    off = np.ones_like(mu, dtype=bool)
+    for j, supp in enumerate(supports_of(data)):
+        off[j, supp] = False
+    np.testing.assert_array_equal(Psi[off], -mu[off])
+    np.testing.assert_allclose(Psi.sum(axis=1), 0.0, rtol=0, atol=1e-12)
+    perp = np.linalg.norm(Psi.T @ data.embeddings)
+    assert sep.residuals["perp_norm"] == pytest.approx(perp, rel=1e-6, abs=1e-15)
+    assert np.linalg.norm(subspace(data).project_perp(C)) <= perp * (1 + 1e-6) + 1e-13 * scale  # rounding
+    assert perp <= 1e-9 * scale
 
 
 def rank_deficient_wide():

@@ -1,21 +1,28 @@
-"""The anchor-form constraint operators of the compatibility (4) and separability (6) conditions.
+"""The structure of the compatibility (4) and separability (6) constraints, in the form the solvers use.
 
-Paper: ``ntp-implicit-bias-neurips.txt`` Sec. 3. Every constraint row i reads
-``(e_{a_i} - e_{b_i})ᵀ W h̄_{j_i}``: the logit of token a_i minus the logit of token b_i at
-context j_i. With an anchor z_j ∈ S_j per context (Sec. 3, "independence of the constraints"):
+Paper: ``ntp-implicit-bias-neurips.txt`` Sec. 3. Two reformulations, both exact, make the problems
+small enough for real data (m ≫ d, V up to 50k):
 
-* equality rows (4)/(6a): a = z_j, b ∈ S_j \\ {z_j}, right-hand side log(p̂_{j,a} / p̂_{j,b});
-* inequality rows (6b): a = z_j, b = v ∉ S_j, right-hand side ≥ 1.
+**Context coordinates.** Every constraint sees W only through the logits W h̄_j, and every
+solution we compute (W*, W^mm, projections onto F) has its rows in span{h̄_j}. With an orthonormal
+basis B (d × r) of that span, r = rank H̄ ≤ min(m, d), we write H̄ = K Bᵀ (K: m × r, the context
+coordinates) and W = X Bᵀ (X: V × r). Norms, logits and constraints are the same in X, so the
+solvers work with K and never with d (:class:`Coordinates`).
 
-Structure we exploit (never building the dense (#rows × V·d) matrix):
+**The t-form.** "All in-support logits of context j differ by the log-odds" (4) is the same as
+"there is a number t_j with x_zᵀ k_j − t_j = log p̂_{j,z} for every z ∈ S_j"; (6a) is the same with
+right-hand side 0, and (6b) then reads x_vᵀ k_j − t_j ≤ −1 for v ∉ S_j. So every problem is over
+(X, t) with one scalar t_j per context, and a constraint touches one token row and one t_j. This
+is the anchor form of the paper with the anchor's logit given its own name; it makes the
+structure visible: for fixed t the problems split into one small problem per token.
 
-* A row only sees W through the logits Z = W H̄ (V × m), so applying the operator costs one
-  matrix product and a gather.
-* The adjoint of a row vector y is ``Aᵀy = Ψ H`` with Ψ ∈ R^{V×m} a scatter of y
-  (Ψ[a_i, j_i] += y_i, Ψ[b_i, j_i] -= y_i). Every solution we compute (W*, P_F, W^mm) is of the
-  form Ψ H, so the solvers work with Ψ and the m × m Gram matrix G = H Hᵀ: d disappears.
-* The Gram matrix of two row sets is ``(D_a D_bᵀ) ∘ G[j_a][:, j_b]`` with D the ±1 token-difference
-  rows, since ⟨(e_a - e_b) h_jᵀ, (e_c - e_e) h_lᵀ⟩ = (δ_ac - δ_ae - δ_bc + δ_be) h_jᵀh_l.
+**Token groups.** Tokens with the same support pattern J_v = {j : v ∈ S_j} are interchangeable in
+(6): W^mm gives them equal rows (the problem is symmetric under swapping them and W^mm is
+unique) and separability depends only on the patterns. The SVM and separability solvers
+therefore work with one row per *group* of tokens, weighted by the group's size
+(:class:`SupportGroups`); tokens in no support form one group (J = ∅), which at a GPT-2-sized
+vocabulary holds most of the 50k tokens. W* and the projections onto F depend on the
+probabilities, so they use one group per token.
 """
 
 from __future__ import annotations
@@ -23,63 +30,129 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
 
-from embgeo.core.validate import check_dense_size
 from embgeo.ntp.data import NTPData
 
 
 @dataclass(frozen=True)
-class Rows:
-    """A set of constraint rows ``(e_plus - e_minus)ᵀ W h̄_ctx``; arrays of equal length."""
+class Coordinates:
+    """H̄ = K Bᵀ with B (d × r) orthonormal; ``basis is None`` means B = I (K = H̄, r = d).
 
-    ctx: np.ndarray
-    plus: np.ndarray
-    minus: np.ndarray
+    Attributes
+    ----------
+    K : (m, r) float64, the contexts' coordinates.
+    basis : (d, r) float64 or None.
+    """
 
-    def __len__(self) -> int:
-        return len(self.ctx)
+    K: np.ndarray
+    basis: np.ndarray | None
 
-    def values(self, Z: np.ndarray) -> np.ndarray:
-        """Row values from the logits Z = W H̄ of shape (V, m)."""
-        return Z[self.plus, self.ctx] - Z[self.minus, self.ctx]
+    @property
+    def rank(self) -> int:
+        """r = rank H̄."""
+        return self.K.shape[1]
 
-    def adjoint(self, y: np.ndarray, V: int, m: int) -> np.ndarray:
-        """Ψ (V, m) with Aᵀy = Ψ H: the scatter of the row weights y."""
-        flat = np.bincount(self.plus * m + self.ctx, weights=y, minlength=V * m)
-        flat -= np.bincount(self.minus * m + self.ctx, weights=y, minlength=V * m)
-        return flat.reshape(V, m)
+    def to_coords(self, W: np.ndarray) -> np.ndarray:
+        """X = W B (V × r): the part of W that the constraints see."""
+        return W if self.basis is None else W @ self.basis
 
-    def gram(self, other: Rows, G: np.ndarray) -> np.ndarray:
-        """Dense Gram matrix ⟨row_i, other_k⟩ of shape (len(self), len(other))."""
-        check_dense_size("constraint Gram matrix", (len(self), len(other)),
-                         "the problem has too many constraint rows for the dense route")
-        pa, ma = self.plus[:, None], self.minus[:, None]
-        pb, mb = other.plus[None, :], other.minus[None, :]
-        tokens = (pa == pb).astype(float) - (pa == mb) - (ma == pb) + (ma == mb)
-        return tokens * G[np.ix_(self.ctx, other.ctx)]
+    def to_w(self, X: np.ndarray) -> np.ndarray:
+        """W = X Bᵀ (V × d)."""
+        return X if self.basis is None else X @ self.basis.T
 
 
-def equality_rows(data: NTPData) -> tuple[Rows, np.ndarray]:
-    """The Σ_j (S_j - 1) anchor rows of (4)/(6a) and their right-hand sides log(p̂_{j,z_j}/p̂_{j,z'})."""
+def coordinates(H: np.ndarray) -> Coordinates:
+    """Context coordinates of the embeddings H̄ (m, d); cost O(m d min(m, d)).
+
+    When d ≤ m and H̄ has full column rank (the usual real-data case) K = H̄ itself. Otherwise a
+    pivoted QR of H̄ᵀ gives the basis, with the rank threshold of ``numpy.linalg.matrix_rank``
+    (|R_ii| > |R_00| · max(m, d) · eps).
+    """
+    m, d = H.shape
+    eps_rank = max(m, d) * np.finfo(float).eps
+    if d <= m:
+        diag = np.abs(np.diag(np.linalg.qr(H, mode="r")))
+        if diag.size and diag.min() > diag.max() * eps_rank:
+            return Coordinates(H, None)
+    Q, R, piv = sla.qr(H.T, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    r = int(np.sum(diag > diag[0] * eps_rank)) if diag.size and diag[0] > 0 else 0
+    K = np.empty((m, r))
+    K[piv] = R[:r].T
+    return Coordinates(K, Q[:, :r])
+
+
+@dataclass(frozen=True)
+class SupportGroups:
+    """Tokens grouped by support pattern J_v = {j : v ∈ S_j}.
+
+    Attributes
+    ----------
+    token_group : (V,) int, the group of each token.
+    size : (G,) int, the number of tokens n_g in each group (its weight in ‖W‖²).
+    representative : (G,) int, the smallest token id of each group.
+    pattern : scipy.sparse.csr_matrix (G, m), 0/1 with sorted indices: row g is J_g.
+    empty : int or None, the group of the tokens that are in no support (J = ∅).
+    """
+
+    token_group: np.ndarray
+    size: np.ndarray
+    representative: np.ndarray
+    pattern: sp.csr_matrix
+    empty: int | None
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.size)
+
+    def expand(self, Xg: np.ndarray) -> np.ndarray:
+        """Token rows (V, r) from group rows (G, r): every token gets its group's row."""
+        return Xg[self.token_group]
+
+
+def support_groups(data: NTPData) -> SupportGroups:
+    """Group the V tokens by support pattern; O(N + V) with N = Σ_j S_j."""
+    Pt = data.probs.T.tocsr()
+    Pt.sort_indices()
+    index: dict[bytes, int] = {}
+    token_group = np.empty(data.V, dtype=np.int64)
+    for v in range(data.V):
+        key = Pt.indices[Pt.indptr[v]:Pt.indptr[v + 1]].tobytes()
+        token_group[v] = index.setdefault(key, len(index))
+    G = len(index)
+    size = np.bincount(token_group, minlength=G)
+    representative = np.full(G, data.V, dtype=np.int64)
+    np.minimum.at(representative, token_group, np.arange(data.V))
+    rows = [np.frombuffer(key, dtype=Pt.indices.dtype) for key in index]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int64) if indptr[-1] else np.zeros(0, dtype=np.int64)
+    pattern = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(G, data.m))
+    empty = index.get(b"")
+    return SupportGroups(token_group, size, representative, pattern, empty)
+
+
+def token_pattern(data: NTPData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The support pairs (v, j), v ∈ S_j, sorted by (v, j), with log p̂_{j,v}: arrays (N,) each.
+
+    This is the equality pattern of (4)/(6a) in t-form with one group per token.
+    """
+    P = data.probs.tocoo()
+    order = np.lexsort((P.row, P.col))
+    return P.col[order].astype(np.int64), P.row[order].astype(np.int64), np.log(P.data[order])
+
+
+def anchor_rows(data: NTPData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The Σ_j (S_j − 1) anchor rows of (4): (ctx, anchor, token, log(p̂_{j,anchor}/p̂_{j,token})).
+
+    The paper's anchor form (Sec. 3, "independence of the constraints"); used to report residuals
+    of (4) and (6a) in the paper's own terms.
+    """
     P = data.probs
     ctx = np.repeat(np.arange(data.m), data.support_sizes)
     tok = P.indices.astype(np.int64)
     anchor = data.anchors[ctx]
     keep = tok != anchor
-    p_anchor = P.max(axis=1).toarray().ravel()[ctx]  # the anchor is the most probable token
-    rhs = np.log(p_anchor[keep]) - np.log(P.data[keep])
-    return Rows(ctx[keep], anchor[keep], tok[keep]), rhs
-
-
-def inequality_rows(data: NTPData) -> Rows:
-    """The Σ_j (V - S_j) anchor rows of (6b): anchor z_j against every off-support v."""
-    off = ~data.support_mask()
-    ctx, v = np.nonzero(off)
-    return Rows(ctx.astype(np.int64), data.anchors[ctx], v.astype(np.int64))
-
-
-def gram(data: NTPData) -> np.ndarray:
-    """G = H̄ᵀH̄ (m, m): the inner products of the context embeddings."""
-    check_dense_size("embedding Gram matrix", (data.m, data.m))
-    H = data.embeddings
-    return H @ H.T
+    p_anchor = P.max(axis=1).toarray().ravel()[ctx]
+    return ctx[keep], anchor[keep], tok[keep], np.log(p_anchor[keep]) - np.log(P.data[keep])

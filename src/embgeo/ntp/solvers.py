@@ -1,264 +1,728 @@
-"""Structured solvers behind :func:`embgeo.ntp.theory.is_separable` and :func:`~embgeo.ntp.theory.ntp_svm`.
+"""Structured solvers behind :mod:`embgeo.ntp.theory`, in the t-form of :mod:`embgeo.ntp.constraints`.
 
-The NTP-SVM (Def. 3)  min ½‖W‖²  s.t.  A_eq(W) = 0 (6a),  A_in(W) ≥ 1 (6b)  has the dual
+Notation: K (m × r) the context coordinates, groups g of tokens with weights n_g and rows
+x_g ∈ R^r, a pattern Q of pairs (g, j), one scalar t_j per context.
 
-    max_{μ ≥ 0, ν}  1ᵀμ - ½‖A_inᵀμ + A_eqᵀν‖².
+**Equality problems** (:class:`EqualitySystem`). W*, the projections onto F and F⊥, and the exact
+active-set solve of the NTP-SVM are all instances of
 
-Scattering (μ, ν) into Ψ ∈ R^{V×m} (see :mod:`embgeo.ntp.constraints`) maps the dual variables
-onto K = {Ψ : 1ᵀΨ = 0, Ψ_{v,j} ≤ 0 for v ∉ S_j} with μ_{j,v} = -Ψ_{v,j}, and the dual becomes
+    min ½ Σ_g n_g ‖x_g‖²   s.t.   x_gᵀ k_j − t_j = c_{gj}   for (g, j) ∈ Q.
 
-    min_{Ψ ∈ K}  f(Ψ) = ½ tr(Ψ G Ψᵀ) + Σ_{v∉S_j} Ψ_{v,j},      G = H̄ᵀH̄ (m × m),
+For fixed t the problem splits by group: with K_g = K[J_g] (q_g × r, J_g the contexts of g in Q)
+and y_g = t[J_g] + c_g, the group needs K_g x_g = y_g, whose minimum-norm solution is x_g = K_g⁺ y_g
+at cost ½ n_g y_gᵀ (K_g K_gᵀ)⁺ y_g. When K_g has full row rank (q_g ≤ r, the usual case) every y_g
+is reachable; otherwise y_g must lie in range K_g, i.e. N_gᵀ y_g = 0 with N_g a basis of
+null K_gᵀ — linear constraints on t. Minimising over t is then the m × m problem
 
-a QP with a cheap exact projection, solved by accelerated projected gradient with adaptive
-restart. The same iterations decide separability:
+    min_t ½ tᵀ S t + bᵀ t  s.t.  C t = d,   S = Σ_g n_g E_gᵀ (K_g K_gᵀ)⁺ E_g,   C = [N_gᵀ E_g],
 
-* any iterate whose primal image P_⊥(Ψ H̄ᵀ) has a positive minimum margin γ is a separating
-  direction (rescaled by 1/γ it satisfies (6) exactly) — and a feasible primal point, so
-  ½‖W‖² - (-f(Ψ)) ≥ ½‖W - W^mm‖² certifies its distance to W^mm;
-* when the data are not separable the dual is unbounded and the iterate differences converge to
-  a recession direction: normalised, their off-support part is a Farkas vector μ ≥ 0, Σμ = 1,
-  with P_⊥(Σ μ_{j,v} (e_{z_j} - e_v) h̄_jᵀ) ≈ 0. For any W ∈ F⊥ with all margins ≥ 1,
-  1 ≤ ⟨P_⊥(A_inᵀμ), W⟩ ≤ ‖P_⊥(A_inᵀμ)‖ ‖W‖, so the NTP-margin of the data is at most
-  ``perp = ‖P_⊥(A_inᵀμ)‖``: the certificate is quantitative.
+with E_g the selection of J_g. S is positive definite on {C t = 0} when every context is in Q
+(a proof: tᵀ S t = 0 and C t = 0 force t[J_g] = 0 for every g). Cost: one SVD per group
+(Σ_g q_g² r), an m × m Cholesky (or conjugate gradients on the sparse S when m is large and no
+group is rank deficient), and per solve O(|Q| r + m²). Never a constraint matrix in V·d, never d.
+The multipliers λ (one per pair, n_g x_g = Σ_j λ_{gj} k_j, Σ_g λ_{gj} = 0) come out exactly: they
+are the certificate of optimality and, for the NTP-SVM, the dual point.
+
+**The NTP-SVM** (:class:`SVMDual`). Its dual, over Ψ ∈ K = {Σ_g Ψ_{gj} = 0, Ψ_{gj} ≤ 0 off the
+supports}, is min f(Ψ) = ½ Σ_g ‖ψ_g K‖² / n_g + Σ_off Ψ, with x_g = ψ_g K / n_g. Almost all of the
+G × m off-support constraints are inactive, so the dual is solved on a *working set* W of them
+(accelerated projected gradient in a group-scaled metric, on the sparse Ψ), a full pass over all
+logits adds the violated ones, and the active set is then solved exactly with the equality
+solver and accepted only as a KKT point. Every answer is certified on the full problem: a primal
+point feasible for all constraints and a dual point of K give the duality gap, and
+½‖W‖² − dual ≥ ½‖W − W^mm‖² bounds the distance to W^mm.
+
+**Non-separability** is certified by a Farkas matrix Ψ ∈ K with Σ_off Ψ = −1 and Ψ K ≈ 0: for any
+separating (X, t), 0 ≈ Σ_g ψ_g K x_g = Σ Ψ_{gj}(x_gᵀ k_j − t_j) ≥ 1, so every separator has
+‖W‖ ≥ 1/‖Ψ H̄‖ (the NTP-margin is at most ‖Ψ H̄‖).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
-from scipy.optimize import linprog
+from scipy.sparse.linalg import LinearOperator, cg
 
+from embgeo.core.validate import DENSE_BUDGET_BYTES, check_dense_size
 from embgeo.errors import SolverError
-from embgeo.ntp.constraints import Rows
 
-#: A Farkas vector is accepted when ‖P_⊥(A_inᵀμ)‖ ≤ FARKAS_RTOL · max_j ‖(e_a − e_v) h̄_jᵀ‖,
-#: i.e. when any separator would have an NTP-margin below this fraction of the data's scale.
+#: Above this many contexts the t-system S is kept sparse and solved by conjugate gradients
+#: (when no group is rank deficient); below, it is factored densely (m² doubles: 512 MB at 8000).
+DENSE_T_MAX = 8000
+#: Relative residual asked of conjugate gradients on the sparse t-system.
+CG_RTOL = 1e-13
+#: Rows of the chunks in which logits are evaluated (bounds temporary memory at chunk · r doubles).
+CHUNK = 8192
+
+
+# -- the equality problem ---------------------------------------------------------------------------
+
+@dataclass
+class EqualitySolution:
+    """Solution of :class:`EqualitySystem`.
+
+    X : (G, r) group rows; t : (m,); lam : (|Q|,) multipliers with n_g x_g = Σ_j λ_{gj} k_j.
+    consistent : whether the constraints C t = d of the rank-deficient groups could be met
+    (always true for projections; false means the equalities have no solution).
+    residuals : ``equality`` max |x_gᵀk_j − t_j − c_{gj}| relative to max(1, |c|); ``balance``
+    max_j |Σ_g λ_{gj}| relative to max |λ| (optimality in t); ``constraints`` ‖C t − d‖.
+    certificate : when not consistent, multipliers (|Q|,) that are zero on full-rank groups,
+    balanced per context and orthogonal to range K_g per group, with ⟨λ, c⟩ = −1 (a proof that
+    no solution exists; see :meth:`EqualitySystem.solve`).
+    """
+
+    X: np.ndarray
+    t: np.ndarray
+    lam: np.ndarray
+    consistent: bool
+    residuals: dict
+    certificate: np.ndarray | None = None
+
+
+class EqualitySystem:
+    """min ½ Σ_g n_g ‖x_g‖² s.t. x_gᵀ k_j − t_j = c_{gj} on a pattern Q (see the module docstring).
+
+    Parameters
+    ----------
+    K : (m, r) context coordinates.
+    grp, ctx : (|Q|,) int arrays, the pattern, sorted by (grp, ctx), every context present.
+    weights : (G,) positive group weights n_g.
+
+    The factorization depends on the pattern and the weights only; :meth:`solve` takes c.
+    """
+
+    def __init__(self, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray, weights: np.ndarray):
+        self.K, self.grp, self.ctx = K, grp, ctx
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.m, self.r = K.shape
+        G = len(self.weights)
+        if np.any(np.bincount(ctx, minlength=self.m) == 0):
+            raise SolverError("EqualitySystem: every context needs at least one pair in the pattern")
+        counts = np.bincount(grp, minlength=G)
+        self.ptr = np.concatenate([[0], np.cumsum(counts)])
+        self.buckets = [self._bucket(np.flatnonzero(counts == q), q) for q in np.unique(counts[counts > 0])]
+        self._factor()
+
+    # -- per-group SVDs ------------------------------------------------------------------------
+    def _bucket(self, groups: np.ndarray, q: int) -> dict:
+        """SVDs of K_g for the groups with q pairs: U (n, q, q), inv2 = n_g/σ² (0 on null directions)."""
+        r = self.r
+        idx = self.ptr[groups][:, None] + np.arange(q)  # (n, q) positions in the pattern
+        Kb = self.K[self.ctx[idx]]  # (n, q, r)
+        if q <= r:
+            U, s, _ = np.linalg.svd(Kb, full_matrices=False)
+        else:  # more pairs than dimensions: complete U with the null space of K_gᵀ
+            check_dense_size("left singular vectors of one token's contexts", (len(groups), q, q),
+                             "a token follows too many contexts for the exact path; see ntp.theory's "
+                             "pair certificates for data with d ≪ m")
+            U, s, _ = np.linalg.svd(Kb, full_matrices=True)
+            s = np.concatenate([s, np.zeros((len(groups), q - r))], axis=1)
+        tol = s[:, :1] * max(q, r) * np.finfo(float).eps
+        keep = s > tol
+        inv2 = np.where(keep, 1.0 / np.where(keep, s, 1.0) ** 2, 0.0) * self.weights[groups][:, None]
+        return {"groups": groups, "q": q, "idx": idx, "U": U, "inv2": inv2, "keep": keep,
+                "deficient": np.flatnonzero(~keep.all(axis=1))}
+
+    def _apply_block(self, b: dict, y: np.ndarray) -> np.ndarray:
+        """n_g (K_g K_gᵀ)⁺ y_g for every group of bucket b; y (n, q)."""
+        U = b["U"]
+        return np.einsum("nij,nj->ni", U, b["inv2"] * np.einsum("nji,nj->ni", U, y))
+
+    # -- the t-system --------------------------------------------------------------------------
+    def _factor(self) -> None:
+        m = self.m
+        rows, cols, vals = [], [], []
+        c_rows, c_cols, c_vals = [], [], []  # constraint matrix C: one row per null direction
+        self.null_slices = []  # (bucket index, local group index, first C row, number of rows)
+        n_c = 0
+        for bi, b in enumerate(self.buckets):
+            U, c = b["U"], self.ctx[b["idx"]]
+            blocks = np.einsum("nij,nj,nkj->nik", U, b["inv2"], U)  # n_g (K_g K_gᵀ)⁺
+            rows.append(np.repeat(c, b["q"], axis=1).ravel())
+            cols.append(np.tile(c, (1, b["q"])).ravel())
+            vals.append(blocks.ravel())
+            for li in b["deficient"]:
+                N = U[li][:, ~b["keep"][li]]  # (q, k) basis of null K_gᵀ
+                k = N.shape[1]
+                c_rows.append(np.repeat(np.arange(n_c, n_c + k), b["q"]))
+                c_cols.append(np.tile(c[li], k))
+                c_vals.append(N.T.ravel())
+                self.null_slices.append((bi, li, n_c, k))
+                n_c += k
+        self.S = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                               shape=(m, m)).tocsr()
+        self.n_constraints = n_c
+        self.C = (sp.csr_matrix((np.concatenate(c_vals), (np.concatenate(c_rows), np.concatenate(c_cols))),
+                                shape=(n_c, m)) if n_c else None)
+        self.mode = "cg" if (n_c == 0 and m > DENSE_T_MAX) else "dense"
+        if self.mode == "cg":
+            self.diag = self.S.diagonal()
+            return
+        check_dense_size("t-system of the equality constraints", (m, m),
+                         "too many contexts for the exact dense path")
+        S = self.S.toarray()
+        if n_c == 0:
+            self.T = None
+            self.t_free = np.arange(m)
+            self.chol = self._cholesky(S)
+            return
+        # Null-space method on the contexts touched by constraints: t_D = t_p + Z s.
+        touched = np.unique(self.C.indices)
+        CD = self.C[:, touched].toarray()
+        check_dense_size("constraint matrix of rank-deficient tokens", CD.shape)
+        Uc, sc, Vct = np.linalg.svd(CD, full_matrices=True)
+        k = int(np.sum(sc > (sc[0] if sc.size else 0.0) * max(CD.shape) * np.finfo(float).eps))
+        self.constraint_rank = k
+        self.touched, self.Uc, self.sc, self.Vc = touched, Uc, sc[:k], Vct.T
+        free = np.setdiff1d(np.arange(m), touched)
+        Z = Vct[k:].T  # (|touched|, |touched| - k) null space of C_D
+        # T maps the reduced variables (t_free, s) to t.
+        T = np.zeros((m, len(free) + Z.shape[1]))
+        T[free, np.arange(len(free))] = 1.0
+        T[np.ix_(touched, np.arange(len(free), T.shape[1]))] = Z
+        self.T = T
+        self.chol = self._cholesky(T.T @ S @ T)
+        self.S_dense = S
+
+    @staticmethod
+    def _cholesky(M: np.ndarray):
+        try:
+            return sla.cho_factor(M, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            raise SolverError("EqualitySystem: the t-system is numerically singular (the contexts' embeddings are "
+                              "too close to dependent for an exact solve)") from None
+
+    # -- solving -------------------------------------------------------------------------------
+    def solve(self, c: np.ndarray) -> EqualitySolution:
+        """Solve for the right-hand sides c (|Q|,) of x_gᵀ k_j − t_j = c_{gj}.
+
+        If the rank-deficient groups make C t = d unsolvable, returns ``consistent=False`` with the
+        least-squares t (x_g = K_g⁺ y_g then minimises the residual of every group) and a
+        certificate λ: zero on full-rank groups, λ_g ∈ null K_gᵀ, Σ_g λ_{gj} = 0 for every j and
+        ⟨λ, c⟩ = −1. For any (X, t) meeting all equalities, ⟨λ, [x_gᵀk_j − t_j − c_{gj}]⟩ would be
+        Σ_g λ_gᵀ K_g x_g − 0 + 1 = 1 ≠ 0: a contradiction, exact up to ‖λ_gᵀ K_g‖ (reported as
+        ``certificate_norm``, so no solution has ‖X‖ < 1/certificate_norm).
+        """
+        c = np.asarray(c, dtype=np.float64)
+        b = np.zeros(self.m)
+        applied = []
+        for bk in self.buckets:
+            a = self._apply_block(bk, c[bk["idx"]])
+            applied.append(a)
+            np.add.at(b, self.ctx[bk["idx"]].ravel(), a.ravel())
+        consistent, cert, nu, c_res = True, None, None, 0.0
+        if self.mode == "cg":
+            t = self._solve_cg(-b)
+        elif self.T is None:
+            t = sla.cho_solve(self.chol, -b, check_finite=False)
+        else:
+            d = self._constraint_rhs(c)
+            k = self.constraint_rank
+            proj = self.Uc[:, :k].T @ d
+            resid = d - self.Uc[:, :k] @ proj
+            c_res = float(np.linalg.norm(resid))
+            t = np.zeros(self.m)
+            t[self.touched] = self.Vc[:, :k] @ (proj / self.sc)
+            if c_res > 1e-9 * max(1.0, float(np.linalg.norm(d))):
+                consistent = False
+                cert = self._certificate(resid, c)
+            rhs = -(self.T.T @ (self.S_dense @ t + b))
+            t = t + self.T @ sla.cho_solve(self.chol, rhs, check_finite=False)
+            # Multipliers of C t = d from stationarity S t + b + Cᵀ ν = 0 on the touched contexts.
+            g = (self.S_dense @ t + b)[self.touched]
+            nu = -self.Uc[:, :k] @ ((self.Vc[:, :k].T @ g) / self.sc)
+        X, lam = self._recover(t, c, nu)
+        return EqualitySolution(X, t, lam, consistent, self._residuals(X, t, lam, c, c_res), cert)
+
+    def _constraint_rhs(self, c: np.ndarray) -> np.ndarray:
+        """d = −N_gᵀ c_g stacked over the null directions of the rank-deficient groups."""
+        d = np.empty(self.n_constraints)
+        for bi, li, first, k in self.null_slices:
+            b = self.buckets[bi]
+            N = b["U"][li][:, ~b["keep"][li]]
+            d[first:first + k] = -N.T @ c[b["idx"][li]]
+        return d
+
+    def _certificate(self, resid: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """λ = scatter of N_g ρ_g / ‖ρ‖², ρ = d − C t the least-squares residual: ⟨λ, c⟩ = −1.
+
+        Cᵀρ = 0 at the least-squares optimum makes λ balanced per context (Σ_g E_gᵀ N_g ρ_g = Cᵀρ);
+        λ_g ∈ range N_g = null K_gᵀ; Σ_g ρ_gᵀ N_gᵀ c_g = −ρᵀ d = −‖ρ‖² since ρᵀ C t = 0.
+        """
+        lam = np.zeros(len(self.ctx))
+        for bi, li, first, k in self.null_slices:
+            b = self.buckets[bi]
+            N = b["U"][li][:, ~b["keep"][li]]
+            lam[b["idx"][li]] = N @ resid[first:first + k]
+        return lam / float(resid @ resid)
+
+    def _solve_cg(self, rhs: np.ndarray) -> np.ndarray:
+        inv_diag = 1.0 / self.diag
+        M = LinearOperator(self.S.shape, matvec=lambda x: inv_diag * x, dtype=np.float64)
+        t, info = cg(self.S, rhs, rtol=CG_RTOL, atol=0.0, maxiter=20 * self.m, M=M)
+        if info != 0:
+            res = np.linalg.norm(self.S @ t - rhs) / max(np.linalg.norm(rhs), 1e-300)
+            if res > 1e-9:
+                raise SolverError(f"EqualitySystem: conjugate gradients on the sparse t-system stopped at relative "
+                                  f"residual {res:.2e} (m = {self.m}); the contexts' embeddings are ill-conditioned")
+        return t
+
+    def _recover(self, t: np.ndarray, c: np.ndarray, nu: np.ndarray | None):
+        """x_g = K_g⁺ y_g (via K_gᵀ (K_gK_gᵀ)⁺ y_g) and λ_g = n_g (K_gK_gᵀ)⁺ y_g + N_g ν_g."""
+        lam = np.empty(len(self.ctx))
+        for bk in self.buckets:
+            y = t[self.ctx[bk["idx"]]] + c[bk["idx"]]
+            lam[bk["idx"]] = self._apply_block(bk, y)
+        if nu is not None:
+            for bi, li, first, k in self.null_slices:
+                b = self.buckets[bi]
+                N = b["U"][li][:, ~b["keep"][li]]
+                lam[b["idx"][li]] += N @ nu[first:first + k]
+        # x_g = Σ_j λ_{gj} k_j / n_g; the null part of λ_g contributes nothing (N_gᵀ K_g = 0).
+        A = sp.csr_matrix((lam / self.weights[self.grp], self.ctx, self.ptr), shape=(len(self.weights), self.m))
+        return A @ self.K, lam
+
+    def _residuals(self, X, t, lam, c, c_res) -> dict:
+        vals = row_dots(X, self.K, self.grp, self.ctx) - t[self.ctx] - c
+        scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
+        balance = np.bincount(self.ctx, weights=lam, minlength=self.m)
+        lam_scale = max(float(np.max(np.abs(lam), initial=0.0)), 1e-300)
+        return {"equality": float(np.max(np.abs(vals), initial=0.0)) / scale,
+                "balance": float(np.max(np.abs(balance), initial=0.0)) / lam_scale,
+                "constraints": c_res}
+
+
+def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """x_{grp_i}ᵀ k_{ctx_i} for every pair i, in chunks (no |Q| × r temporary)."""
+    out = np.empty(len(grp))
+    for s in range(0, len(grp), CHUNK):
+        e = min(s + CHUNK, len(grp))
+        out[s:e] = np.einsum("ij,ij->i", X[grp[s:e]], K[ctx[s:e]])
+    return out
+
+
+def memory_estimate(m: int, G: int, r: int, nnz: int) -> int:
+    """Bytes the NTP solvers need at most for m contexts, G groups, rank r, nnz support pairs.
+
+    The dominant terms: the dense t-system (m², when m ≤ DENSE_T_MAX), the per-group factors
+    (|Q| · (r + q)), the group rows (G · r, a few copies) and one chunk of logits.
+    """
+    dense_t = 8 * m * m if m <= DENSE_T_MAX else 8 * 20 * nnz
+    return int(dense_t * 2 + 8 * nnz * (2 * r + 16) + 8 * G * r * 6 + 8 * CHUNK * max(G, m) + DENSE_BUDGET_BYTES // 64)
+
+
+# -- full passes over the off-support logits ----------------------------------------------------------
+
+@dataclass
+class Scan:
+    """Result of :func:`scan_off_support`: the smallest off-support margin and the worst pairs.
+
+    min_margin : min over all off-support (g, j) of t_j − x_gᵀk_j (inf if there is none).
+    groups, contexts, margins : up to ``top`` pairs per context with margin < ``below``,
+    the smallest first within each context.
+    """
+
+    min_margin: float
+    groups: np.ndarray
+    contexts: np.ndarray
+    margins: np.ndarray
+
+
+def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.csc_matrix, *,
+                     below: float = -np.inf, top: int = 0) -> Scan:
+    """All off-support margins t_j − x_gᵀk_j, in column blocks (one GEMM each), never stored.
+
+    ``support`` is the (G, m) 0/1 pattern in CSC form. Cost O(G m r); memory one (G × block).
+    """
+    G, m = support.shape
+    block = max(1, min(m, (64 * 1024**2) // (8 * max(G, 1))))
+    best = np.inf
+    out_g, out_j, out_v = [], [], []
+    for s in range(0, m, block):
+        e = min(s + block, m)
+        M = t[s:e][None, :] - X @ K[s:e].T  # (G, e - s) margins
+        cols = support[:, s:e]
+        M[cols.indices, np.repeat(np.arange(e - s), np.diff(cols.indptr))] = np.inf
+        if M.size:
+            best = min(best, float(M.min()))
+        if top and below > -np.inf:
+            k = min(top, G)
+            cand = np.argpartition(M, k - 1, axis=0)[:k] if k < G else np.argsort(M, axis=0)
+            vals = np.take_along_axis(M, cand, axis=0)
+            sel = vals < below
+            jj = np.broadcast_to(np.arange(s, e), cand.shape)
+            out_g.append(cand[sel])
+            out_j.append(jj[sel])
+            out_v.append(vals[sel])
+    return Scan(best, _cat(out_g, np.int64), _cat(out_j, np.int64), _cat(out_v, np.float64))
+
+
+def _cat(parts: list, dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
+# -- projection onto the dual set ------------------------------------------------------------------------
+
+def project_dual(z: np.ndarray, weight: np.ndarray, ctx: np.ndarray, off: np.ndarray, m: int,
+                 max_newton: int = 100) -> np.ndarray:
+    """argmin_x Σ_i w_i⁻¹ (x_i − z_i)² s.t. Σ_{i: ctx_i = j} x_i = 0 for every j, x_i ≤ 0 where ``off``.
+
+    (``weight`` = 1/L_i, the inverse metric.) The solution is x_i = z_i − τ_j w_i, clipped at 0 on
+    off entries, with τ_j the root of the decreasing, concave, piecewise linear
+    g_j(τ) = Σ_i x_i(τ). Newton's method started right of the root (τ₀ = the root without
+    clipping, where g ≤ 0) stays right of it and ends in finitely many steps; O(|z|) per step,
+    vectorised over all contexts, no sorting. Every context needs an entry that is not ``off``.
+    """
+    free = ~off
+    w_free = np.bincount(ctx, weights=weight * free, minlength=m)
+    tau = np.bincount(ctx, weights=z * free, minlength=m) / w_free
+    for _ in range(max_newton):
+        x = z - tau[ctx] * weight
+        neg = free | (x < 0)
+        x = np.where(neg, x, 0.0)
+        g = np.bincount(ctx, weights=x, minlength=m)
+        slope = np.bincount(ctx, weights=weight * neg, minlength=m)
+        step = g / slope
+        if not np.any(np.abs(step) > 1e-15 * (np.abs(tau) + 1e-300)):
+            break
+        tau = tau + step
+    # Remove the rounding residue of the column sums on the free entries (keeps x ∈ K exactly).
+    resid = np.bincount(ctx, weights=x, minlength=m) / w_free
+    return x - np.where(free, resid[ctx] * weight, 0.0)
+
+
+# -- the NTP-SVM dual on a working set ------------------------------------------------------------------
+
+#: A Farkas matrix is accepted when ‖Ψ H̄‖ ≤ FARKAS_RTOL · √2 max_j ‖h̄_j‖ (with Σ_off Ψ = −1): every
+#: separator would then have an NTP-margin below this fraction of the data's scale.
 FARKAS_RTOL = 1e-9
+#: Margins ≤ 1 + ACTIVE_RTOL of a near-optimal point form the guessed active set of the exact solve.
+ACTIVE_RTOL = 1e-6
+#: Pairs per context added to the working set in one round of the full pass.
+ADD_PER_CONTEXT = 8
 
 
 @dataclass
-class DualOutcome:
-    """What :meth:`DualProblem.solve` found.
+class SVMOutcome:
+    """What :meth:`SVMDual.solve` found (group level).
 
-    status: "optimal" (relative gap ≤ tol, or an exact KKT point from the active-set polish),
-    "separable" (a separating direction was found and the caller only wanted that),
-    "infeasible" (a Farkas vector was found), "stalled" (the gap stopped improving above tol) or
-    "max_iter".
+    status : "optimal" (relative duality gap ≤ tol, or an exact KKT point), "infeasible" (a Farkas
+    matrix was found), "time_limit" / "max_iter" (stopped early; ``X`` is then the best primal
+    point feasible for every constraint, when one was found).
+    X, t : (G, r), (m,) the primal point, min off-support margin exactly 1 and in F⊥.
+    primal : ½ Σ_g n_g ‖x_g‖²; dual : the dual value of ``dual_point`` (a lower bound on primal).
+    dual_point : (grp, ctx, psi) a point of K on the working set (the multipliers, sign −μ off supports).
+    farkas : (grp, ctx, psi, perp) when infeasible: Ψ ∈ K on those pairs, Σ_off Ψ = −1, ‖Ψ K‖ = perp.
     """
 
     status: str
-    psi: np.ndarray | None = None  # primal W = Ψ H̄ᵀ, feasible with min margin exactly 1
-    Z: np.ndarray | None = None  # its logits (V, m)
-    primal: float = np.inf  # ½‖W‖²
-    dual_point: np.ndarray | None = None  # a point of K
-    dual_value: float = -np.inf
-    farkas: np.ndarray | None = None  # μ over the inequality rows, when infeasible
-    farkas_perp: float = np.inf
+    X: np.ndarray | None = None
+    t: np.ndarray | None = None
+    primal: float = np.inf
+    dual: float = -np.inf
+    dual_point: tuple | None = None
+    farkas: tuple | None = None
     iterations: int = 0
+    rounds: int = 0
+    working_set: int = 0
     polished: bool = False
 
     @property
     def gap(self) -> float:
-        """Relative duality gap (½‖W‖² - dual value) / ½‖W‖²."""
-        return max(self.primal - self.dual_value, 0.0) / self.primal if np.isfinite(self.primal) else np.inf
+        """Relative duality gap (primal − dual) / primal."""
+        return max(self.primal - self.dual, 0.0) / self.primal if np.isfinite(self.primal) else np.inf
 
 
-class DualProblem:
-    """The dual of the NTP-SVM over Ψ ∈ K for one dataset (see the module docstring)."""
+class SVMDual:
+    """The NTP-SVM in t-form on token groups, solved through its dual on a working set.
 
-    def __init__(self, data, F, ineq: Rows):
-        self.data, self.F, self.ineq, self.G = data, F, ineq, F.G
-        self.off = np.zeros((data.V, data.m), dtype=bool)
-        self.off[ineq.minus, ineq.ctx] = True
-        self.lipschitz = float(np.linalg.eigvalsh(self.G)[-1])  # Hessian of f is I_V ⊗ G
-        self.scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(data.embeddings, axis=1)))
+    Parameters
+    ----------
+    K : (m, r) context coordinates.
+    support : (G, m) csr 0/1 matrix, row g = the contexts J_g where group g is in the support.
+    weights : (G,) n_g, the number of tokens in each group.
+    """
 
-    def objective(self, psi: np.ndarray) -> float:
-        """f(Ψ); the dual value is -f(Ψ) for Ψ ∈ K."""
-        return 0.5 * float(np.sum(psi * (psi @ self.G))) + float(np.sum(psi[self.off]))
+    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray):
+        self.K = K
+        self.G, self.m = support.shape
+        self.support = support.tocsr()
+        self.support.sort_indices()
+        self.support_csc = self.support.tocsc()
+        self.weights = np.asarray(weights, dtype=np.float64)
+        coo = self.support.tocoo()
+        self.pg, self.pj = coo.row.astype(np.int64), coo.col.astype(np.int64)  # sorted by (g, j)
+        self.EP = EqualitySystem(K, self.pg, self.pj, self.weights)  # weighted projection onto F⊥
+        self._EP1 = None
+        self.scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
 
-    def perp_norm(self, psi: np.ndarray) -> float:
-        """‖P_⊥(Ψ H̄)‖ computed in W-space (a quadratic form would floor at sqrt(eps))."""
-        H = self.data.embeddings
-        return float(np.linalg.norm((psi - self.F.psi_of(psi @ self.G)) @ H))
+    # -- layout of the working set -------------------------------------------------------------
+    def _layout(self, wg: np.ndarray, wj: np.ndarray) -> dict:
+        """Q = supports ∪ W sorted by (g, j), with per-entry step weights 1/L_g."""
+        g = np.concatenate([self.pg, wg])
+        j = np.concatenate([self.pj, wj])
+        off = np.concatenate([np.zeros(len(self.pg), bool), np.ones(len(wg), bool)])
+        order = np.lexsort((j, g))
+        g, j, off = g[order], j[order], off[order]
+        counts = np.bincount(g, minlength=self.G)
+        ptr = np.concatenate([[0], np.cumsum(counts)])
+        L = self._group_lipschitz(g, j, ptr, counts)
+        return {"g": g, "j": j, "off": off, "ptr": ptr, "order": order, "step": 1.0 / L[g]}
 
-    def primal_from(self, psi: np.ndarray):
-        """(Ψ_p, Z, ½‖W‖²) of the feasible point P_⊥(Ψ H̄)/γ, or None if its min margin γ ≤ 0."""
-        psi_perp = psi - self.F.psi_of(psi @ self.G)
-        Z = psi_perp @ self.G
-        gamma = float(np.min(self.ineq.values(Z)))
-        if not gamma > 0:
-            return None
-        psi_perp /= gamma
-        Z /= gamma
-        return psi_perp, Z, 0.5 * float(np.sum(psi_perp * Z))
+    def _group_lipschitz(self, g, j, ptr, counts) -> np.ndarray:
+        """L_g = σ_max(K[J_g ∪ W_g])² / n_g, the Lipschitz constant of ∇f on group g's block."""
+        L = np.full(self.G, 1e-300)
+        for q in np.unique(counts[counts > 0]):
+            groups = np.flatnonzero(counts == q)
+            idx = ptr[groups][:, None] + np.arange(q)
+            s = np.linalg.svd(self.K[j[idx]], compute_uv=False)[:, 0]
+            L[groups] = np.maximum(s * s, 1e-300) / self.weights[groups]
+        return L
 
-    def solve(self, *, tol: float, max_iter: int, check_every: int = 20, stop_when_separable: bool = False,
-              detect_infeasible: bool = True, polish_rows: int = 2500) -> DualOutcome:
-        """Accelerated projected gradient on f over K, with the checks of the module docstring."""
-        x = np.zeros((self.data.V, self.data.m))
-        y, t_k = x.copy(), 1.0
-        best = DualOutcome("max_iter")
+    def _rows(self, lay: dict, psi: np.ndarray) -> np.ndarray:
+        """x_g = ψ_g K / n_g for every group: (G, r)."""
+        A = sp.csr_matrix((psi / self.weights[lay["g"]], lay["j"], lay["ptr"]), shape=(self.G, self.m))
+        return A @ self.K
+
+    def _objective(self, lay: dict, psi: np.ndarray, X: np.ndarray) -> float:
+        """f(Ψ) = ½ Σ_g n_g ‖x_g‖² + Σ_W Ψ (the dual value is −f)."""
+        return 0.5 * float(np.sum(self.weights * np.sum(X * X, axis=1))) + float(np.sum(psi[lay["off"]]))
+
+    # -- primal points ---------------------------------------------------------------------------
+    def primal_from(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The weighted projection of X onto F⊥ (supports tied): (X̃, t)."""
+        sol = self.EP.solve(-row_dots(X, self.K, self.pg, self.pj))
+        return X + sol.X, sol.t
+
+    # -- the solver ------------------------------------------------------------------------------
+    def solve(self, *, tol: float = 1e-12, max_iter: int = 100_000, check_every: int = 25,
+              detect_infeasible: bool = True, separate_only: bool = False, max_seconds: float | None = None,
+              progress=None) -> SVMOutcome:
+        """Working-set rounds: accelerated projected gradient on the restricted dual, an exact solve on
+        the guessed active set, a full pass that adds the violated pairs; until certified.
+
+        ``separate_only``: return as soon as a point separates every constraint (status "separable",
+        for :func:`~embgeo.ntp.theory.is_separable`). ``progress(iteration, info)`` is called at
+        every check with a dict (gap, working_set, rounds).
+        """
+        deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+        self.next_polish = 1e-6
+        lay = self._layout(*self._initial_working_set())
+        psi = np.zeros(len(lay["g"]))
+        best = SVMOutcome("max_iter")
+        while True:
+            best.rounds += 1
+            best.working_set = int(np.sum(lay["off"]))
+            res = self._inner(lay, psi, tol=0.5 if separate_only else tol, max_iter=max_iter - best.iterations,
+                              check_every=check_every, detect_infeasible=detect_infeasible, deadline=deadline,
+                              progress=progress, best=best)
+            psi = res["psi"]
+            best.iterations += res["iterations"]
+            if res["status"] == "infeasible":
+                best.status, best.farkas = "infeasible", res["farkas"]
+                return best
+            cand = res.get("candidate")  # (X̃, t̃) tied on the supports, working-set margins ≥ 1
+            if cand is not None:
+                if not separate_only:
+                    polished = self._polish(lay, *cand)
+                    if polished is not None and polished.gap <= max(tol, 1e-10):
+                        polished.iterations, polished.rounds = best.iterations, best.rounds
+                        polished.working_set = best.working_set
+                        return polished
+                scan = scan_off_support(cand[0], cand[1], self.K, self.support_csc, below=1.0 - 1e-9,
+                                        top=ADD_PER_CONTEXT)
+                self._offer(best, lay, psi, cand, scan.min_margin)
+                if separate_only and scan.min_margin > 0:
+                    best.status = "separable"
+                    return best
+                if scan.groups.size == 0 and res["status"] == "optimal":
+                    best.status = "optimal"
+                    return best
+                if scan.groups.size:
+                    lay, psi = self._grow(lay, psi, scan.groups, scan.contexts)
+                    continue
+            if res["status"] in ("time_limit", "max_iter", "stalled"):
+                best.status = res["status"]
+                return best
+
+    def _initial_working_set(self) -> tuple[np.ndarray, np.ndarray]:
+        """The empty group against every context, and each context's strongest competitors under a
+        class-mean guess x_g ∝ Σ_{j∈J_g} k_j / ‖k_j‖² tied on the supports (projected onto F⊥)."""
+        knorm2 = np.maximum(np.sum(self.K * self.K, axis=1), 1e-300)
+        X0 = self.support @ (self.K / knorm2[:, None])
+        X0, t0 = self.primal_from(X0)
+        scan = scan_off_support(X0, t0, self.K, self.support_csc, below=np.inf, top=4)
+        wg, wj = [scan.groups], [scan.contexts]
+        empty = np.flatnonzero(np.diff(self.support.indptr) == 0)
+        for g in empty:
+            wg.append(np.full(self.m, g))
+            wj.append(np.arange(self.m))
+        return _unique_pairs(np.concatenate(wg), np.concatenate(wj), self.m)
+
+    def _grow(self, lay: dict, psi: np.ndarray, g_new: np.ndarray, j_new: np.ndarray):
+        """Add pairs to the working set; the dual point keeps its values (new entries 0 stay in K)."""
+        old_w = lay["off"]
+        wg = np.concatenate([lay["g"][old_w], g_new])
+        wj = np.concatenate([lay["j"][old_w], j_new])
+        wg, wj = _unique_pairs(wg, wj, self.m)
+        new = self._layout(wg, wj)
+        keys_old = lay["g"] * self.m + lay["j"]
+        keys_new = new["g"] * self.m + new["j"]
+        pos = np.searchsorted(keys_new, keys_old)
+        out = np.zeros(len(keys_new))
+        out[pos] = psi
+        return new, out
+
+    def _inner(self, lay, psi, *, tol, max_iter, check_every, detect_infeasible, deadline, progress, best) -> dict:
+        """Accelerated projected gradient on the restricted dual (metric diag(L_g)), adaptive restart."""
+        step, off, j = lay["step"], lay["off"], lay["j"]
+        x, y, tk = psi.copy(), psi.copy(), 1.0
+        last_check = x.copy()
         gaps: list[float] = []
-        next_polish = 1e-6
-        it = 0
         for it in range(1, max_iter + 1):
-            x_new = project_dual_set(y - (y @ self.G + self.off) / self.lipschitz, self.off)
-            if np.sum((y - x_new) * (x_new - x)) > 0:  # adaptive restart (O'Donoghue & Candès)
-                t_k, y = 1.0, x_new
+            Y = self._rows(lay, y)
+            grad = row_dots(Y, self.K, lay["g"], j) + off
+            x_new = project_dual(y - step * grad, step, j, off, self.m)
+            if np.sum((y - x_new) * (x_new - x) / step) > 0:  # restart (O'Donoghue & Candès)
+                tk, y = 1.0, x_new
             else:
-                t_next = 0.5 * (1 + np.sqrt(1 + 4 * t_k * t_k))
-                y = x_new + ((t_k - 1) / t_next) * (x_new - x)
-                t_k = t_next
-            step, x = x_new - x, x_new
-            if it % check_every:
+                t_next = 0.5 * (1 + np.sqrt(1 + 4 * tk * tk))
+                y = x_new + ((tk - 1) / t_next) * (x_new - x)
+                tk = t_next
+            x = x_new
+            if it % check_every and it != max_iter:
                 continue
-            candidate = self.primal_from(x)
-            if candidate is None:
+            X = self._rows(lay, x)
+            dual = -self._objective(lay, x, X)
+            Xp, tp = self.primal_from(X)
+            marg = tp[j[off]] - row_dots(Xp, self.K, lay["g"][off], j[off])
+            gamma = float(marg.min()) if marg.size else np.inf
+            if progress is not None:
+                progress(best.iterations + it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
+                                                "working_set": int(np.sum(off)), "rounds": best.rounds})
+            timed_out = deadline is not None and time.perf_counter() > deadline
+            if not gamma > 0:
                 if detect_infeasible:
-                    farkas = self._farkas_from(step)
-                    if farkas is not None:
-                        return DualOutcome("infeasible", farkas=farkas[0], farkas_perp=farkas[1], iterations=it)
+                    far = self._farkas(lay, x - last_check)
+                    if far is not None:
+                        return {"status": "infeasible", "psi": x, "iterations": it, "farkas": far}
+                last_check = x.copy()
+                if timed_out:
+                    return {"status": "time_limit", "psi": x, "iterations": it}
                 continue
-            if candidate[2] < best.primal:
-                best.psi, best.Z, best.primal = candidate
-            dual_value = -self.objective(x)
-            if dual_value > best.dual_value:
-                best.dual_point, best.dual_value = x.copy(), dual_value
-            best.iterations = it
-            if stop_when_separable:
-                best.status = "separable"
-                return best
-            gap = best.gap
+            last_check = x.copy()
+            if not np.isfinite(gamma):  # no off-support pair in the working set yet
+                return {"status": "optimal", "psi": x, "iterations": it, "candidate": (Xp, tp)}
+            Xp, tp = Xp / gamma, tp / gamma
+            primal = 0.5 * float(np.sum(self.weights * np.sum(Xp * Xp, axis=1)))
+            gap = max(primal - dual, 0.0) / primal
+            cand = (Xp, tp)
             if gap <= tol:
-                best.status = "optimal"
-                return best
-            if gap <= next_polish:
-                # The active set is usually identified long before the gap closes: solve the
-                # equality-constrained problem on it exactly; keep it if it is a KKT point.
-                next_polish = gap / 100
-                polished = self._polish(best.Z, polish_rows)
-                if polished is not None:
-                    polished.iterations = it
-                    return polished
+                return {"status": "optimal", "psi": x, "iterations": it, "candidate": cand}
+            if gap <= self.next_polish:  # the active set is usually right long before the gap closes
+                self.next_polish = gap / 100
+                return {"status": "polish", "psi": x, "iterations": it, "candidate": cand}
             gaps.append(gap)
-            # Stalled: close to the optimum but no halving of the gap in the last 500 checks —
-            # the rounding floor of an ill-conditioned problem, not slow progress.
-            if gap < 1e-6 and len(gaps) > 500 and gaps[-1] > 0.5 * gaps[-501]:
-                best.status = "stalled"
-                return best
-        best.iterations = it
-        return best
+            if timed_out:
+                return {"status": "time_limit", "psi": x, "iterations": it, "candidate": cand}
+            if gap < 1e-6 and len(gaps) > 400 and gaps[-1] > 0.5 * gaps[-401]:
+                return {"status": "stalled", "psi": x, "iterations": it, "candidate": cand}
+        return {"status": "max_iter", "psi": x, "iterations": max_iter}
 
-    def _farkas_from(self, step: np.ndarray):
-        """(μ, perp) if the last step's off-support part is a Farkas direction, else None."""
-        mu = np.maximum(-step[self.ineq.minus, self.ineq.ctx], 0.0)
-        total = mu.sum()
+    def _offer(self, best: SVMOutcome, lay, psi, cand, full_min_margin: float) -> None:
+        """Keep the best certified pair: a fully feasible primal point and a dual point of K."""
+        if not full_min_margin > 0:
+            return
+        Xp, tp = cand[0] / full_min_margin, cand[1] / full_min_margin
+        primal = 0.5 * float(np.sum(self.weights * np.sum(Xp * Xp, axis=1)))
+        if primal < best.primal:
+            best.X, best.t, best.primal = Xp, tp, primal
+        dual = -self._objective(lay, psi, self._rows(lay, psi))
+        if dual > best.dual:
+            best.dual, best.dual_point = dual, (lay["g"].copy(), lay["j"].copy(), psi.copy())
+
+    def _polish(self, lay: dict, Xc: np.ndarray, tc: np.ndarray) -> SVMOutcome | None:
+        """Exact solve with the guessed active set as equalities; accepted only as a KKT point."""
+        off = lay["off"]
+        wg, wj = lay["g"][off], lay["j"][off]
+        marg = tc[wj] - row_dots(Xc, self.K, wg, wj)
+        act = marg <= 1.0 + ACTIVE_RTOL
+        g = np.concatenate([self.pg, wg[act]])
+        j = np.concatenate([self.pj, wj[act]])
+        c = np.concatenate([np.zeros(len(self.pg)), -np.ones(int(act.sum()))])
+        is_off = np.concatenate([np.zeros(len(self.pg), bool), np.ones(int(act.sum()), bool)])
+        order = np.lexsort((j, g))
+        g, j, c, is_off = g[order], j[order], c[order], is_off[order]
+        try:
+            system = EqualitySystem(self.K, g, j, self.weights)
+        except SolverError:
+            return None
+        sol = system.solve(c)
+        lam = sol.lam
+        lam_scale = max(float(np.max(np.abs(lam), initial=0.0)), 1e-300)
+        if (not sol.consistent or sol.residuals["equality"] > 1e-9 or sol.residuals["balance"] > 1e-9
+                or np.max(lam[is_off], initial=0.0) > 1e-9 * lam_scale):
+            return None
+        scan = scan_off_support(sol.X, sol.t, self.K, self.support_csc)
+        if not scan.min_margin >= 1.0 - 1e-9:
+            return None
+        X, t = sol.X / scan.min_margin, sol.t / scan.min_margin  # exactly feasible
+        primal = 0.5 * float(np.sum(self.weights * np.sum(X * X, axis=1)))
+        # The multipliers are a dual point: clip rounding-level positive off entries, rebalance.
+        psi = np.where(is_off, np.minimum(lam, 0.0), lam)
+        resid = np.bincount(j, weights=psi, minlength=self.m)
+        first = np.full(self.m, -1)
+        first[j[~is_off][::-1]] = np.flatnonzero(~is_off)[::-1]
+        psi[first] -= resid
+        lay_p = {"g": g, "j": j, "off": is_off, "ptr": system.ptr}
+        dual = -self._objective(lay_p, psi, self._rows(lay_p, psi))
+        return SVMOutcome("optimal", X, t, primal, dual, (g, j, psi), polished=True)
+
+    # -- infeasibility -----------------------------------------------------------------------------
+    def _farkas(self, lay: dict, direction: np.ndarray):
+        """(grp, ctx, Ψ, perp) from a diverging dual: μ = the off-support part of −direction,
+        completed on the supports by the projection that minimises ‖Ψ K‖, or None."""
+        off = lay["off"]
+        mu = np.maximum(-direction[off], 0.0)
+        total = float(mu.sum())
         if not total > 0:
             return None
-        mu /= total
-        perp = self.perp_norm(self.ineq.adjoint(mu, self.data.V, self.data.m))
-        return (mu, perp) if perp <= FARKAS_RTOL * self.scale else None
+        return self.farkas_from(lay["g"][off], lay["j"][off], mu / total)
 
-    def _polish(self, Z: np.ndarray, max_rows: int) -> DualOutcome | None:
-        """Exact solve on the active set guessed from the logits Z (V, m) of a near-optimal W.
+    def farkas_from(self, wg: np.ndarray, wj: np.ndarray, mu: np.ndarray, accept_any: bool = False):
+        """Complete μ ≥ 0 (Σμ = 1) on off-support pairs into Ψ ∈ K with the smallest ‖Ψ K‖.
 
-        Solves min ‖W‖ s.t. A_eq(W) = 0 and A_act(W) = 1 through the Gram matrix of those rows
-        and accepts it only as a KKT point: residuals, margins and multiplier signs within
-        δ = max(1e-10, 1e3 · eps · cond), cond estimated from the Cholesky factor (an
-        ill-conditioned active set cannot be solved more accurately than that).
+        Ψ = −μ off the supports, plus balancing entries on the supports chosen by the (unweighted)
+        projection onto F⊥. Returns (grp, ctx, Ψ, perp = ‖Ψ K‖) if perp ≤ FARKAS_RTOL · scale (or
+        always, with ``accept_any``, when another method has decided infeasibility, e.g. an LP).
         """
-        F, ineq = self.F, self.ineq
-        act = np.flatnonzero(ineq.values(Z) <= 1.0 + 1e-6)
-        n_eq = len(F.rows)
-        if act.size + n_eq > max_rows:
+        keep = mu > 0
+        wg, wj, mu = wg[keep], wj[keep], mu[keep]
+        if self._EP1 is None:
+            self._EP1 = EqualitySystem(self.K, self.pg, self.pj, np.ones(self.G))
+        # Λ⁰: the column sums of −μ compensated on the first support pair of each context.
+        colsum = np.bincount(wj, weights=mu, minlength=self.m)
+        first = np.full(self.m, -1)
+        first[self.pj[::-1]] = np.arange(len(self.pj))[::-1]
+        lam0 = np.zeros(len(self.pg))
+        lam0[first] = colsum
+        A_off = sp.csr_matrix((-mu, (wg, wj)), shape=(self.G, self.m))
+        A_sup = sp.csr_matrix((lam0, (self.pg, self.pj)), shape=(self.G, self.m))
+        X1 = (A_off + A_sup) @ self.K
+        sol = self._EP1.solve(-row_dots(X1, self.K, self.pg, self.pj))
+        perp = float(np.linalg.norm(X1 + sol.X))
+        if perp > FARKAS_RTOL * self.scale and not accept_any:
             return None
-        rows = Rows(np.concatenate([F.rows.ctx, ineq.ctx[act]]), np.concatenate([F.rows.plus, ineq.plus[act]]),
-                    np.concatenate([F.rows.minus, ineq.minus[act]]))
-        b = np.concatenate([np.zeros(n_eq), np.ones(act.size)])
-        M = rows.gram(rows, self.G)
-        try:  # Cholesky (n³/3) when the active rows are independent, the generic case
-            factor = cho_factor(M)
-            y = cho_solve(factor, b)
-            diag = np.abs(np.diag(factor[0]))
-            cond = (diag.max() / diag.min()) ** 2
-        except LinAlgError:
-            lam, U = np.linalg.eigh(M)
-            keep = lam > lam[-1] * len(rows) * np.finfo(float).eps
-            y = U[:, keep] @ ((U[:, keep].T @ b) / lam[keep])
-            cond = lam[-1] / lam[keep][0]
-        delta = max(1e-10, 1e3 * np.finfo(float).eps * cond)
-        psi = rows.adjoint(y, self.data.V, self.data.m)
-        Zp = psi @ self.G
-        y_act = y[n_eq:]
-        if (np.max(np.abs(rows.values(Zp) - b)) > delta or np.min(ineq.values(Zp)) < 1 - delta
-                or np.min(y_act, initial=0.0) < -delta * max(np.max(np.abs(y_act), initial=0.0), 1e-300)):
-            return None
-        candidate = self.primal_from(psi)  # exact feasibility: remove the F part, rescale to margin 1
-        if candidate is None:
-            return None
-        # The multipliers are a dual point: Ψ = A_eqᵀν + A_actᵀμ scattered has off-support
-        # entries -μ; clipping rounding-level positive entries keeps it in K.
-        dual = psi.copy()
-        dual[self.off] = np.minimum(dual[self.off], 0.0)
-        out = DualOutcome("optimal", *candidate, dual_point=dual, dual_value=-self.objective(dual), polished=True)
-        return out
+        g = np.concatenate([self.pg, wg])
+        j = np.concatenate([self.pj, wj])
+        psi = np.concatenate([lam0 + sol.lam, -mu])
+        return g, j, psi, perp
 
 
-def project_dual_set(Y: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """Euclidean projection of Y (V, m) onto K = {1ᵀΨ = 0, Ψ[off] ≤ 0}, column by column.
-
-    For a column y the projection is x = y - τ with the off entries clipped at 0, where τ is the
-    unique root of the decreasing g(τ) = Σ_S (y - τ) + Σ_{v∉S} min(y_v - τ, 0). If exactly the
-    k smallest off entries lie below τ, then τ = (Σ_S y + their sum)/(S + k): we try every k at
-    once and keep the consistent one.
-    """
-    n_in = np.sum(~off, axis=0)
-    sum_in = np.sum(np.where(off, 0.0, Y), axis=0)
-    s = np.sort(np.where(off, Y, np.inf), axis=0)
-    with np.errstate(invalid="ignore"):
-        csum = np.vstack([np.zeros((1, Y.shape[1])), np.cumsum(s, axis=0)])
-        k = np.arange(Y.shape[0] + 1)[:, None]
-        tau = (sum_in + csum) / (n_in + k)
-        lower = np.vstack([np.full((1, Y.shape[1]), -np.inf), s])
-        upper = np.vstack([s, np.full((1, Y.shape[1]), np.inf)])
-        valid = (lower < tau) & (tau <= upper)
-    tau_col = tau[np.argmax(valid, axis=0), np.arange(Y.shape[1])]
-    X = Y - tau_col
-    X[off] = np.minimum(X[off], 0.0)
-    return X
-
-
-def separability_lp(data, F, ineq: Rows, K: np.ndarray):
-    """The LP  max t  s.t. A_eq(W) = 0, A_in(W) ≥ t, t ≤ 1  with W = C Vᵣᵀ, by HiGHS.
-
-    ``K`` (m, r) holds the contexts' coordinates in an orthonormal basis Vᵣ of their span, so
-    the variables are C (V, r). Returns (t*, C, μ): t* = 1 when separable (C then separates),
-    t* = 0 when not, with μ ≥ 0 the dual values of the (6b) rows (a Farkas vector after
-    normalisation).
-    """
-    V, r = data.V, K.shape[1]
-    n_var = V * r + 1  # vec(C) row-major, then t
-
-    def rows_matrix(rows: Rows) -> sp.csr_matrix:
-        n = len(rows)
-        i = np.repeat(np.arange(n), 2 * r)
-        cols = np.concatenate([rows.plus[:, None] * r + np.arange(r), rows.minus[:, None] * r + np.arange(r)], axis=1)
-        vals = np.concatenate([K[rows.ctx], -K[rows.ctx]], axis=1)
-        return sp.csr_matrix((vals.ravel(), (i, cols.ravel())), shape=(n, n_var))
-
-    n_in = len(ineq)
-    A_in = rows_matrix(ineq) - sp.csr_matrix((np.ones(n_in), (np.arange(n_in), np.full(n_in, n_var - 1))),
-                                             shape=(n_in, n_var))
-    c = np.zeros(n_var)
-    c[-1] = -1.0  # maximise t
-    bounds = [(None, None)] * (V * r) + [(None, 1.0)]
-    kw = {"A_eq": rows_matrix(F.rows), "b_eq": np.zeros(len(F.rows))} if len(F.rows) else {}
-    res = linprog(c, A_ub=-A_in, b_ub=np.zeros(n_in), bounds=bounds, method="highs", **kw)
-    if res.status != 0:
-        raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
-    mu = np.maximum(-res.ineqlin.marginals, 0.0)
-    return -res.fun, res.x[:-1].reshape(V, r), mu
+def _unique_pairs(g: np.ndarray, j: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.unique(g.astype(np.int64) * m + j)
+    return keys // m, keys % m

@@ -3,37 +3,55 @@
 Paper: ``ntp-implicit-bias-neurips.txt`` (NeurIPS 2024 version; the short version's numbers
 differ: Def. 3.1/3.2 there are Defs. 1/2 here). Equation numbers below are the NeurIPS ones.
 
-Formulation (see :mod:`embgeo.ntp.constraints` for the operator structure). All solutions are of
-the form W = Ψ H̄ᵀ with Ψ ∈ R^{V×m} (rows of W in the span of the contexts), so every solver
-works on m × m Gram matrices and never on the (#constraints × V·d) matrix:
+Formulation (:mod:`embgeo.ntp.constraints`, :mod:`embgeo.ntp.solvers`): the constraints (4) and
+(6) are written in *t-form* (one scalar t_j per context: x_zᵀk_j − t_j = log p̂_{j,z} on the
+support, x_vᵀk_j − t_j ≤ −1 off it) over the coordinates K (m × r) of the contexts in their own
+span, r = rank H̄. For fixed t everything splits by token, so:
 
-* F (eq. 5) is the row space of the equality operator A_eq; P_F(W) = A_eqᵀ M⁺ A_eq(W) with
-  M = A_eq A_eqᵀ of size Σ_j (S_j - 1).
-* W* (Def. 1) is the minimum-norm solution of A_eq(W) = b, i.e. A_eqᵀ M⁺ b: the min-norm
-  solution lies in the row space, which is F, and is the only solution there.
-* Separability (Def. 2): when rank H̄ = m every logit matrix is reachable and a certificate is
-  written down in closed form (Lemma 1); otherwise the NTP-SVM dual iterations decide it (a
-  separating iterate, or a Farkas direction from the diverging dual), with an LP (HiGHS) in the
-  r = rank H̄ coordinates of the contexts as the last resort.
-* NTP-SVM (Def. 3): solved through its dual over Ψ (:mod:`embgeo.ntp.solvers`) by accelerated
-  projected gradient; each check turns the dual iterate into a primal-feasible W̃ (project onto
-  F⊥, rescale to margin 1) whose duality gap certifies ‖W̃ - W^mm‖ ≤ sqrt(2 · gap), and an
-  exact solve on the guessed active set finishes when it passes a KKT check.
+* F (eq. 5), W* (Def. 1) and the projections onto F / F⊥ are one equality-constrained least-norm
+  problem, reduced exactly to an m × m system in t (one small SVD per token, one Cholesky).
+  Its dimension count gives dim F. Data that are not compatible get a *certificate*: multipliers
+  λ with ⟨λ, log p̂⟩ = −1 that are orthogonal to every solution, so no W solves (4).
+* Separability (Def. 2) and the NTP-SVM (Def. 3) only depend on the supports: tokens with the same
+  support pattern are one group (a 50k vocabulary collapses to a few thousand rows). When
+  rank H̄ = m the data are separable by Lemma 1 (certificate written down); when r < m a
+  non-separable pair of tokens (two tokens tied on more than r contexts that span the space,
+  split on another one) gives a one-entry Farkas certificate at once; otherwise an LP (small
+  problems) or the NTP-SVM dual decides. The NTP-SVM dual is solved on a working set of the
+  off-support constraints, checked by full passes over all logits and finished by an exact
+  active-set solve accepted only as a KKT point. Every answer carries its certificate.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
 from scipy.special import log_softmax, logsumexp
 
 from embgeo.core.validate import as_float_array, check_dense_size
 from embgeo.errors import InputError, NotCompatibleError, ShapeError, SolverError
-from embgeo.ntp.constraints import Rows, equality_rows, gram, inequality_rows
+from embgeo.ntp.constraints import (
+    Coordinates,
+    SupportGroups,
+    anchor_rows,
+    coordinates,
+    support_groups,
+    token_pattern,
+)
 from embgeo.ntp.data import NTPData
-from embgeo.ntp.solvers import DualOutcome, DualProblem, separability_lp
+from embgeo.ntp.solvers import (
+    FARKAS_RTOL,
+    EqualitySystem,
+    SVMDual,
+    SVMOutcome,
+    row_dots,
+    scan_off_support,
+)
 
 #: Relative tolerance for accepting the log-odds equations (4) as solved.
 COMPAT_RTOL = 1e-7
@@ -119,71 +137,82 @@ def smoothness(data: NTPData) -> float:
     return 0.5 * float(np.linalg.eigvalsh(small)[-1])
 
 
+
 # -- the data subspace F (eq. 5) ------------------------------------------------------------
 
 class Subspace:
-    """The data subspace F = span{(e_z - e_z') h̄_jᵀ : z ≠ z' ∈ S_j} of eq. (5) and its complement.
+    """The data subspace F = span{(e_z − e_z') h̄_jᵀ : z ≠ z' ∈ S_j} of eq. (5) and its complement.
+
+    F⊥ is the set of W whose in-support logits are equal within every context, so projecting onto
+    F⊥ is the t-form equality problem with right-hand side "minus the logits" (one group per
+    token, :class:`~embgeo.ntp.solvers.EqualitySystem`); it is factored on first use and reused.
 
     Attributes
     ----------
     dim : int
-        dim F (≤ Σ_j (S_j - 1)); computed as the rank of the anchor rows' Gram matrix with the
-        threshold λ > λ_max · n · eps used by ``numpy.linalg.matrix_rank``.
+        dim F = Σ_j S_j − m − dim{λ on the supports, balanced per context, λ_v ⟂ range K_v for
+        every token}: Σ_j S_j − m whenever each token's contexts are linearly independent (always
+        when rank H̄ = m), less when a token follows more contexts than their span holds.
     ambient_dim : int
         V · d.
+    coords : :class:`~embgeo.ntp.constraints.Coordinates` of the contexts.
     """
 
     def __init__(self, data: NTPData):
         self.data = data
-        self.rows, self.rhs = equality_rows(data)
-        self.G = gram(data)
-        n = len(self.rows)
-        if n:
-            lam, U = np.linalg.eigh(self.rows.gram(self.rows, self.G))
-            keep = lam > lam[-1] * n * np.finfo(float).eps
-            self._lam, self._U = lam[keep], U[:, keep]
-        else:
-            self._lam, self._U = np.zeros(0), np.zeros((0, 0))
-        self.dim = int(self._lam.size)
+        self.coords = coordinates(data.embeddings)
+        self._tok, self._ctx, self._logp = token_pattern(data)
+        self.tokens = np.unique(self._tok)  # the tokens in some support; the others have zero rows in F
+        self._grp = np.searchsorted(self.tokens, self._tok)
         self.ambient_dim = data.V * data.d
+
+    @cached_property
+    def system(self) -> EqualitySystem:
+        """The factored equality problem on the support pairs (one group per token, weights 1)."""
+        return EqualitySystem(self.coords.K, self._grp, self._ctx, np.ones(len(self.tokens)))
+
+    @cached_property
+    def dim(self) -> int:
+        s = self.system
+        return len(self._tok) - self.data.m - (s.n_constraints - getattr(s, "constraint_rank", 0))
 
     @property
     def perp_dim(self) -> int:
-        """dim F⊥ = V·d - dim F."""
+        """dim F⊥ = V·d − dim F."""
         return self.ambient_dim - self.dim
 
-    def _solve(self, r: np.ndarray) -> np.ndarray:
-        """y = M⁺ r for the Gram matrix M of the anchor rows (one refinement step)."""
-        if self.dim == 0:
-            return np.zeros_like(r)
-        y = self._U @ ((self._U.T @ r) / self._lam)
-        # One step of iterative refinement (M y evaluated through the operator, not the Gram).
-        resid = r - self.rows.values(self.rows.adjoint(y, self.data.V, self.data.m) @ self.G)
-        return y + self._U @ ((self._U.T @ resid) / self._lam)
-
-    def psi_of(self, Z: np.ndarray) -> np.ndarray:
-        """Ψ_F (V, m) with P_F(W) = Ψ_F H̄ᵀ, from the logits Z = W H̄ (V, m) of W."""
-        y = self._solve(self.rows.values(Z))
-        return self.rows.adjoint(y, self.data.V, self.data.m)
+    def _token_rows(self, X: np.ndarray) -> np.ndarray:
+        """(V, r) with the rows of the support tokens set from X (|tokens|, r), zeros elsewhere."""
+        check_dense_size("a (V, r) matrix", (self.data.V, self.coords.rank))
+        out = np.zeros((self.data.V, self.coords.rank))
+        out[self.tokens] = X
+        return out
 
     def project(self, W) -> np.ndarray:
-        """P_F(W): orthogonal projection of W (V, d) onto F."""
+        """P_F(W): orthogonal projection of W (V, d) onto F; O(Σ_j S_j · r + m²) after the factorization."""
         W = _check_W(self.data, W)
-        return self.psi_of(W @ self.data.embeddings.T) @ self.data.embeddings
+        X0 = self.coords.to_coords(W)
+        sol = self.system.solve(-row_dots(X0, self.coords.K, self._tok, self._ctx))
+        # P_⊥(W) = W + Δ with Δ the least-norm change that ties the in-support logits; P_F(W) = −Δ.
+        return -self.coords.to_w(self._token_rows(sol.X))
 
     def project_perp(self, W) -> np.ndarray:
-        """P_⊥(W) = W - P_F(W): orthogonal projection onto F⊥."""
+        """P_⊥(W) = W − P_F(W): orthogonal projection onto F⊥."""
         W = _check_W(self.data, W)
         return W - self.project(W)
 
     def basis(self) -> np.ndarray:
-        """Orthonormal basis of F as an array (dim F, V, d)."""
-        check_dense_size("basis of F", (self.dim, self.data.V, self.data.d), "use project() instead")
-        V, m, H = self.data.V, self.data.m, self.data.embeddings
-        out = np.empty((self.dim, V, self.data.d))
-        for i in range(self.dim):
-            out[i] = self.rows.adjoint(self._U[:, i] / np.sqrt(self._lam[i]), V, m) @ H
-        return out
+        """Orthonormal basis of F as an array (dim F, V, d), from an SVD of the anchor rows (small data)."""
+        V, d = self.data.V, self.data.d
+        ctx, a, z, _ = anchor_rows(self.data)
+        check_dense_size("anchor rows of F", (len(ctx), V * d), "use project() instead of a dense basis")
+        A = np.zeros((len(ctx), V, d))
+        A[np.arange(len(ctx)), a] += self.data.embeddings[ctx]
+        A[np.arange(len(ctx)), z] -= self.data.embeddings[ctx]
+        if self.dim == 0:
+            return np.zeros((0, V, d))
+        _, _, Vt = np.linalg.svd(A.reshape(len(ctx), V * d), full_matrices=False)
+        return Vt[:self.dim].reshape(self.dim, V, d)
 
 
 def subspace(data: NTPData) -> Subspace:
@@ -197,31 +226,127 @@ def subspace(data: NTPData) -> Subspace:
 class Compatibility:
     """Result of :func:`is_compatible`; truthy iff the log-odds equations (4) are solvable.
 
-    ``W`` is the min-norm solution W* ∈ F when compatible (else the least-squares one);
-    ``residual`` is max_i |A_eq(W)_i - b_i| and ``tolerance`` the threshold it was held to.
+    Attributes
+    ----------
+    compatible : bool
+    W : (V, d) array or None
+        W* ∈ F, the minimum-norm solution of (4), when compatible.
+    residual : float
+        max over the anchor rows of |(e_{z_j} − e_z)ᵀ W h̄_j − log(p̂_{j,z_j}/p̂_{j,z})| at W (at the
+        least-squares point when not compatible; NaN when a pair certificate decided).
+    tolerance : float
+        The threshold ``residual`` was held to: COMPAT_RTOL · max(1, max |log-odds|).
+    certificate : scipy.sparse.csr_matrix (m, V) or None
+        When not compatible: weights λ on the support pairs, balanced per context, with
+        ⟨λ, log p̂⟩ = −1 and λ H̄ ≈ 0 (per token). Any W solving (4) would satisfy
+        ⟨λ, W H̄ᵀ − t − log p̂⟩ = 0, i.e. −⟨λ H̄, W⟩ = 1, so ‖W‖ ≥ 1/‖λ H̄‖.
+    certificate_norm : float or None
+        ‖λ H̄‖ (the bound above is 1/certificate_norm).
+    method : str
     """
 
     compatible: bool
-    W: np.ndarray
+    W: np.ndarray | None
     residual: float
     tolerance: float
+    certificate: sp.csr_matrix | None = None
+    certificate_norm: float | None = None
+    method: str = ""
 
     def __bool__(self) -> bool:
         return self.compatible
 
 
 def is_compatible(data: NTPData, subspace_: Subspace | None = None) -> Compatibility:
-    """Check NTP_H-compatibility (Def. 1): does some W satisfy eq. (4)?
+    """Check NTP_H-compatibility (Def. 1): does some W satisfy eq. (4)? Returns W* when it does.
 
-    Solved as the minimum-norm least-squares problem A_eq(W) = b (anchor form, Σ_j (S_j - 1)
-    equations); compatible iff the residual is below ``COMPAT_RTOL · max(1, ‖b‖_∞)``.
+    When rank H̄ < m, two tokens tied on more contexts than their span holds usually make (4)
+    overdetermined: such a pair is looked for first (O(N) plus one QR per candidate) and its
+    least-squares residual is the certificate. Otherwise the equality problem in t-form is solved
+    exactly; its constraint residual decides and gives the certificate. Compatible iff the anchor
+    residual of (4) at the solution is ≤ ``COMPAT_RTOL · max(1, max |log-odds|)``.
     """
     F = subspace_ or Subspace(data)
-    y = F._solve(F.rhs)
-    psi = F.rows.adjoint(y, data.V, data.m)
-    residual = float(np.max(np.abs(F.rows.values(psi @ F.G) - F.rhs), initial=0.0))
-    tol = COMPAT_RTOL * max(1.0, float(np.max(np.abs(F.rhs), initial=0.0)))
-    return Compatibility(residual <= tol, psi @ data.embeddings, residual, tol)
+    *_, b = anchor_rows(data)
+    tol = COMPAT_RTOL * max(1.0, float(np.max(np.abs(b), initial=0.0)))
+    if F.coords.rank < data.m:
+        pair = _pair_compatibility_certificate(data, F)
+        if pair is not None:
+            return Compatibility(False, None, float("nan"), tol, *pair, method="pair of tokens tied on more "
+                                 "contexts than their span (least-squares residual)")
+    sol = F.system.solve(F._logp)
+    residual = _anchor_residual(data, F, sol.X)
+    if residual <= tol:
+        return Compatibility(True, F.coords.to_w(F._token_rows(sol.X)), residual, tol,
+                             method="t-form equality solve")
+    if sol.certificate is None:
+        raise SolverError(f"is_compatible: the residual of (4) is {residual:.3g} > {tol:.3g} but the equality "
+                          "solve found no inconsistency; the embeddings are too ill-conditioned to decide")
+    cert, norm = _token_certificate(data, F, sol.certificate)
+    return Compatibility(False, None, residual, tol, cert, norm, method="t-form equality solve (inconsistent)")
+
+
+def _anchor_residual(data: NTPData, F: Subspace, X: np.ndarray) -> float:
+    """max |(x_{z_j} − x_z)ᵀ k_j − log(p̂_{j,z_j}/p̂_{j,z})| over the anchor rows; X has one row per support token."""
+    ctx, a, z, b = anchor_rows(data)
+    row = np.searchsorted(F.tokens, np.concatenate([a, z]))
+    both = row_dots(X, F.coords.K, row, np.concatenate([ctx, ctx]))
+    return float(np.max(np.abs(both[:len(ctx)] - both[len(ctx):] - b), initial=0.0))
+
+
+def _token_certificate(data: NTPData, F: Subspace, lam: np.ndarray) -> tuple[sp.csr_matrix, float]:
+    """λ on the support pairs as a sparse (m, V) matrix, and ‖λ H̄‖ computed per token."""
+    A = sp.csr_matrix((lam, (F._grp, F._ctx)), shape=(len(F.tokens), data.m))
+    norm = float(np.linalg.norm(A @ F.coords.K))
+    return sp.csr_matrix((lam, (F._ctx, F._tok)), shape=(data.m, data.V)), norm
+
+
+def _pair_compatibility_certificate(data: NTPData, F: Subspace):
+    """Two tokens u, v in the supports of the same contexts J, |J| > r: (4) asks
+    (x_u − x_v)ᵀk_j = log(p̂_{j,u}/p̂_{j,v}) on J, overdetermined. If the right-hand side leaves
+    range K_J by y ≠ 0, λ = ∓y/‖y‖² on (u, J), (v, J) is a certificate (balanced, ⟂ K_J, ⟨λ, log p̂⟩ = −1)."""
+    K, r = F.coords.K, F.coords.rank
+    Pt = data.probs.T.tocsr()
+    for u, v, J in _heavy_pairs(Pt, r):
+        lu = np.log(np.asarray(Pt[u, J].todense()).ravel())
+        lv = np.log(np.asarray(Pt[v, J].todense()).ravel())
+        y = _out_of_range(K[J], lu - lv)
+        yy = float(y @ y)
+        if not yy > 1e-18 * max(1.0, float(np.sum((lu - lv) ** 2))):
+            continue
+        lam = np.concatenate([-y, y]) / yy
+        rows, cols = np.concatenate([J, J]), np.concatenate([np.full(len(J), u), np.full(len(J), v)])
+        cert = sp.csr_matrix((lam, (rows, cols)), shape=(data.m, data.V))
+        norm = float(np.sqrt(2.0) * np.linalg.norm(y @ K[J]) / yy)
+        scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
+        if norm * max(1.0, float(np.max(np.abs(lu - lv)))) <= FARKAS_RTOL * scale:
+            return cert, norm
+    return None
+
+
+def _out_of_range(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """b − Π_{range A} b via a thin SVD of A (rank threshold of numpy.linalg.matrix_rank)."""
+    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    U = U[:, s > (s[0] if s.size else 0.0) * max(A.shape) * np.finfo(float).eps]
+    y = b - U @ (U.T @ b)
+    return y - U @ (U.T @ y)  # a second pass removes the rounding left in range A
+
+
+def _heavy_pairs(Pt: sp.csr_matrix, r: int, limit: int = 50):
+    """Pairs of rows of Pt (tokens or groups × contexts) sharing more than r columns, most shared
+    first (at most ``limit``), with the shared columns. Only rows with more than r columns count."""
+    sizes = np.diff(Pt.indptr)
+    heavy = np.flatnonzero(sizes > r)
+    if heavy.size < 2:
+        return
+    B = Pt[heavy]
+    co = sp.triu(B @ B.T, k=1).tocoo()
+    keep = co.data > r
+    order = np.argsort(-co.data[keep], kind="stable")[:limit]
+    for a, b in zip(co.row[keep][order], co.col[keep][order], strict=True):
+        u, v = int(heavy[a]), int(heavy[b])
+        J = np.intersect1d(Pt.indices[Pt.indptr[u]:Pt.indptr[u + 1]], Pt.indices[Pt.indptr[v]:Pt.indptr[v + 1]])
+        yield u, v, J
 
 
 def w_star(data: NTPData, subspace_: Subspace | None = None) -> np.ndarray:
@@ -231,10 +356,17 @@ def w_star(data: NTPData, subspace_: Subspace | None = None) -> np.ndarray:
     """
     res = is_compatible(data, subspace_)
     if not res:
-        raise NotCompatibleError(f"the data are not NTP_H-compatible (Def. 1): the log-odds equations (4) "
-                                 f"have least-squares residual {res.residual:.3g} > {res.tolerance:.3g}, "
-                                 "so W* does not exist")
+        raise NotCompatibleError(_not_compatible_message(res))
     return res.W
+
+
+def _not_compatible_message(res: Compatibility) -> str:
+    if res.certificate_norm is not None and not np.isfinite(res.residual):
+        why = f"a certificate shows no W with ‖W‖ < {1 / max(res.certificate_norm, 1e-300):.3g} solves them"
+    else:
+        why = f"their least-squares residual is {res.residual:.3g} > {res.tolerance:.3g}"
+    return f"the data are not NTP_H-compatible (Def. 1): the log-odds equations (4) have no solution ({why}), " \
+           "so W* does not exist"
 
 
 # -- separability (Def. 2, eq. 6) ------------------------------------------------------------
@@ -247,134 +379,214 @@ class Separability:
     ----------
     separable : bool
     W : (V, d) array or None
-        A certificate W^d ∈ F⊥ with every (6b) margin ≥ 1 (checked), when separable.
-    farkas : (m, V) array or None
-        When not separable: weights μ ≥ 0 on the (j, v ∉ S_j) Kesler points, summing to 1, with
-        P_⊥(Σ μ_{j,v} (e_{z_j} - e_v) h̄_jᵀ) = 0 up to ``residuals["perp_norm"]``. Since every
-        separator W ∈ F⊥ with margins ≥ 1 has 1 ≤ perp_norm · ‖W‖, the data's NTP-margin is at most
-        ``perp_norm``: "not separable" means "not separable with a margin above perp_norm" (at most
-        1e-9 of the scale √2 max‖h̄_j‖ for the dual route, HiGHS's tolerances for the LP route).
+        A certificate W^d ∈ F⊥ with every (6b) margin ≥ 1 (checked on all constraints), when separable.
+    farkas : scipy.sparse.csr_matrix (m, V) or None
+        When not separable: weights μ ≥ 0 on off-support pairs (j, v ∉ S_j), summing to 1.
+    certificate : scipy.sparse.csr_matrix (m, V) or None
+        The complete Farkas matrix Ψ: −μ off the supports plus balancing entries on them, every
+        column summing to 0, with Ψᵀ H̄ ≈ 0 (per token: Σ_j Ψ_{j,v} h̄_j ≈ 0). For any W ∈ F⊥ with all
+        margins ≥ 1, 0 ≈ ⟨ΨᵀH̄, W⟩ = Σ μ_{j,v} · margin_{j,v} ≥ 1: the data's NTP-margin is at most
+        ``residuals["perp_norm"]`` = ‖ΨᵀH̄‖ ≥ ‖P_⊥(Σ μ_{j,v}(e_{z_j} − e_v) h̄_jᵀ)‖.
     residuals : dict
-        For W: ``min_margin`` and ``equality`` (max |A_eq W|); for farkas: ``perp_norm``.
+        For W: ``min_margin`` and ``equality`` (max |A_eq W|); for the Farkas matrix: ``perp_norm``.
     method : str
     """
 
     separable: bool
     W: np.ndarray | None
-    farkas: np.ndarray | None
+    farkas: sp.csr_matrix | None
     residuals: dict
     method: str
+    certificate: sp.csr_matrix | None = None
 
     def __bool__(self) -> bool:
         return self.separable
 
 
 SEPARABILITY_METHODS = ("auto", "dual", "lp")
-
-
-def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
-                 max_iter: int = 20_000) -> Separability:
-    """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
-
-    * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits
-      Z with Z_{z,j} = 1 on S_j and 0 elsewhere are reached by W = Z G⁻¹ H̄ᵀ; checked.
-    * ``method="dual"``: the NTP-SVM dual iterations (:mod:`embgeo.ntp.solvers`) until an iterate
-      gives a separating direction or a Farkas vector, for at most ``max_iter`` iterations.
-    * ``method="lp"``: the LP  max t  s.t. A_eq(W) = 0, A_in(W) ≥ t, t ≤ 1  over W = C Vᵣᵀ
-      (Vᵣ: the right singular vectors of the embeddings), solved by HiGHS; t* = 1 means
-      separable, t* = 0 not, and the LP's dual values are the Farkas weights.
-    * ``method="auto"``: "lp" when the LP is small (≤ ``LP_SMALL_NNZ`` nonzeros, where HiGHS
-      takes well under a second), otherwise "dual", then "lp" if the dual is undecided after
-      ``max_iter`` (HiGHS needed ~90 s at (m, V, d, S) = (100, 50, 80, 5), the dual 0.2 s).
-    """
-    if method not in SEPARABILITY_METHODS:
-        raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
-    F = subspace_ or Subspace(data)
-    ineq = _inequality_rows_or_error(data)
-    if _full_row_rank(data.embeddings):
-        sep = _separable_by_construction(data, F, ineq)
-        if sep is not None:
-            return sep
-    if method == "auto" and _lp_is_small(data, F, ineq):
-        method = "lp"
-    if method in ("auto", "dual"):
-        outcome = DualProblem(data, F, ineq).solve(tol=1e-12, max_iter=max_iter, stop_when_separable=True)
-        if outcome.status != "max_iter":
-            return _separability_from_dual(data, F, ineq, outcome)
-        if method == "dual":
-            raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas vector in "
-                              f"{max_iter} iterations; use method='lp'")
-    return _separability_by_lp(data, F, ineq)
-
-
 #: Up to this many nonzeros in the separability LP, "auto" asks HiGHS first.
 LP_SMALL_NNZ = 100_000
 
 
-def _lp_is_small(data: NTPData, F: Subspace, ineq: Rows) -> bool:
-    """Whether the LP of :func:`is_separable` has at most LP_SMALL_NNZ nonzeros (2r per row)."""
-    return 2 * min(data.m, data.d) * (len(ineq) + len(F.rows)) <= LP_SMALL_NNZ
+@dataclass
+class _Problem:
+    """What the separability and SVM solvers share for one dataset."""
+
+    data: NTPData
+    coords: Coordinates
+    groups: SupportGroups
+
+    @property
+    def K(self) -> np.ndarray:
+        return self.coords.K
+
+    def token_w(self, Xg: np.ndarray) -> np.ndarray:
+        """W (V, d) from group rows (G, r)."""
+        check_dense_size("W (V, d)", (self.data.V, self.data.d))
+        return self.coords.to_w(self.groups.expand(Xg))
 
 
-def _inequality_rows_or_error(data: NTPData) -> Rows:
-    ineq = inequality_rows(data)
-    if len(ineq) == 0:
+def _problem(data: NTPData, subspace_: Subspace | None) -> _Problem:
+    if np.all(data.support_sizes == data.V):
         raise InputError("probs: every context has full support (S_j = V for all j), so there are no "
                          "separability constraints (6b) and W^mm is undefined; the paper assumes some S_j < V")
-    return ineq
+    coords = subspace_.coords if subspace_ is not None else coordinates(data.embeddings)
+    return _Problem(data, coords, support_groups(data))
 
 
-def _full_row_rank(H: np.ndarray) -> bool:
-    """rank H̄ = m, judged by numpy.linalg.matrix_rank's threshold."""
-    return H.shape[0] <= H.shape[1] and np.linalg.matrix_rank(H) == H.shape[0]
+def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
+                 max_iter: int = 20_000, max_seconds: float | None = None, progress=None) -> Separability:
+    """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
+
+    * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
+      to 1 on the supports and 0 elsewhere are reached by X = Z K⁻ᵀ; checked on every constraint.
+    * rank H̄ = r < m: first a *pair certificate* — two token groups u, v in the supports of more
+      than r common contexts whose embeddings span R^r must have equal rows (their logits are tied
+      there), so a context i with u ∈ S_i, v ∉ S_i cannot give v a margin: Ψ = ±(e_i − Σ β_j e_j)
+      with k_i = Σ_j β_j k_j is a Farkas matrix. Cheap, and it decides real text with d ≪ m.
+    * ``method="lp"``: the LP max s s.t. (6a), x_gᵀk_j − t_j + s ≤ 0 off the supports, s ≤ 1, over
+      token groups, solved by HiGHS; s* = 1 separable, s* = 0 not (its dual values give μ).
+    * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.solvers.SVMDual`)
+      until a point separates every constraint or a Farkas matrix appears; at most ``max_iter``
+      iterations and ``max_seconds`` seconds (then :class:`SolverError`).
+    * ``method="auto"``: "lp" when the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "dual".
+    """
+    if method not in SEPARABILITY_METHODS:
+        raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
+    pb = _problem(data, subspace_)
+    sep = _decide_cheaply(pb)
+    if sep is not None:
+        return sep
+    if method == "auto":
+        method = "lp" if _lp_nnz(pb) <= LP_SMALL_NNZ else "dual"
+    if method == "lp":
+        return _separability_by_lp(pb)
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
+    if out.status == "infeasible":
+        return _farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
+    if out.X is None:
+        raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
+                          f"({out.status} after {out.iterations} iterations); use method='lp' or allow more time")
+    return _separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
 
 
-def _certify_direction(data: NTPData, F: Subspace, ineq: Rows, W: np.ndarray) -> dict:
-    """Min (6b) margin and max (6a) violation of W (V, d)."""
-    Z = W @ data.embeddings.T
-    return {"min_margin": float(np.min(ineq.values(Z))),
-            "equality": float(np.max(np.abs(F.rows.values(Z)), initial=0.0))}
+def _decide_cheaply(pb: _Problem) -> Separability | None:
+    """Lemma 1's closed form when rank H̄ = m; a pair certificate when r < m; else None."""
+    if pb.coords.rank == pb.data.m:
+        Z = pb.groups.pattern.toarray()  # (G, m): logit 1 on the supports, 0 off them
+        X = np.linalg.solve(pb.K, Z.T).T  # X Kᵀ = Z
+        sep = _separable_result(pb, X, np.ones(pb.data.m), "closed form (rank H = m, Lemma 1)")
+        if sep and sep.residuals["equality"] <= MARGIN_ATOL:
+            return sep
+        return None  # K too ill-conditioned for the closed form: decide numerically
+    pair = _pair_farkas(pb)
+    if pair is not None:
+        return _farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
+    return None
 
 
-def _separable_by_construction(data: NTPData, F: Subspace, ineq: Rows) -> Separability | None:
-    Z = np.zeros((data.V, data.m))
-    for j, supp in enumerate(data.supports):
-        Z[supp, j] = 1.0
-    W = np.linalg.solve(F.G, Z.T).T @ data.embeddings  # W = Z G⁻¹ H̄ᵀ (G symmetric)
-    cert = _certify_direction(data, F, ineq, W)
-    if cert["min_margin"] >= 1 - MARGIN_ATOL and cert["equality"] <= MARGIN_ATOL:
-        return Separability(True, W, None, cert, "closed form (rank H = m, Lemma 1)")
-    return None  # G too ill-conditioned for the closed form: decide numerically
+def _pair_farkas(pb: _Problem):
+    """(grp, ctx, Ψ, perp) from two groups tied on > r contexts spanning R^r, or None."""
+    K, r, P = pb.K, pb.coords.rank, pb.groups.pattern
+    scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
+    for u, v, J in _heavy_pairs(P, r):
+        Ju, Jv = P.indices[P.indptr[u]:P.indptr[u + 1]], P.indices[P.indptr[v]:P.indptr[v + 1]]
+        only_u = np.setdiff1d(Ju, J)
+        if only_u.size == 0:
+            u, v, only_u = v, u, np.setdiff1d(Jv, J)
+        if only_u.size == 0:
+            continue
+        i = int(only_u[0])  # u ∈ S_i, v ∉ S_i
+        beta = np.linalg.lstsq(K[J].T, K[i], rcond=None)[0]
+        perp = float(np.sqrt(2.0) * np.linalg.norm(K[i] - K[J].T @ beta))
+        if perp > FARKAS_RTOL * scale:
+            continue
+        g = np.concatenate([[u, v], np.full(len(J), u), np.full(len(J), v)])
+        j = np.concatenate([[i, i], J, J])
+        psi = np.concatenate([[1.0, -1.0], -beta, beta])
+        return g, j, psi, perp
+    return None
 
 
-def _farkas_result(data: NTPData, F: Subspace, ineq: Rows, mu: np.ndarray, method: str, **extra) -> Separability:
-    farkas = np.zeros((data.m, data.V))
-    farkas[ineq.ctx, ineq.minus] = mu
-    perp = float(np.linalg.norm(F.project_perp(ineq.adjoint(mu, data.V, data.m) @ data.embeddings)))
-    return Separability(False, None, farkas, {"perp_norm": perp, **extra}, method)
+def _separable_result(pb: _Problem, X: np.ndarray, t: np.ndarray, method: str) -> Separability:
+    """Certificate W from group rows X tied on the supports: scaled so that its smallest margin is 1.
+
+    ``residuals["min_margin"]`` is the smallest (6b) margin after scaling (one full pass before
+    it), ``equality`` the largest (6a) violation |x_zᵀk_j − t_j| on the supports.
+    """
+    gamma = scan_off_support(X, t, pb.K, pb.groups.pattern.tocsc()).min_margin
+    if gamma > 0:
+        X, t = X / gamma, t / gamma
+    coo = pb.groups.pattern.tocoo()
+    eq = row_dots(X, pb.K, coo.row, coo.col) - t[coo.col]
+    residuals = {"min_margin": 1.0 if gamma > 0 else float(gamma), "equality": float(np.max(np.abs(eq), initial=0.0))}
+    return Separability(bool(gamma > 0), pb.token_w(X) if gamma > 0 else None, None, residuals, method)
 
 
-def _separability_from_dual(data: NTPData, F: Subspace, ineq: Rows, outcome: DualOutcome) -> Separability:
-    if outcome.status == "infeasible":
-        return _farkas_result(data, F, ineq, outcome.farkas, "NTP-SVM dual: Farkas direction",
-                              iterations=outcome.iterations)
-    W = outcome.psi @ data.embeddings
-    return Separability(True, W, None, _certify_direction(data, F, ineq, W),
-                        "NTP-SVM dual: separating iterate")
+def _in_support(pattern: sp.csr_matrix, g: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Whether each pair (g_i, j_i) is in the (G, m) support pattern."""
+    coo = pattern.tocoo()
+    keys = np.sort(coo.row.astype(np.int64) * pattern.shape[1] + coo.col)
+    q = g.astype(np.int64) * pattern.shape[1] + j
+    pos = np.minimum(np.searchsorted(keys, q), max(len(keys) - 1, 0))
+    return (keys[pos] == q) if len(keys) else np.zeros(len(q), bool)
 
 
-def _separability_by_lp(data: NTPData, F: Subspace, ineq: Rows) -> Separability:
-    H = data.embeddings
-    U, s, Vt = np.linalg.svd(H, full_matrices=False)
-    r = int(np.sum(s > s[0] * max(H.shape) * np.finfo(float).eps))
-    t, C, mu = separability_lp(data, F, ineq, U[:, :r] * s[:r])
-    method = "LP (HiGHS) in rank-r coordinates"
-    if t > 0.5:
-        # Remove the LP's rounding-level F component exactly, then rescale to margin 1.
-        W = F.project_perp((C / t) @ Vt[:r])
-        W /= np.min(ineq.values(W @ H.T))
-        return Separability(True, W, None, _certify_direction(data, F, ineq, W), method)
-    return _farkas_result(data, F, ineq, mu / mu.sum(), method, lp_value=float(t))
+def _farkas_result(pb: _Problem, farkas: tuple, method: str, **extra) -> Separability:
+    """Token-level μ and Ψ (sparse (m, V)) from a group-level Farkas matrix at the representatives."""
+    g, j, psi, perp = farkas
+    tok = pb.groups.representative[g]
+    off = ~_in_support(pb.groups.pattern, g, j)
+    m, V = pb.data.m, pb.data.V
+    mu = sp.csr_matrix((-psi[off], (j[off], tok[off])), shape=(m, V))
+    cert = sp.csr_matrix((psi, (j, tok)), shape=(m, V))
+    return Separability(False, None, mu, {"perp_norm": float(perp), **extra}, method, certificate=cert)
+
+
+def _lp_nnz(pb: _Problem) -> int:
+    G, m, r = pb.groups.n_groups, pb.data.m, pb.coords.rank
+    return (r + 2) * G * m
+
+
+def _separability_by_lp(pb: _Problem) -> Separability:
+    """The LP of :func:`is_separable` over (X, t, s), X one row per group, solved by HiGHS."""
+    K, G, m, r = pb.K, pb.groups.n_groups, pb.data.m, pb.coords.rank
+    sup = pb.groups.pattern.toarray() > 0
+    n_var = G * r + m + 1  # vec(X) row-major, t, s
+
+    def rows_matrix(g: np.ndarray, j: np.ndarray, s_coef: float) -> sp.csr_matrix:
+        n = len(g)
+        i = np.repeat(np.arange(n), r + 1 + (s_coef != 0))
+        cols = [g[:, None] * r + np.arange(r), (G * r + j)[:, None]]
+        vals = [K[j], -np.ones((n, 1))]
+        if s_coef:
+            cols.append(np.full((n, 1), n_var - 1))
+            vals.append(np.full((n, 1), s_coef))
+        return sp.csr_matrix((np.hstack(vals).ravel(), (i, np.hstack(cols).ravel())), shape=(n, n_var))
+
+    ge, je = np.nonzero(sup)
+    gi, ji = np.nonzero(~sup)
+    c = np.zeros(n_var)
+    c[-1] = -1.0  # maximise s
+    bounds = [(None, None)] * (n_var - 1) + [(None, 1.0)]
+    res = linprog(c, A_ub=rows_matrix(gi, ji, 1.0), b_ub=np.zeros(len(gi)), A_eq=rows_matrix(ge, je, 0.0),
+                  b_eq=np.zeros(len(ge)), bounds=bounds, method="highs")
+    if res.status != 0:
+        raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
+    s = -res.fun
+    method = "LP (HiGHS) over token groups"
+    if s > 0.5:
+        X = res.x[:G * r].reshape(G, r)
+        t = res.x[G * r:G * r + m]
+        # Remove the LP's rounding-level F component exactly (weighted projection), then rescale.
+        solver = SVMDual(K, pb.groups.pattern, pb.groups.size)
+        X, t = solver.primal_from(X)
+        return _separable_result(pb, X, t, method)
+    mu = np.maximum(-res.ineqlin.marginals, 0.0)
+    solver = SVMDual(K, pb.groups.pattern, pb.groups.size)
+    farkas = solver.farkas_from(gi, ji, mu / mu.sum(), accept_any=True)
+    return _farkas_result(pb, farkas, method, lp_value=float(s))
 
 
 # -- the NTP-SVM (Def. 3) --------------------------------------------------------------------
@@ -386,21 +598,25 @@ class NTPSVM:
     Attributes
     ----------
     W : (V, d) array or None
-        W^mm (None when infeasible). In F⊥ up to rounding, with min (6b) margin exactly 1.
+        W^mm (None when infeasible). In F⊥ up to rounding, with min (6b) margin exactly 1. With
+        ``status == "time_limit"`` the best feasible point found, within ``residuals["error_bound"]``.
     margin : float
-        The optimal NTP-margin 1/‖W^mm‖ (0.0 when infeasible).
-    status : "optimal" | "infeasible"
+        The NTP-margin 1/‖W‖ (0.0 when infeasible).
+    status : "optimal" | "infeasible" | "time_limit"
+    multipliers : scipy.sparse.csr_matrix (m, V) or None
+        Dual weights μ_{j,v} ≥ 0 of the (6b) rows (zero on supports); tokens of one support-pattern
+        group share their group's weight equally. Built on first access.
     active : (k, 2) int array
         The (context j, token v ∉ S_j) pairs whose constraint (6b) is tight (margin ≤ 1 + 1e-7).
-    multipliers : (m, V) array or None
-        Dual weights μ_{j,v} ≥ 0 of the (6b) rows (zero on supports).
+        Built on first access (one full pass over the logits).
     residuals : dict
-        ``equality`` max |A_eq W^mm|; ``min_margin`` min (6b) value - 1; ``duality_gap`` relative
-        gap (½‖W‖² - dual value)/(½‖W‖²); ``error_bound`` the certified bound on
-        ‖W - W^mm_exact‖/‖W‖, i.e. sqrt(2·gap)/‖W‖; ``stationarity`` ‖W - P_⊥(A_inᵀμ)‖/‖W‖;
-        ``complementarity`` max μ_i · (margin_i - 1) / max μ.
+        ``equality`` max |x_zᵀk_j − t_j| over the supports (the (6a) violation); ``min_margin`` min
+        (6b) value − 1; ``duality_gap`` relative gap (½‖W‖² − dual value)/(½‖W‖²); ``error_bound``
+        the certified bound on ‖W − W^mm_exact‖/‖W‖, i.e. sqrt(2·gap); ``stationarity``
+        ‖W − W(Ψ)‖/‖W‖ with W(Ψ) the primal image of the dual point; ``complementarity``
+        max μ_i · (margin_i − 1) / max μ.
     separability : Separability
-    iterations : int
+    iterations, rounds : int (dual iterations, working-set rounds)
     seconds : float
     method : str
     """
@@ -408,71 +624,111 @@ class NTPSVM:
     W: np.ndarray | None
     margin: float
     status: str
-    active: np.ndarray
-    multipliers: np.ndarray | None
     residuals: dict
     separability: Separability
     iterations: int = 0
     seconds: float = 0.0
     method: str = ""
+    rounds: int = 0
+    _pb: _Problem | None = field(default=None, repr=False)
+    _out: SVMOutcome | None = field(default=None, repr=False)
+
+    @cached_property
+    def multipliers(self) -> sp.csr_matrix | None:
+        if self._out is None or self._out.dual_point is None:
+            return None
+        g, j, psi = self._out.dual_point
+        off = ~_in_support(self._pb.groups.pattern, g, j)
+        g, j, mu = g[off], j[off], -np.minimum(psi[off], 0.0)
+        members = np.argsort(self._pb.groups.token_group, kind="stable")
+        start = np.concatenate([[0], np.cumsum(self._pb.groups.size)])
+        n = self._pb.groups.size[g]
+        tok = members[np.repeat(start[g], n) + _ranges(n)]
+        return sp.csr_matrix((np.repeat(mu / n, n), (np.repeat(j, n), tok)), shape=(self._pb.data.m, self._pb.data.V))
+
+    @cached_property
+    def active(self) -> np.ndarray:
+        if self._out is None or self._out.X is None:
+            return np.zeros((0, 2), dtype=np.int64)
+        pb = self._pb
+        scan = scan_off_support(self._out.X, self._out.t, pb.K, pb.groups.pattern.tocsc(), below=1.0 + MARGIN_ATOL,
+                                top=pb.groups.n_groups)
+        members = np.argsort(pb.groups.token_group, kind="stable")
+        start = np.concatenate([[0], np.cumsum(pb.groups.size)])
+        n = pb.groups.size[scan.groups]
+        tok = members[np.repeat(start[scan.groups], n) + _ranges(n)]
+        pairs = np.column_stack([np.repeat(scan.contexts, n), tok])
+        return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
-def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check_every: int = 20,
-            subspace_: Subspace | None = None) -> NTPSVM:
+def _ranges(n: np.ndarray) -> np.ndarray:
+    """Concatenated aranges 0..n_i−1."""
+    total = int(n.sum())
+    return np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+
+
+def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check_every: int = 25,
+            subspace_: Subspace | None = None, max_seconds: float | None = None, progress=None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
-    Solved through its dual (:mod:`embgeo.ntp.solvers`) until the relative duality gap of a
-    feasible primal point is ≤ ``tol`` (so ‖W - W^mm‖/‖W^mm‖ ≤ sqrt(2·tol)) or an exact KKT point
-    is found on the guessed active set. Separability is decided on the way (Lemma 1 when
-    rank H̄ = m; a separating iterate or a Farkas direction otherwise, with the LP of
-    :func:`is_separable` as the last resort): non-separable data give ``status == "infeasible"``
-    and ``W is None``. :class:`SolverError` if the gap stalls above ``tol`` or ``max_iter`` runs out.
+    Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
+    certificates, the LP when small); then the dual is solved on a working set
+    (:class:`~embgeo.ntp.solvers.SVMDual`) until the relative duality gap of a point feasible for
+    every constraint is ≤ ``tol`` (so ‖W − W^mm‖/‖W^mm‖ ≤ sqrt(2·tol)) or an exact solve on the
+    active set passes the KKT check. Non-separable data give ``status == "infeasible"`` and
+    ``W is None``. With ``max_seconds`` it stops there and returns the best certified point
+    (``status == "time_limit"``). ``progress(iteration, info)`` is called at every check.
+    :class:`SolverError` if the gap stalls above ``tol`` or ``max_iter`` runs out.
     """
     t0 = time.perf_counter()
     if not (0 < tol < 1):
         raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
-    F = subspace_ or Subspace(data)
-    ineq = _inequality_rows_or_error(data)
-    sep = None
-    if _full_row_rank(data.embeddings):
-        sep = _separable_by_construction(data, F, ineq)
-    elif _lp_is_small(data, F, ineq):
-        sep = _separability_by_lp(data, F, ineq)
-    problem = DualProblem(data, F, ineq)
-    outcome = DualOutcome("not run")
-    if sep is None or sep:
-        outcome = problem.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None)
-        if outcome.status == "infeasible":
-            sep = _separability_from_dual(data, F, ineq, outcome)
-        elif outcome.psi is None:  # no iterate ever separated: let the LP decide
-            sep = _separability_by_lp(data, F, ineq)
+    pb = _problem(data, subspace_)
+    sep = _decide_cheaply(pb)
+    if sep is None and pb.coords.rank < data.m and _lp_nnz(pb) <= LP_SMALL_NNZ:
+        sep = _separability_by_lp(pb)
     if sep is not None and not sep:
-        return NTPSVM(None, 0.0, "infeasible", np.zeros((0, 2), dtype=int), None, dict(sep.residuals), sep,
-                      outcome.iterations, time.perf_counter() - t0, sep.method)
-    if outcome.status != "optimal":
-        raise SolverError(f"ntp_svm: relative duality gap {outcome.gap:.3g} > tol={tol:g} after {outcome.iterations} "
-                          f"iterations ({outcome.status}); the data may be ill-conditioned, try a larger tol")
+        return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, 0, time.perf_counter() - t0, sep.method,
+                      _pb=pb)
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
+                       max_seconds=max_seconds, progress=progress)
+    if out.status == "infeasible":
+        sep = _farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
+        return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, out.iterations, time.perf_counter() - t0,
+                      sep.method, out.rounds, _pb=pb)
+    if out.status != "optimal" and not (out.status == "time_limit" and out.X is not None):
+        raise SolverError(f"ntp_svm: relative duality gap {out.gap:.3g} > tol={tol:g} after {out.iterations} "
+                          f"iterations ({out.status}); the data may be ill-conditioned, try a larger tol")
     if sep is None:
-        sep = _separability_from_dual(data, F, ineq, outcome)
-    W = outcome.psi @ data.embeddings
-    mu = -np.where(problem.off, outcome.dual_point, 0.0)
-    values = ineq.values(outcome.Z)
-    mu_rows = mu[ineq.minus, ineq.ctx]
-    norm_W = float(np.sqrt(2 * outcome.primal))
-    stationary = F.project_perp(ineq.adjoint(mu_rows, data.V, data.m) @ data.embeddings)
-    residuals = {
-        "equality": float(np.max(np.abs(F.rows.values(outcome.Z)), initial=0.0)),
-        "min_margin": float(values.min() - 1.0),
-        "duality_gap": float(outcome.gap),
-        "error_bound": float(np.sqrt(2 * outcome.gap * outcome.primal) / norm_W),
-        "stationarity": float(np.linalg.norm(stationary - W) / norm_W),
-        "complementarity": float(np.max(mu_rows * (values - 1.0)) / max(mu.max(), 1e-300)),
+        sep = _separable_result(pb, out.X, out.t, "NTP-SVM dual: optimal point")
+    W = pb.token_w(out.X)
+    norm_W = float(np.sqrt(2 * out.primal))
+    method = "working-set dual (accelerated projected gradient)" + (" + exact active-set solve" if out.polished else "")
+    return NTPSVM(W, 1.0 / norm_W, "optimal" if out.status == "optimal" else out.status, _svm_residuals(pb, out),
+                  sep, out.iterations, time.perf_counter() - t0, method, out.rounds, _pb=pb, _out=out)
+
+
+def _svm_residuals(pb: _Problem, out: SVMOutcome) -> dict:
+    """The KKT residuals of (X, t) and the dual point, all from the definitions (group level, weighted)."""
+    K, n = pb.K, pb.groups.size.astype(float)
+    coo = pb.groups.pattern.tocoo()
+    eq = row_dots(out.X, K, coo.row, coo.col) - out.t[coo.col]
+    g, j, psi = out.dual_point
+    Xpsi = sp.csr_matrix((psi / n[g], (g, j)), shape=(pb.groups.n_groups, pb.data.m)) @ K
+    norm_W = float(np.sqrt(2 * out.primal))
+    off = ~_in_support(pb.groups.pattern, g, j)
+    mu = -np.minimum(psi[off], 0.0)
+    margins = out.t[j[off]] - row_dots(out.X, K, g[off], j[off])
+    scan = scan_off_support(out.X, out.t, K, pb.groups.pattern.tocsc())
+    return {
+        "equality": float(np.max(np.abs(eq), initial=0.0)),
+        "min_margin": float(scan.min_margin - 1.0),
+        "duality_gap": float(out.gap),
+        "error_bound": float(np.sqrt(2 * out.gap * out.primal) / norm_W),
+        "stationarity": float(np.sqrt(np.sum(n * np.sum((out.X - Xpsi) ** 2, axis=1))) / norm_W),
+        "complementarity": float(np.max(mu * (margins - 1.0), initial=0.0) / max(float(mu.max(initial=0.0)), 1e-300)),
     }
-    tight = values <= 1.0 + MARGIN_ATOL
-    active = np.column_stack([ineq.ctx[tight], ineq.minus[tight]])
-    method = "dual accelerated projected gradient" + (" + exact active-set polish" if outcome.polished else "")
-    return NTPSVM(W, 1.0 / norm_W, "optimal", active, mu.T.copy(), residuals, sep, outcome.iterations,
-                  time.perf_counter() - t0, method)
 
 
 # -- margins -----------------------------------------------------------------------------------
@@ -483,19 +739,32 @@ def ntp_margin(data: NTPData, W, subspace_: Subspace | None = None) -> float:
     min_{j, z∈S_j, v∉S_j} (e_z - e_v)ᵀ P_⊥(W) h̄_j / ‖P_⊥(W)‖.
 
     Equals 1/‖W^mm‖ at W = W^mm and is at most that for every W. Returns 0.0 when P_⊥(W) = 0.
+    Evaluated in blocks of contexts (never an (m, V) array).
     """
     F = subspace_ or Subspace(data)
     Wp = F.project_perp(W)
     norm = np.linalg.norm(Wp)
     if norm == 0:
         return 0.0
-    Z = Wp @ data.embeddings.T  # (V, m)
-    mask = data.support_mask().T
-    if mask.all():
+    if np.all(data.support_sizes == data.V):
         raise InputError("probs: every context has full support (S_j = V), the NTP-margin is undefined")
-    lowest_in = np.min(np.where(mask, Z, np.inf), axis=0)
-    highest_off = np.max(np.where(mask, -np.inf, Z), axis=0)
-    return float(np.min((lowest_in - highest_off)[~mask.all(axis=0)]) / norm)
+    P = data.probs
+    H = data.embeddings
+    block = max(1, (64 * 1024**2) // (8 * data.V))
+    best = np.inf
+    for s in range(0, data.m, block):
+        e = min(s + block, data.m)
+        Z = H[s:e] @ Wp.T  # (e - s, V) logits
+        rows = np.repeat(np.arange(e - s), data.support_sizes[s:e])
+        cols = P.indices[P.indptr[s]:P.indptr[e]]
+        lowest_in = np.full(e - s, np.inf)
+        np.minimum.at(lowest_in, rows, Z[rows, cols])
+        Z[rows, cols] = -np.inf
+        highest_off = Z.max(axis=1)
+        has_off = data.support_sizes[s:e] < data.V
+        if has_off.any():
+            best = min(best, float(np.min((lowest_in - highest_off)[has_off])))
+    return float(best / norm)
 
 
 def _check_W(data: NTPData, W) -> np.ndarray:
