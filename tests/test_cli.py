@@ -60,3 +60,85 @@ def test_token_file_with_text_names_the_line(tmp_path, capsys):
     tokens.write_text("1 2 3\n1 two 3\n")
     assert main(["ntp", "analyze", "--tokens", str(tokens), "--context-length", "2"]) == 2
     assert "corpus.txt:2" in capsys.readouterr().err
+
+
+# -- real text: --text, --windows, --max-vocab --------------------------------------------------
+
+def test_analyze_text_windows_max_vocab(tmp_path, capsys):
+    text = tmp_path / "corpus.txt"
+    # Counts: the 6, cat 3, sat 2, dog 2, on 1, mat 1, ran 1, hi 1. With --max-vocab 3 the kept words
+    # are the, cat, sat (ties with dog broken by first appearance); dog, on, mat, ran, hi (5 types,
+    # 6 occurrences) become <unk>.
+    text.write_text("The cat sat on the mat.\nThe dog sat.\nHi!\n\nthe cat ran; the dog... the cat\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["ntp", "analyze", "--text", str(text), "--context-length", "2", "--windows", "--max-vocab", "3",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    # Windows: 4 + 1 + 0 + 5 = 10 pairs; "Hi!" has one word and is skipped; the blank line is ignored.
+    assert summary["n_samples"] == 10 and summary["V"] == 4 and summary["d"] == 64
+    assert summary["input"] | {"word_pattern": None} == {
+        "lines": 4, "blank_lines": 1, "tokens": 17, "types": 8, "max_vocab": 3, "unk_tokens": 6, "unk_types": 5,
+        "word_pattern": None, "pairs": "windows", "context_length": 2, "sequences": 4, "skipped_sequences": 1}
+    assert (out / "vocabulary.txt").read_text().split("\n") == ["the", "cat", "sat", "<unk>", ""]
+    printed = capsys.readouterr().out
+    assert "<unk> replaced 6 words (35.3%) of 5 types" in printed
+    assert "skipped 1 lines" in printed
+    # The sizes come before any solver output.
+    assert printed.index("sizes        m=") < printed.index("entropy")
+
+
+def test_analyze_tokens_max_vocab_renumbers_ids(tmp_path):
+    tokens = tmp_path / "ids.txt"
+    tokens.write_text("7 3 3 9\n3 7 3 3\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["ntp", "analyze", "--tokens", str(tokens), "--context-length", "1", "--windows", "--max-vocab", "2",
+                 "--embeddings", "onehot", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["V"] == 3 and summary["n_samples"] == 6
+    assert (summary["input"]["unk_tokens"], summary["input"]["unk_types"]) == (1, 1)
+    assert (out / "vocabulary.txt").read_text().split() == ["3", "7", "<unk>"]
+
+
+def test_analyze_tokens_skips_short_lines(tmp_path):
+    tokens = tmp_path / "ids.txt"
+    tokens.write_text("1 2 3\n4\n1 2 4\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["ntp", "analyze", "--tokens", str(tokens), "--context-length", "2", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_samples"] == 2 and summary["input"]["skipped_sequences"] == 1
+    assert summary["input"]["pairs"] == "last"
+
+
+def test_text_help_shows_the_word_pattern(capsys):
+    from embgeo.ntp.data import WORD_PATTERN
+
+    with pytest.raises(SystemExit):
+        main(["ntp", "analyze", "--help"])
+    assert WORD_PATTERN in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("content, argv, message", [
+    ("caf\u00e9 au lait\n".encode("latin-1"), ["--text", "{f}", "--context-length", "1"],
+     "in.txt:1: not UTF-8 text (byte 0xe9"),
+    (b"one two\nthree\n", ["--text", "{f}", "--context-length", "2"], "no training pairs"),
+    (b"one two\nthree\n", ["--text", "{f}", "--context-length", "2", "--windows"], "no training pairs"),
+    (b" ... !\n", ["--text", "{f}", "--context-length", "1"], "no words"),
+    (b"", ["--text", "{f}", "--context-length", "1"], "no words"),
+    (b"a b c\n", ["--text", "{f}", "--tokens", "{f}", "--context-length", "1"],
+     "--text and --tokens are mutually exclusive"),
+    (b"a b c\n", ["--text", "{f}"], "--context-length is required with --text"),
+    (b"a b c\n", ["--text", "{f}", "--context-length", "1", "--windows", "--autoregressive"],
+     "--windows and --autoregressive are mutually exclusive"),
+    (b"a b c\n", ["--text", "{f}", "--context-length", "1", "--max-vocab", "0"], "--max-vocab: expected an integer"),
+    (b"a b c\n", ["--text", "{f}", "--context-length", "1", "--synthetic", "5,4,3,2"],
+     "--synthetic and --text are mutually exclusive"),
+    (b"", ["--windows"], "--windows applies to --text or --tokens only"),
+    (b"", ["--max-vocab", "5"], "--max-vocab applies to --text or --tokens only"),
+])
+def test_text_bad_input_is_one_line_error(tmp_path, capsys, content, argv, message):
+    path = tmp_path / "in.txt"
+    path.write_bytes(content)
+    assert main(["ntp", "analyze", *[a.replace("{f}", str(path)) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embgeo: error:") and err.count("\n") == 1
+    assert message in err

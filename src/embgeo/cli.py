@@ -16,6 +16,9 @@ import numpy as np
 
 from embgeo.errors import InputError
 
+#: Sizes m,V,d,S of ``ntp analyze`` without a data file: the paper's Figs. 3-4.
+SYNTHETIC_DEFAULT = "50,10,60,6"
+
 
 def _parse_ints(text: str, n: int, what: str) -> list[int]:
     try:
@@ -41,24 +44,91 @@ def _embed_spec(spec: str):
     return lambda contexts: H
 
 
+def _analyze_data(args) -> tuple:
+    """Load the dataset of ``ntp analyze``: ``(data, source, info)``.
+
+    ``--text`` (words) or ``--tokens`` (integer ids) with ``--context-length``, else the
+    ``--synthetic`` generator. ``info`` holds what loading did, for the printout and
+    summary.json: for files the pair mode, skipped lines and (with --text or --max-vocab) the
+    word counts and ``<unk>`` statistics; empty for synthetic data.
+    """
+    from embgeo.ntp import NTPData, synthetic
+
+    if args.text and args.tokens:
+        raise InputError("--text and --tokens are mutually exclusive: give one input file")
+    path = args.text or args.tokens
+    if path is None:
+        for flag, value in (("--context-length", args.context_length), ("--windows", args.windows),
+                            ("--autoregressive", args.autoregressive), ("--max-vocab", args.max_vocab)):
+            if value not in (None, False):
+                raise InputError(f"{flag} applies to --text or --tokens only, not to --synthetic data")
+        m, V, d, S = _parse_ints(args.synthetic or SYNTHETIC_DEFAULT, 4, "--synthetic m,V,d,S")
+        data = synthetic(m, V, d, S, seed=args.seed)
+        return data, f"synthetic(m={m}, V={V}, d={d}, S={S}, seed={args.seed})", {}
+    flag = "--text" if args.text else "--tokens"
+    if args.synthetic is not None:
+        raise InputError(f"--synthetic and {flag} are mutually exclusive: give one data source")
+    if args.context_length is None:
+        raise InputError(f"--context-length is required with {flag}")
+    if args.windows and args.autoregressive:
+        raise InputError("--windows and --autoregressive are mutually exclusive: choose one way to form pairs")
+    if args.max_vocab is not None and args.max_vocab < 1:
+        raise InputError(f"--max-vocab: expected an integer >= 1, got {args.max_vocab}")
+
+    sequences, labels, info = _read_sequences(args)
+    mode = "windows" if args.windows else "autoregressive" if args.autoregressive else "last"
+    data = NTPData.from_sequences(sequences, args.context_length, embed=_embed_spec(args.embeddings),
+                                  autoregressive=args.autoregressive, windows=args.windows,
+                                  token_labels=labels, seed=args.seed)
+    info = {**info, "pairs": mode, "context_length": args.context_length, "sequences": len(sequences),
+            "skipped_sequences": data.n_skipped_sequences}
+    return data, f"{flag[2:]}:{path}", info
+
+
+def _read_sequences(args) -> tuple[list[list[int]], list[str] | None, dict]:
+    """Token-id sequences of --text or --tokens, the tokens' names (None for plain ids) and the
+    reading counts (words, types, <unk>) of :func:`embgeo.ntp.data.limit_vocabulary`."""
+    from embgeo.ntp.data import limit_vocabulary, read_text_file, read_token_file
+
+    if args.text:
+        return read_text_file(args.text, max_vocab=args.max_vocab)
+    sequences = read_token_file(args.tokens)
+    if args.max_vocab is None:
+        return sequences, None, {}
+    # Ids are renumbered by frequency to make V = N + 1; the labels keep the original ids.
+    sequences, labels, info = limit_vocabulary(sequences, args.max_vocab)
+    return sequences, [str(t) for t in labels], info
+
+
+def _print_data(data, source: str, info: dict, seconds: float) -> None:
+    """Print what was loaded and its sizes, before any solver runs (flushed: solvers can be long)."""
+    print(f"data         {source} (loaded in {seconds:.2f} s)")
+    words = "words" if "word_pattern" in info else "tokens"
+    if "types" in info:
+        lines = f" on {info['lines']} lines" if "lines" in info else ""
+        print(f"read         {info['tokens']} {words} of {info['types']} types{lines}")
+    if info.get("unk_types"):
+        print(f"max vocab    {info['max_vocab']} kept + <unk>: <unk> replaced {info['unk_tokens']} {words} "
+              f"({100 * info['unk_tokens'] / info['tokens']:.1f}%) of {info['unk_types']} types")
+    elif info.get("max_vocab") is not None:
+        print(f"max vocab    {info['max_vocab']} >= {info['types']} types: nothing replaced by <unk>")
+    if "pairs" in info:
+        need = 2 if info["pairs"] == "autoregressive" else info["context_length"] + 1
+        print(f"pairs        n={data.n_samples} training pairs ({info['pairs']}, k={info['context_length']}) "
+              f"from {info['sequences']} lines; skipped {info['skipped_sequences']} lines with < {need} tokens")
+    print(f"sizes        m={data.m} contexts, V={data.V} tokens, d={data.d}", flush=True)
+
+
 def ntp_analyze(args) -> dict:
     """Compute every theory object of the NTP paper on one dataset and write them to --out."""
-    from embgeo.ntp import NTPData, entropy, ntp_svm, subspace, synthetic
-    from embgeo.ntp.data import read_token_file
+    from embgeo.ntp import entropy, ntp_svm, subspace
     from embgeo.ntp.theory import is_compatible
 
-    if args.tokens:
-        if args.context_length is None:
-            raise InputError("--context-length is required with --tokens")
-        data = NTPData.from_sequences(read_token_file(args.tokens), args.context_length,
-                                      embed=_embed_spec(args.embeddings), autoregressive=args.autoregressive,
-                                      seed=args.seed)
-        source = f"tokens:{args.tokens}"
-    else:
-        m, V, d, S = _parse_ints(args.synthetic, 4, "--synthetic m,V,d,S")
-        data = synthetic(m, V, d, S, seed=args.seed)
-        source = f"synthetic(m={m}, V={V}, d={d}, S={S}, seed={args.seed})"
-
+    t_load = time.perf_counter()
+    data, source, info = _analyze_data(args)
+    t_load = time.perf_counter() - t_load
+    _print_data(data, source, info, t_load)
+    # -- solving: the solvers' memory estimate and progress report belong here, after the sizes.
     t0 = time.perf_counter()
     F = subspace(data)
     compat = is_compatible(data, F)
@@ -80,10 +150,10 @@ def ntp_analyze(args) -> dict:
         "w_mm_norm": float(np.linalg.norm(svm.W)) if svm is not None and svm.status == "optimal" else None,
         "svm_status": None if svm is None else svm.status,
         "svm_residuals": None if svm is None else svm.residuals,
-        "seconds": {"subspace_and_w_star": t_compat, "separability_and_svm": 0.0 if svm is None else svm.seconds},
+        "seconds": {"load": t_load, "subspace_and_w_star": t_compat,
+                    "separability_and_svm": 0.0 if svm is None else svm.seconds},
+        "input": info,
     }
-    print(f"data         {source}")
-    print(f"sizes        m={data.m} contexts, V={data.V} tokens, d={data.d}")
     print(f"entropy      H = {summary['entropy_nats']:.6f} nats")
     print(f"subspace F   dim F = {F.dim}, dim F_perp = {F.perp_dim}")
     print(f"compatible   {bool(compat)} (residual {compat.residual:.2e})")
@@ -102,9 +172,12 @@ def ntp_analyze(args) -> dict:
             np.save(out / "W_star.npy", compat.W)
         if summary["ntp_margin"] is not None:
             np.save(out / "W_mm.npy", svm.W)
+        if data.token_labels is not None:  # row z of W*, W^mm is the token on line z + 1
+            (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in data.token_labels), encoding="utf-8")
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         print(f"written      {out}/summary.json" + (", W_star.npy" if compat else "")
-              + (", W_mm.npy" if summary["ntp_margin"] is not None else ""))
+              + (", W_mm.npy" if summary["ntp_margin"] is not None else "")
+              + (", vocabulary.txt" if data.token_labels is not None else ""))
     return summary
 
 
@@ -152,15 +225,28 @@ def build_parser() -> argparse.ArgumentParser:
     ntp = sub.add_parser("ntp", help="NTP implicit bias (Thrampoulidis 2024)")
     ntp_sub = ntp.add_subparsers(dest="ntp_command", required=True)
     an = ntp_sub.add_parser("analyze", help="H, F, W*, separability, NTP-SVM of a dataset")
-    an.add_argument("--synthetic", default="50,10,60,6", metavar="m,V,d,S",
-                    help="the paper's Fig. 3-4 generator at these sizes (default: the paper's 50,10,60,6)")
+    an.add_argument("--synthetic", metavar="m,V,d,S",
+                    help=f"the paper's Fig. 3-4 generator at these sizes (the default data; default sizes: the "
+                         f"paper's {SYNTHETIC_DEFAULT})")
+    an.add_argument("--text", metavar="FILE",
+                    help="UTF-8 raw text, one sentence per line, lowercased and split into words by the regex "
+                         "[^\\W_]+(?:'[^\\W_]+)* (letters/digits with inner apostrophes, ’ read as '; "
+                         "everything else separates words)")
     an.add_argument("--tokens", metavar="FILE", help="text file: one sequence of integer token ids per line")
-    an.add_argument("--context-length", type=int, metavar="k", help="context length k (with --tokens)")
+    an.add_argument("--context-length", type=int, metavar="k", help="context length k (required with --text/--tokens)")
+    an.add_argument("--windows", action="store_true",
+                    help="every window of k+1 consecutive tokens of a line is a training pair (sliding window; "
+                         "default: one pair per line, its last token after the k before it)")
     an.add_argument("--autoregressive", action="store_true", help="use all prefixes up to length k (paper App. C)")
+    an.add_argument("--max-vocab", type=int, metavar="N",
+                    help="keep the N most frequent tokens (ties: first appearance), map all others to one extra "
+                         "token <unk> (V = N + 1); with --tokens the kept ids are renumbered by frequency")
     an.add_argument("--embeddings", default="random:64", metavar="SPEC",
-                    help="context embeddings with --tokens: random:D, onehot or FILE.npy (m, d) (default random:64)")
+                    help="context embeddings with --text/--tokens: random:D, onehot or FILE.npy (m, d) "
+                         "(default random:64)")
     an.add_argument("--seed", type=int, default=0, help="seed of the generator / random embeddings (default 0)")
-    an.add_argument("--out", metavar="DIR", help="write summary.json, W_star.npy and W_mm.npy here")
+    an.add_argument("--out", metavar="DIR", help="write summary.json, W_star.npy, W_mm.npy and, when tokens have names "
+                                                     "(--text, --max-vocab), vocabulary.txt here")
     an.set_defaults(func=ntp_analyze)
 
     ls = sub.add_parser("list", help="list the registered experiments")
