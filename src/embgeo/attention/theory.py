@@ -16,13 +16,13 @@ digest with errata: ``shared/notes/attention-trained-embeddings.md`` §3.3 and �
   small dataset, solve (12) for each, and check whether the important-only selection has the
   largest margin 1/‖p̂‖.
 
-Solver (structured, see :func:`max_margin_selection`): the constraint pairs are deduplicated (a
-pair (s, t) occurring in many sequences is one constraint), the tie equalities are merged into
-tie classes (union-find) and eliminated by projecting onto the null space of their rows, pairs
-that become identical modulo the ties are merged again, and the remaining least-distance
-program min ‖p‖ s.t. Ãp ≥ 1 is solved *exactly* through its dual by Lawson–Hanson NNLS
-(LDP, Lawson & Hanson 1974, ch. 23). The NNLS residual decides feasibility: it is zero exactly
-when a Farkas vector w ≥ 0, 1ᵀw = 1, Ãᵀw = 0 exists. Every answer carries its certificate.
+Solver (structured, in :mod:`embgeo.attention.solvers`; see :func:`max_margin_selection`): the
+constraint pairs are deduplicated, the ties merged into classes, conflicts and cycles of the class
+graph detected combinatorially (with exact Farkas vectors), and the reduced problem solved in
+score space by a primal–dual interior point with an exact active-set finish, using only Grams and
+graph Laplacians of at most min(#classes, d) square — never the pairs × d difference matrix. Every
+answer carries its certificate, recomputed from E. (The previous dense LDP/NNLS solver survives as
+a test reference, ``tests/attention/reference_selection.py``.)
 """
 
 from __future__ import annotations
@@ -31,16 +31,14 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import nnls
 
+from embgeo.attention.solvers import FARKAS_RTOL, KKT_RTOL, solve_max_margin
 from embgeo.core.validate import as_float_array
-from embgeo.errors import InputError, ShapeError, SolverError, TooLargeError
+from embgeo.errors import InputError, ShapeError, TooLargeError
 
-#: Relative tolerance of the KKT certificate (margins, complementarity, duality gap).
-KKT_RTOL = 1e-8
-#: A Farkas vector w is accepted when ‖Ãᵀw‖ ≤ FARKAS_RTOL · max_j ‖E_s − E_t‖ (unprojected rows):
-#: then every p meeting the constraints has ‖p‖ ≥ 1/‖Ãᵀw‖, i.e. a margin below FARKAS_RTOL times the data's scale.
-FARKAS_RTOL = 1e-9
+__all__ = ["FARKAS_RTOL", "KKT_RTOL", "MaxMarginSelection", "SelectionComparison", "compare_selections",
+           "max_margin_selection", "selection"]
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +158,7 @@ class MaxMarginSelection:
     pairs : (m, 2) the distinct inequality pairs (s, t): s selected, t not, in some sequence.
     eq_pairs : (k, 2) the distinct tie pairs (s, s'), s < s', selected together in some sequence.
     n_raw : number of inequality constraints before deduplication, Σ_X |𝒮_X|·|X \\ 𝒮_X|.
-    n_rows : number of rows of the reduced program actually solved (after merging tie classes).
+    n_rows : number of distinct class pairs of the reduced program (pairs merged modulo the ties).
     margins : (m,) (E_s − E_t)ᵀp̂ per pair (≥ 1 at the optimum).
     multipliers : (m,) KKT multipliers μ ≥ 0 of the pairs; p̂ = Σ μ_j (E_s − E_t) + Dᵀν.
     eq_multipliers : (k,) multipliers ν of the tie pairs (sign free).
@@ -172,6 +170,13 @@ class MaxMarginSelection:
         span of the tie rows; ``farkas_residual`` = ‖P_⊥ Σ w_j (E_s − E_t)‖. Any p satisfying the
         ties has min_j (E_s − E_t)ᵀp ≤ farkas_residual · ‖p‖, so the margins cannot all reach 1
         unless ‖p‖ ≥ 1/farkas_residual (exactly 0 for a direct conflict such as s > t and t > s).
+        Accepted when ≤ FARKAS_RTOL · max_s ‖E_s‖ over the tokens of the pairs.
+    n_classes : number of tie classes carrying an inequality (nodes of the class graph; 0 if not built).
+    rank : dimension k of the reduced problem (rank of the class rows after removing the tie
+        directions; −1 if not reached).
+    iterations : interior-point iterations (0 when decided combinatorially).
+    method : how the answer was found, e.g. "interior point (score space) + exact active-set
+        finish", "directed cycle", "direct conflict" (the certificate does not depend on it).
     """
 
     status: str
@@ -193,6 +198,10 @@ class MaxMarginSelection:
     gap: float = np.nan
     farkas: np.ndarray | None = None
     farkas_residual: float = np.nan
+    n_classes: int = 0
+    rank: int = -1
+    iterations: int = 0
+    method: str = ""
 
     @property
     def direction(self) -> np.ndarray:
@@ -200,40 +209,6 @@ class MaxMarginSelection:
         if self.status != "optimal" or not self.norm > 0:
             raise InputError(f"direction: undefined for status={self.status!r}, norm={self.norm}")
         return self.p / self.norm
-
-
-class _UnionFind:
-    def __init__(self, n: int):
-        self.parent = np.arange(n)
-
-    def find(self, a: int) -> int:
-        root = a
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[a] != root:
-            self.parent[a], a = root, self.parent[a]
-        return int(root)
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def _constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int):
-    """Distinct inequality pairs (s, t), distinct tie pairs (s < s'), and the raw count."""
-    ineq_codes, eq_codes, n_raw = [], [], 0
-    for u, S in zip(tokens, sel, strict=True):
-        rest = u[~np.isin(u, S)]
-        n_raw += S.size * rest.size
-        if rest.size:
-            ineq_codes.append((S[:, None] * V + rest[None, :]).ravel())
-        if S.size > 1:
-            i, j = np.triu_indices(S.size, k=1)
-            eq_codes.append(S[i] * V + S[j])
-    ineq = np.unique(np.concatenate(ineq_codes)) if ineq_codes else np.zeros(0, dtype=np.int64)
-    eq = np.unique(np.concatenate(eq_codes)) if eq_codes else np.zeros(0, dtype=np.int64)
-    return np.stack([ineq // V, ineq % V], axis=1), np.stack([eq // V, eq % V], axis=1), n_raw
 
 
 def max_margin_selection(E, X, selected, *, pad_id=None) -> MaxMarginSelection:
@@ -252,120 +227,35 @@ def max_margin_selection(E, X, selected, *, pad_id=None) -> MaxMarginSelection:
         are selected (a single int is accepted for a one-token selection).
     pad_id : optional padding id.
 
-    Method
+    Method (:mod:`embgeo.attention.solvers`, in score space a_s = E_sᵀp; never the pairs × d matrix)
     ------
     1. Deduplicate: every (s, t) pair is one constraint however many sequences contain it.
-    2. Tie classes: union-find over the tie pairs; D holds one row E_s − E_root per non-root
-       member. An inequality pair whose two tokens fall in one tie class is a direct conflict
-       (0 ≥ 1): infeasible with a one-pair Farkas certificate.
-    3. Eliminate the equalities: with Q an orthonormal basis of row(D), the feasible p lie in
-       row(D)^⊥ and there (E_s − E_t)ᵀp = ã_jᵀp with ã_j = (I − QQᵀ)(E_s − E_t). Pairs with equal
-       (class(s), class(t)) give equal ã_j and are merged.
-    4. Solve the least-distance program min ‖p‖ s.t. Ãp ≥ 1 exactly by NNLS: with Ãᵀ = UR
-       (thin QR), u = argmin_{u ≥ 0} ‖[R; 1ᵀ]u − e_last‖. If σ = 1 − 1ᵀu > 0 then μ = u/σ are
-       the KKT multipliers and p̂ = Ãᵀμ; if σ = 0, w = u/1ᵀu is a Farkas vector (Ãᵀw = 0).
-    5. Certify: margins, tie residuals, multipliers ≥ 0, complementarity, stationarity in the
-       original coordinates (ν by least squares on D) and the duality gap. An uncertified answer
-       raises :class:`~embgeo.errors.SolverError`; a wrong p is never returned.
+    2. Tie classes: connected components of the tie pairs. A pair inside one class is a direct
+       conflict (0 ≥ 1): infeasible with a one-pair Farkas certificate.
+    3. Class graph: pairs become edges C(s) → C(t), deduplicated; a directed cycle is infeasible
+       with an exact Farkas vector (uniform on the cycle).
+    4. Reduce: class rows P⊥E_root (P⊥ removes the tie directions), a rank-revealing QR gives k
+       coordinates; the problem is min ½‖y‖² s.t. (f_i − f_j)ᵀy ≥ 1, p = Z y.
+    5. Primal–dual interior point with a min(g, k)-square Newton matrix: in score space
+       (M + weighted graph Laplacian, M = (F Fᵀ)⁻¹) when the g class rows are independent, else in
+       embedding space; then an exact finish on the active set (scores fixed by the active edges up
+       to one constant per component, the constants by a small solve, the multipliers by a
+       Laplacian solve). Infeasible in embedding space: the diverging multipliers give a Farkas
+       vector, made exact by NNLS on their support.
+    6. Certify from E in the original coordinates: margins, tie residuals, multipliers ≥ 0,
+       complementarity, stationarity (ν by least squares on a spanning forest of the tie pairs) and
+       the duality gap — or the Farkas residual. An uncertified answer raises
+       :class:`~embgeo.errors.SolverError`; a wrong p is never returned.
+
+    Cost: O(Σ_X |𝒮_X||X|) to build the pairs, d·g·min(d, g) for the reduction, then ~20–40
+    interior-point iterations of O(r + g²) + g³/3 (score space) or O(r k + g k²) + k³/3 (embedding
+    space), r distinct pairs, g classes. Memory O(r + g d + min(g, d)²), estimated first: above
+    ``solvers.MEMORY_BUDGET`` a :class:`~embgeo.errors.TooLargeError` names the sizes.
     """
     E = _check_embeddings(E)
-    V, d = E.shape
-    _, tokens = _check_tokens(X, V, pad_id)
+    _, tokens = _check_tokens(X, E.shape[0], pad_id)
     sel = _check_selected(selected, tokens)
-    pairs, eq_pairs, n_raw = _constraint_pairs(tokens, sel, V)
-    m = len(pairs)
-
-    # tie classes
-    uf = _UnionFind(V)
-    for s, s2 in eq_pairs:
-        uf.union(int(s), int(s2))
-    involved = np.unique(np.concatenate([pairs.ravel(), eq_pairs.ravel()])).astype(np.int64)
-    root = np.arange(V)
-    root[involved] = [uf.find(int(s)) for s in involved]
-    members = involved[root[involved] != involved]
-    D = E[members] - E[root[members]]  # spanning rows of the ties
-    D_all = E[eq_pairs[:, 0]] - E[eq_pairs[:, 1]] if len(eq_pairs) else np.zeros((0, d))
-
-    base = dict(pairs=pairs, eq_pairs=eq_pairs, n_raw=int(n_raw))
-    if m == 0:  # every sequence selects all its tokens: only ties, p̂ = 0 (cf. Lemma 4.4)
-        return MaxMarginSelection("optimal", np.zeros(d), 0.0, np.inf, n_rows=0, margins=np.zeros(0),
-                                  multipliers=np.zeros(0), eq_multipliers=np.zeros(len(eq_pairs)),
-                                  min_margin=np.inf, eq_residual=0.0, stationarity=0.0, complementarity=0.0,
-                                  gap=0.0, **base)
-
-    conflict = np.flatnonzero(root[pairs[:, 0]] == root[pairs[:, 1]])
-    if conflict.size:
-        w = np.zeros(m)
-        w[conflict[0]] = 1.0
-        return MaxMarginSelection("infeasible", np.full(d, np.nan), np.inf, 0.0, n_rows=0, farkas=w,
-                                  farkas_residual=0.0, **base)
-
-    # eliminate ties: orthonormal basis of row(D)
-    if len(D):
-        _, sv, Vt = np.linalg.svd(D, full_matrices=False)
-        rank = int(np.sum(sv > sv[0] * max(D.shape) * np.finfo(float).eps)) if sv.size else 0
-        Q = Vt[:rank].T
-    else:
-        Q = np.zeros((d, 0))
-    keys = root[pairs[:, 0]] * V + root[pairs[:, 1]]
-    ukeys, rep, inv = np.unique(keys, return_index=True, return_inverse=True)
-    A = E[pairs[rep, 0]] - E[pairs[rep, 1]]  # (r, d) one row per merged pair
-    At = A - (A @ Q) @ Q.T
-    r_rows = len(ukeys)
-    U, R = np.linalg.qr(At.T)  # At.T = U R,  ‖Ãᵀμ‖ = ‖Rμ‖
-    M = np.vstack([R, np.ones((1, r_rows))])
-    f = np.zeros(M.shape[0])
-    f[-1] = 1.0
-    u, _ = nnls(M, f, maxiter=max(50 * r_rows, 1000))
-    total = float(u.sum())
-    sigma = 1.0 - total
-    row_scale = float(np.max(np.linalg.norm(A, axis=1)))  # scale of the unprojected rows
-
-    def to_pairs(vec):  # scatter a vector over merged rows onto one representative pair each
-        out = np.zeros(m)
-        out[rep] = vec
-        return out
-
-    if sigma > 0:
-        mu_rows = u / sigma
-        p = U @ (R @ mu_rows)
-        a_all = (E[pairs[:, 0]] - E[pairs[:, 1]]) @ p
-        gamma = float(a_all.min())
-        if gamma > 0:
-            p, a_all = p / gamma, a_all / gamma  # exact feasibility (γ = 1 up to rounding)
-            norm = float(np.linalg.norm(p))
-            mu = to_pairs(mu_rows)
-            resid = p - (E[pairs[:, 0]] - E[pairs[:, 1]]).T @ mu
-            if len(D_all):
-                nu = np.linalg.lstsq(D_all.T, resid, rcond=None)[0]
-                resid = resid - D_all.T @ nu
-                eq_res = float(np.max(np.abs(D_all @ p))) / max(norm * float(np.max(np.linalg.norm(E, axis=1))), 1e-300)
-            else:
-                nu, eq_res = np.zeros(0), 0.0
-            primal = 0.5 * norm**2
-            dual = float(mu_rows.sum()) - 0.5 * float(np.sum((R @ mu_rows) ** 2))
-            cert = dict(
-                min_margin=float(a_all.min()),
-                eq_residual=eq_res,
-                stationarity=float(np.linalg.norm(resid)) / max(norm, 1.0),
-                complementarity=float(np.max(mu * np.abs(a_all - 1.0))) / max(float(mu.max()), 1.0),
-                gap=max(primal - dual, 0.0) / primal,
-            )
-            ok = (cert["min_margin"] >= 1 - KKT_RTOL and cert["eq_residual"] <= KKT_RTOL * 10
-                  and cert["stationarity"] <= 1e-6 and cert["complementarity"] <= 1e-6
-                  and cert["gap"] <= 1e-6 and np.all(mu >= 0))
-            if ok:
-                return MaxMarginSelection("optimal", p, norm, 1.0 / norm, n_rows=r_rows, margins=a_all,
-                                          multipliers=mu, eq_multipliers=nu,
-                                          active=np.flatnonzero(a_all <= 1 + 1e-6), **cert, **base)
-    if total > 0:
-        w_rows = u / total
-        farkas_residual = float(np.linalg.norm(R @ w_rows))
-        if farkas_residual <= FARKAS_RTOL * row_scale:
-            return MaxMarginSelection("infeasible", np.full(d, np.nan), np.inf, 0.0, n_rows=r_rows,
-                                      farkas=to_pairs(w_rows), farkas_residual=farkas_residual, **base)
-    raise SolverError(f"max_margin_selection: NNLS answer could not be certified (sigma={sigma:.3e}, "
-                      f"{r_rows} reduced rows); the problem is probably nearly infeasible or ill-conditioned")
+    return MaxMarginSelection(**solve_max_margin(E, tokens, sel))
 
 
 # ---------------------------------------------------------------------------------------------
