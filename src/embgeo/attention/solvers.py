@@ -22,8 +22,9 @@ difference a_s − a_t, and the solver never forms the (pairs × d) difference m
    0 ≥ length: infeasible, with an exact Farkas vector (uniform on the cycle).
 4. Class embeddings: with P⊥ the projection onto the orthogonal complement of the tie rows
    E_s − E_s' (the p allowed by the ties), class C gets the row P⊥E_root(C). A rank-revealing
-   QR of these rows, P⊥E_rootsᵀ Π = Z R, gives F = Π Rᵀ (g × k, k = rank) and p = Z y with
-   y ∈ R^k: problem (12) becomes  min ½‖y‖²  s.t.  (f_i − f_j)ᵀy ≥ 1  for every edge (i, j).
+   QR of these rows, P⊥E_rootsᵀ Π = Z R, gives (classes renumbered in pivot order) F = Rᵀ
+   (g × k, k = rank, lower-trapezoidal) and p = Z y with y ∈ R^k: problem (12) becomes
+   min ½‖y‖²  s.t.  (f_i − f_j)ᵀy ≥ 1  for every edge (i, j).
 
 **Interior point** (Mehrotra predictor–corrector, primal–dual) on the reduced problem, in one
 of two coordinate systems, chosen so that the Newton matrix is min(g, k) square:
@@ -80,7 +81,7 @@ KKT_RTOL = 1e-8
 #: A Farkas vector w is accepted when ‖P⊥ Σ w_j (E_s − E_t)‖ ≤ FARKAS_RTOL · max_s ‖E_s‖ (over the
 #: tokens of the pairs): then every p meeting the ties has a margin below FARKAS_RTOL times the data's scale.
 FARKAS_RTOL = 1e-9
-#: Stationarity, complementarity and duality gap (relative) accepted by :func:`certify`.
+#: Stationarity, complementarity and duality gap (relative) accepted by :func:`certified`.
 CERT_RTOL = 1e-6
 #: Memory budget (bytes) of one solve; a larger estimate raises TooLargeError.
 MEMORY_BUDGET = 2 * DENSE_BUDGET_BYTES
@@ -92,6 +93,9 @@ IPM_GAP = 1e-10
 IPM_RES = 1e-6
 IPM_LATE = 100.0
 IPM_MAX_ITER = 200
+#: Σλ above this (the rows scaled to max norm 1, so ‖y‖² = Σλ at an optimum) is read as divergence:
+#: an infeasible problem, or one whose margin is below ~3e-7 of the data's scale.
+IPM_DIVERGE = 1e13
 #: Raw pair codes are deduplicated every PAIR_CHUNK codes (bounds the temporary memory).
 PAIR_CHUNK = 1 << 22
 #: Numerical rank of the class rows (scaled to max norm 1): |R_jj| > RANK_RTOL · max(g, d) in the pivoted QR.
@@ -229,9 +233,10 @@ def estimate_bytes(g: int, d: int, r: int, n_tie_rows: int) -> int:
 class Reduced:
     """The reduced problem min ½‖y‖² s.t. (f_i − f_j)ᵀy ≥ 1, y ∈ R^k, p = Z y (see module docstring).
 
-    F : (g, k) class rows in the order of ``perm`` (F[q] belongs to node perm[q]) — F = Rᵀ, R from
-    the pivoted QR, so F is lower-trapezoidal. Z : (d, k) orthonormal. R : (k, g). scale : the
-    rows were divided by it (max ‖E_s‖ over the roots) for a scale-free interior point.
+    F : (g, k) class rows in pivot order (F[q] belongs to node perm[q]); F = Rᵀ with R (k, g) from
+    the pivoted QR, so F is lower-trapezoidal. Z : (d, k) orthonormal. scale : the rows were
+    divided by it (max ‖E_s‖ over the roots), so the interior point's thresholds are scale-free;
+    p = Z y / scale and the multipliers of E are those of F divided by scale².
     """
 
     F: np.ndarray
@@ -256,7 +261,10 @@ def tie_basis(E: np.ndarray, eq_pairs: np.ndarray, tree: np.ndarray) -> np.ndarr
 
 
 def reduce_embeddings(E: np.ndarray, roots: np.ndarray, ties: np.ndarray) -> Reduced:
-    """Class rows P⊥E_roots (g × d) → rank-revealing QR → F = ΠRᵀ (g × k), p = Z y. Cost d g min(d, g)."""
+    """Class rows P⊥E_roots (g × d) → rank-revealing QR → F = Rᵀ (g × k, pivot order), p = Z y.
+
+    ties : orthonormal rows spanning the tie directions (:func:`tie_basis`). Cost d·g·min(d, g).
+    """
     F0 = E[roots]
     if len(ties):
         F0 = F0 - (F0 @ ties.T) @ ties  # ties: orthonormal rows
@@ -297,13 +305,17 @@ def _laplacian_sparse(w: np.ndarray, edges: np.ndarray, g: int) -> sp.csr_matrix
 
 
 class ScoreSpace:
-    """Variables a ∈ R^g (class scores); objective ½ aᵀMa, M = (F Fᵀ)⁻¹ = R⁻¹R⁻ᵀ (F = Rᵀ square)."""
+    """Variables a ∈ R^g (class scores); objective ½ aᵀMa, M = (F Fᵀ)⁻¹ = R⁻¹R⁻ᵀ (F = Rᵀ square).
+
+    Both spaces offer: n (number of variables), g (classes), hess(x) = Hx, scores(x) = a (g,),
+    scores_t(c) = Gᵀc, newton(w, edges) → Cholesky factor of H + GᵀBᵀWBG, y_of(x) → y (k,).
+    """
 
     name = "score space"
 
     def __init__(self, red: Reduced):
         self.red = red
-        self.g = red.F.shape[0]
+        self.g = self.n = red.F.shape[0]
         Rinv = sla.solve_triangular(red.R, np.eye(self.g))
         self.M = Rinv @ Rinv.T
 
@@ -335,7 +347,7 @@ class EmbeddingSpace:
     def __init__(self, red: Reduced):
         self.red = red
         self.F = red.F
-        self.g = red.F.shape[0]
+        self.g, self.n = red.F.shape
 
     def hess(self, x):
         return x
@@ -391,13 +403,11 @@ def interior_point(space, edges: np.ndarray, max_iter: int = IPM_MAX_ITER) -> IP
     Stops when ‖r_p‖∞ and ‖r_d‖∞/max(1, ‖Hx‖∞) are ≤ IPM_RES and sᵀλ/max(1, xᵀHx) ≤ IPM_GAP
     ("converged"; also when the Newton matrix stops being numerically positive definite within
     IPM_LATE times these tolerances, the usual end of the normal equations); when
-    Σλ exceeds 1e13 (the multipliers of an infeasible problem grow without bound: "diverged");
+    Σλ exceeds IPM_DIVERGE (the multipliers of an infeasible problem grow without bound: "diverged");
     or after max_iter iterations or a failed step ("stalled").
     """
-    g = space.g
-    r = len(edges)
-    n = space.red.k if isinstance(space, EmbeddingSpace) else g
-    x, s, lam = np.zeros(n), np.ones(r), np.ones(r)
+    g, r = space.g, len(edges)
+    x, s, lam = np.zeros(space.n), np.ones(r), np.ones(r)  # infeasible start
     status, it = "stalled", 0
     while it < max_iter:
         it += 1
@@ -409,7 +419,7 @@ def interior_point(space, edges: np.ndarray, max_iter: int = IPM_MAX_ITER) -> IP
         if residual <= IPM_RES and gap <= IPM_GAP:
             status = "converged"
             break
-        if lam.sum() > 1e13:
+        if lam.sum() > IPM_DIVERGE:
             status = "diverged"
             break
         try:
@@ -484,7 +494,9 @@ def _grounded_solve(L: np.ndarray, rhs: np.ndarray, hts: Heights) -> np.ndarray:
 
 
 def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray):
-    """Exact solution of the active equalities in score space; (a, μ on act) or None if inconsistent.
+    """Exact solution of the active equalities ``act`` (q, 2) in score space.
+
+    Returns ((a, μ on act), None), or (None, indices into act of edges whose heights disagree).
 
     a = h + τ[comp] with (PᵀMP)τ = −PᵀMh (P the component indicator): the minimum of ½aᵀMa over
     the scores meeting every active equality. Its dual vector c = M a satisfies Σ_comp c = 0, so
@@ -508,10 +520,12 @@ def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray):
 
 
 def finish_embedding(space: EmbeddingSpace, act: np.ndarray, lam_act: np.ndarray):
-    """Exact solution in embedding space; (y, μ on act) or None if inconsistent.
+    """Exact solution of the active equalities ``act`` (q, 2) in embedding space.
 
     y = argmin ‖y‖ s.t. (f_node − f_pred)ᵀy = h_node − h_pred on a spanning forest of the active
     graph (least squares, exact when consistent); μ = λ + Bₐ F z with (Fᵀ Lₐ F) z = y − FᵀBₐᵀλ.
+    Returns ((y, μ on act), None), or (None, indices into act to drop): the edges whose heights
+    disagree, or — when more forest rows than dimensions cannot all hold — the smallest multiplier.
     """
     F, g = space.F, space.g
     hts = heights(g, act)
@@ -519,7 +533,10 @@ def finish_embedding(space: EmbeddingSpace, act: np.ndarray, lam_act: np.ndarray
         return None, hts.bad
     child = np.flatnonzero(hts.pred >= 0)
     rows = F[child] - F[hts.pred[child]]
-    y = np.linalg.lstsq(rows, hts.delta[child].astype(float), rcond=None)[0] if child.size else np.zeros(space.red.k)
+    rhs = hts.delta[child].astype(float)
+    y = np.linalg.lstsq(rows, rhs, rcond=None)[0] if child.size else np.zeros(space.n)
+    if child.size and np.max(np.abs(rows @ y - rhs)) > 1e-9:
+        return None, np.array([int(np.argmin(lam_act))])
     ry = y - F.T @ _edge_sum(lam_act, act, g)
     N = F.T @ (_laplacian_sparse(np.ones(len(act)), act, g) @ F)
     z = np.linalg.lstsq(N, ry, rcond=None)[0]
@@ -541,12 +558,11 @@ def exact_finish(space, edges: np.ndarray, ipm: IPMResult, rounds: int = 6):
             return None
         act = edges[idx]
         out, bad = (finish_score if isinstance(space, ScoreSpace) else finish_embedding)(space, act, lam[idx])
-        if out is None:  # heights disagree: the edge with the smaller multiplier leaves
+        if out is None:  # inconsistent equalities: of the offending edges, the smallest multiplier leaves
             active[idx[bad[np.argmin(lam[idx[bad]])]]] = False
             continue
         x, mu_act = out
-        a = space.scores(x) if isinstance(space, EmbeddingSpace) else x
-        margin = _edge_diff(a, edges)
+        margin = _edge_diff(space.scores(x), edges)
         violated = np.flatnonzero(margin < 1.0 - 1e-10)
         negative = idx[mu_act < -1e-8 * max(float(np.max(np.abs(mu_act))), 1e-300)]
         if violated.size == 0 and negative.size == 0:
