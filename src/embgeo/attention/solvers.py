@@ -338,6 +338,10 @@ class ScoreSpace:
         """y = Fᵀ M a = R⁻ᵀ a (min-norm y with F y = a)."""
         return sla.solve_triangular(self.red.R, x, trans="T")
 
+    def dual(self, a):
+        """c = M a = R⁻¹R⁻ᵀ a by two triangular solves (backward stable, unlike the product with M)."""
+        return sla.solve_triangular(self.red.R, self.y_of(a))
+
 
 class EmbeddingSpace:
     """Variables y ∈ R^k; objective ½‖y‖², scores a = F y."""
@@ -501,6 +505,8 @@ def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray):
     a = h + τ[comp] with (PᵀMP)τ = −PᵀMh (P the component indicator): the minimum of ½aᵀMa over
     the scores meeting every active equality. Its dual vector c = M a satisfies Σ_comp c = 0, so
     the flow equation Bₐᵀμ = c is consistent; μ = λ + Bₐζ with Lₐζ = c − Bₐᵀλ (minimum-norm change).
+    M is ill-conditioned (cond F²), so c is computed by triangular solves and τ refined twice on
+    the residual Pᵀc (iterative refinement): stationarity then holds to ~cond(F)·eps, not cond(F)²·eps.
     """
     g = space.g
     hts = heights(g, act)
@@ -511,9 +517,13 @@ def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray):
     h = hts.h.astype(float)
     PtM = (P.T @ space.M)  # (n_comp, g)
     PtMP = np.asarray((P.T @ PtM.T).T)
-    tau = -sla.cho_solve(sla.cho_factor(PtMP), PtM @ h)
+    factor = sla.cho_factor(PtMP)
+    tau = -sla.cho_solve(factor, PtM @ h)
+    for _ in range(2):
+        c = space.dual(h + tau[hts.comp])
+        tau -= sla.cho_solve(factor, np.bincount(hts.comp, c, n_comp))
     a = h + tau[hts.comp]
-    c = space.M @ a
+    c = space.dual(a)
     L = _laplacian_dense(np.ones(len(act)), act, g)
     zeta = _grounded_solve(L, c - _edge_sum(lam_act, act, g), hts)
     return (a, lam_act + _edge_diff(zeta, act)), None
