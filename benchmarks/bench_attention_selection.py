@@ -28,6 +28,36 @@ Instances ("real-review-like"; token ids are frequency ranks):
   token per sequence, the rest irrelevant), E = E¹ after one full-batch GD step
   (``embgeo.attention.train.one_step`` on ``OneLayerAttention``), selected[i] = its important token.
 
+Fig. 2 instances (``--fig2 [n ...]``, default n = 100, 1000, 10000; the size of the issue that
+asked for the structured solver): ``embgeo.attention.data.synthetic_levels(n, seed=K)`` with the
+paper's Figure-2 defaults (|S| = V = 2048 tokens: 964 irrelevant + 8 levels of 4 + 2^k tokens per
+class, T = 256, δ̃ = 0.05, corrected reading), d = 2048, and E = E⁰ + c·α·v exactly as in ``zipf``:
+rng = default_rng(K), E⁰ = rng.normal(size=(V, d))/√d, then v = rng.normal(size=d)/‖·‖, α = eq. (3)
+of (X, y), c = 1/max|α|. The selection of sequence X_i with label y_i, over its distinct tokens u
+with signed levels ℓ_u (0 irrelevant, ±k for 𝒮_k^{±1}):
+
+* ``own`` (the issue's instance): the token of the highest level of the sequence's own class,
+  argmax ℓ_u·y_i, the smallest id among equals. n = 100 gives 21,539 distinct pairs (the issue:
+  "21k"), n = 1000 142,257 (issue: 138k), n = 10,000 393,362 (issue: 386k; the issue's seed is not
+  known, seeds 0–3 give 139k–142k and 386k–393k). From n = 1000 on the class graph has a cycle: a
+  top token of the other class occurs in a sequence (δ_8 = 0.02) and is selected elsewhere, so
+  s > t and t > s are both asked — infeasible, with an exact Farkas vector.
+* ``own-ties``: every token of that own-class top level (ties) — infeasible for the same reason
+  at every n here (a cycle through the tie classes).
+* ``abs``: the token of the largest |ℓ_u|, smallest id among equals: a fixed total order of the
+  vocabulary, so the class graph is acyclic and (E having full row rank) (12) is feasible at
+  every n — the instances that exercise the interior point at full size.
+* ``abs-ties``: every token of the largest |ℓ_u| (feasible: classes are whole levels).
+
+Each Fig. 2 solve runs in its own subprocess (same thread settings); the child builds the
+instance, reads its peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) before and after the
+solve, and reports both: "peak" is the whole process (python, numpy, the instance: E is 32 MB, X
+20 MB at n = 10,000), "solve" the increase during the solve. The previous solver (dense LDP by NNLS,
+``tests/attention/reference_selection.py``) runs side by side for n ≤ ``--fig2-old-max`` (default
+100: at 1000 the issue saw it killed at 600 s / 11 GB). Certificates: for "optimal" the KKT
+numbers recomputed from E (min margin − 1, relative duality gap, stationarity, complementarity);
+for "infeasible" the Farkas residual ‖P⊥ Σ w_j (E_s − E_t)‖ and how it was found.
+
 Times are wall-clock ``time.perf_counter``: ours is the best of 3 calls, the reference is run once
 and includes building A_in/A_eq and the cvxpy problem (the Clarabel-only time is in brackets).
 Accuracy: ‖p_ours − p_ref‖/‖p_ref‖, both norms, and the reference's minimum margin min A_in p_ref
@@ -47,6 +77,9 @@ assumption1 (n = 1000, T = 64, V = 1000 + 20, d = 128) with the reference; zipf 
 with ours only unless ``--large`` (the reference then took ~16 min and ~16 GB RSS on a loaded 2-core
 machine). ``--sizes`` replaces the default list by zipf instances of the given sizes and runs the
 reference on each.
+
+    python benchmarks/bench_attention_selection.py --fig2                 # n = 100 (old solver too), 1000, 10000
+    python benchmarks/bench_attention_selection.py --fig2 100 1000 --fig2-rules abs abs-ties
 """
 
 import argparse
@@ -74,14 +107,28 @@ def _parse_args() -> argparse.Namespace:
                    help="custom zipf sizes (replace the defaults; reference always runs)")
     p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/Clarabel threads (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the instances (default 0)")
+    p.add_argument("--fig2", type=int, nargs="*", metavar="n",
+                   help="run only the Fig. 2 instances at these n (default 100 1000 10000)")
+    p.add_argument("--fig2-rules", nargs="+", default=list(FIG2_RULES), choices=FIG2_RULES,
+                   help="selection rules of the Fig. 2 instances (default: all)")
+    p.add_argument("--fig2-old-max", type=int, default=100,
+                   help="run the previous NNLS solver side by side for n up to this (default 100)")
+    p.add_argument("--fig2-timeout", type=float, default=1800.0, help="seconds per Fig. 2 solve (default 1800)")
+    p.add_argument("--child", help=argparse.SUPPRESS)  # internal: one Fig. 2 solve, JSON on stdout
     return p.parse_args()
 
 
+FIG2_RULES = ("own", "own-ties", "abs", "abs-ties")
 ARGS = _parse_args()
 set_thread_env(ARGS.threads)  # before numpy is imported
 
+import json  # noqa: E402
 import platform  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import clarabel  # noqa: E402
 import cvxpy as cp  # noqa: E402
@@ -89,7 +136,7 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from embgeo.attention.data import assumption1_data, signed_frequency  # noqa: E402
+from embgeo.attention.data import assumption1_data, signed_frequency, synthetic_levels  # noqa: E402
 from embgeo.attention.theory import max_margin_selection  # noqa: E402
 from embgeo.errors import SolverError  # noqa: E402
 
@@ -107,7 +154,7 @@ A1_IMPORTANT = 10       # assumption1: completely positive (and as many negative
 
 def header() -> None:
     nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print("Max-margin token selection (12): embgeo (dedup + tie elimination + NNLS) vs cvxpy+Clarabel (raw)")
+    print("Max-margin token selection (12): embgeo (structured interior point + exact finish) vs cvxpy+Clarabel (raw)")
     print(f"python {platform.python_version()}  numpy {np.__version__}  scipy {scipy.__version__}  "
           f"cvxpy {cp.__version__}  clarabel {clarabel.__version__}  nproc {nproc}")
     how = "env vars before numpy import + threadpoolctl"
@@ -322,8 +369,141 @@ def summary(rows: list[dict]) -> None:
         print("  " + "  ".join(f"{r[k]!s:>{width[k]}}" for k, _ in COLUMNS))
 
 
-def main() -> None:
+# -- Fig. 2 instances (issue size), one subprocess per solve ---------------------------------------
+
+FIG2_D = 2048
+HERE = Path(__file__).resolve().parent
+
+
+def fig2_instance(n: int, rule: str, seed: int):
+    """(E, X, selected) of the Fig. 2 instances (module docstring): K-level data, E = E⁰ + c·α·v."""
+    data = synthetic_levels(n, seed=seed)
+    V = len(data.levels)
+    rng = np.random.default_rng(seed)
+    alpha = signed_frequency(data.X, data.y, V)
+    E = rng.normal(size=(V, FIG2_D)) / np.sqrt(FIG2_D)
+    v = rng.normal(size=FIG2_D)
+    v /= np.linalg.norm(v)
+    E += (1.0 / np.abs(alpha).max()) * alpha[:, None] * v[None, :]
+    selected = []
+    for x, y in zip(data.X, data.y, strict=True):
+        u = np.unique(x)
+        score = data.levels[u] * y if rule.startswith("own") else np.abs(data.levels[u])
+        top = u[score == score.max()]  # sorted ids: top[0] is the smallest
+        selected.append(top if rule.endswith("ties") else top[:1])
+    return E, data.X, selected
+
+
+def _rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # Linux: KiB
+
+
+def fig2_child(spec: dict) -> None:
+    """One solve (spec: n, rule, seed, solver "new"/"old", save) → a JSON line on stdout."""
     limit_threads(ARGS.threads)
+    E, X, selected = fig2_instance(spec["n"], spec["rule"], spec["seed"])
+    if spec["solver"] == "old":
+        sys.path.insert(0, str(HERE.parent / "tests" / "attention"))
+        from reference_selection import reference_max_margin_selection as solve
+    else:
+        solve = max_margin_selection
+    rss0 = _rss_gb()
+    t0 = time.perf_counter()
+    try:
+        res = solve(E, X, selected)
+    except SolverError as exc:
+        print("RESULT " + json.dumps({"status": f"SolverError: {exc}", "time": time.perf_counter() - t0}))
+        return
+    out = {"time": time.perf_counter() - t0, "rss0": rss0, "rss": _rss_gb(), "status": res.status,
+           "norm": res.norm, "pairs": len(res.pairs), "n_raw": res.n_raw, "eq_pairs": len(res.eq_pairs),
+           "rows": res.n_rows, "method": res.method or "dense LDP by NNLS", "farkas_residual": res.farkas_residual}
+    if spec["solver"] == "new":  # fields the previous solver does not fill
+        out.update(classes=res.n_classes, rank=res.rank, iterations=res.iterations)
+    if res.status == "optimal":
+        out.update(min_margin=res.min_margin, gap=res.gap, stationarity=res.stationarity,
+                   complementarity=res.complementarity, eq_residual=res.eq_residual, active=len(res.active))
+        if spec.get("save"):
+            np.save(spec["save"], res.p)
+    print("RESULT " + json.dumps(out))
+
+
+def fig2_run(spec: dict) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--threads", str(ARGS.threads), "--child", json.dumps(spec)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ARGS.fig2_timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": f"killed after {ARGS.fig2_timeout:.0f} s", "time": time.perf_counter() - t0}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return {"status": f"failed (exit {proc.returncode}): {tail}", "time": time.perf_counter() - t0}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _certificate(r: dict) -> str:
+    if r.get("status") == "optimal":
+        return (f"margin-1 {r['min_margin'] - 1:+.0e} gap {r['gap']:.0e} stat {r['stationarity']:.0e} "
+                f"compl {r['complementarity']:.0e}")
+    if r.get("status") == "infeasible":
+        return f"Farkas residual {r['farkas_residual']:.0e}"
+    return "-"
+
+
+def fig2_main() -> None:
+    sizes = ARGS.fig2 or [100, 1000, 10000]
+    nproc = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print("Max-margin token selection (12) on the Fig. 2 data (K-level model, V = 2048, T = 256, d = 2048)")
+    print(f"python {platform.python_version()}  numpy {np.__version__}  scipy {scipy.__version__}  "
+          f"{platform.processor() or platform.machine()}  nproc {nproc}  threads {ARGS.threads} "
+          f"(BLAS: {blas_threads()})  seed {ARGS.seed}")
+    print("time: perf_counter of the solve only (one run); peak: ru_maxrss of the solving subprocess "
+          "(incl. python, numpy and the instance), +solve: its increase during the solve")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rule in ARGS.fig2_rules:
+            for n in sizes:
+                solvers = ["new"] + (["old"] if n <= ARGS.fig2_old_max else [])
+                found = {}
+                for solver in solvers:
+                    load = os.getloadavg()[0]
+                    save = str(Path(tmp) / f"{rule}-{n}-{solver}.npy")
+                    r = fig2_run({"n": n, "rule": rule, "seed": ARGS.seed, "solver": solver, "save": save})
+                    found[solver] = (r, save)
+                    row = {"rule": rule, "n": n, "solver": "embgeo" if solver == "new" else "old NNLS",
+                           "load": f"{load:.1f}", "pairs": r.get("pairs", "-"), "raw": r.get("n_raw", "-"),
+                           "rows": r.get("rows", "-"), "classes": r.get("classes", "-"), "it": r.get("iterations", "-"),
+                           "time": f"{r['time']:.2f}", "peak": f"{r['rss']:.2f}" if "rss" in r else "-",
+                           "solve": f"{r['rss'] - r['rss0']:.2f}" if "rss" in r else "-",
+                           "status": r["status"], "norm": f"{r['norm']:.10g}" if "norm" in r else "-",
+                           "cert": _certificate(r), "rel": "-"}
+                    rows.append(row)
+                    print(f"  {rule} n={n} {row['solver']}: {r['status']} in {row['time']} s, peak {row['peak']} GB, "
+                          f"{r.get('method', '')}; {row['cert']}")
+                    sys.stdout.flush()
+                new, old = found["new"], found.get("old")
+                if old and new[0].get("status") == old[0].get("status") == "optimal":
+                    p_new, p_old = np.load(new[1]), np.load(old[1])
+                    rows[-1]["rel"] = f"{np.linalg.norm(p_new - p_old) / np.linalg.norm(p_old):.1e}"
+    cols = [("rule", "rule"), ("n", "n"), ("solver", "solver"), ("load", "load"), ("raw", "raw pairs"),
+            ("pairs", "pairs"), ("rows", "class pairs"), ("classes", "classes"), ("it", "IPM it"),
+            ("time", "time [s]"), ("peak", "peak [GB]"), ("solve", "+solve [GB]"), ("status", "status"),
+            ("norm", "|p|"), ("rel", "|p-p_old|/|p_old|"), ("cert", "certificate")]
+    width = {k: max(len(t), *(len(str(r[k])) for r in rows)) for k, t in cols}
+    print("\nsummary")
+    print("  " + "  ".join(f"{t:>{width[k]}}" for k, t in cols))
+    for r in rows:
+        print("  " + "  ".join(f"{r[k]!s:>{width[k]}}" for k, _ in cols))
+
+
+def main() -> None:
+    if ARGS.child:
+        fig2_child(json.loads(ARGS.child))
+        return
+    limit_threads(ARGS.threads)
+    if ARGS.fig2 is not None:
+        fig2_main()
+        return
     header()
     if ARGS.sizes:
         cases = [("zipf", s, True) for s in ARGS.sizes]
