@@ -267,14 +267,17 @@ def test_scale_invariance():
     np.testing.assert_allclose(b.multipliers, 1e6 * a.multipliers, rtol=1e-6, atol=1e-9 * b.multipliers.max())
 
 
-def test_pair_deduplication_in_chunks(monkeypatch):
+@pytest.mark.parametrize("bitmap_max", [0, 1 << 27])  # sorting, or V² bitmaps
+def test_pair_deduplication_in_chunks(monkeypatch, bitmap_max):
     E, X, sel = instance(8, 12, 6, 9, 6, "cells")
-    whole = max_margin_selection(E, X, sel)
-    monkeypatch.setattr(solvers, "PAIR_CHUNK", 5)
-    chunked = max_margin_selection(E, X, sel)
-    np.testing.assert_array_equal(chunked.pairs, whole.pairs)
-    np.testing.assert_array_equal(chunked.eq_pairs, whole.eq_pairs)
-    assert chunked.n_raw == whole.n_raw
+    ineq, ties = naive_constraints(X, sel)
+    monkeypatch.setattr(solvers, "PAIR_BITMAP_MAX", bitmap_max)
+    for chunk in (5, 1 << 22):
+        monkeypatch.setattr(solvers, "PAIR_CHUNK", chunk)
+        res = max_margin_selection(E, X, sel)
+        assert [tuple(q) for q in res.pairs.tolist()] == sorted(ineq)
+        assert [tuple(q) for q in res.eq_pairs.tolist()] == sorted(ties)
+        assert res.n_raw == sum(len(S) * (len(set(x.tolist())) - len(S)) for x, S in zip(X, sel, strict=True))
 
 
 def test_find_cycle_returns_a_closed_directed_walk():

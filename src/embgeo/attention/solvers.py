@@ -8,8 +8,10 @@ Problem (12) for a given selection, with E (V × d) the token embeddings::
     min ‖p‖₂  s.t.  (E_s − E_t)ᵀp ≥ 1   for every sequence X, s ∈ 𝒮_X, t ∈ X \\ 𝒮_X,
                     (E_s − E_s')ᵀp = 0  for s, s' ∈ 𝒮_X.
 
-Everything here works in *score space*: a token's score is a_s = E_sᵀp, every constraint is a
-difference a_s − a_t, and the solver never forms the (pairs × d) difference matrix.
+Every constraint is a difference of token scores a_s = E_sᵀp (a_s − a_t ≥ 1, a_s = a_s'), so the
+constraints are a graph on tokens and the solver never forms the (pairs × d) difference matrix:
+it works with graph incidences and Laplacians, a QR of the involved tokens' rows and, when those
+are independent, their Gram K = F Fᵀ in score space.
 
 **Reduction** (exact).
 
@@ -59,8 +61,11 @@ active set), the interior-point point itself is certified or a SolverError is ra
 **Cost.** Pairs: O(Σ_X |𝒮_X||X|) to enumerate (deduplicated in chunks, so memory is O(r) plus
 a chunk). Reduction: one QR of a d × g matrix (d g min(d, g)) and one SVD of the tie rows.
 Interior point: ~20–40 iterations of O(r + g²) + g³/3 (score space) or O(r k + g k²) + k³/3
-(embedding space). Memory: O(r + g d + min(g, k)²) doubles; estimated before anything big is
-allocated, above the budget a :class:`~embgeo.errors.TooLargeError` names the sizes.
+(embedding space). Memory: O(m) for the m distinct pairs, then O(r + g d + min(g, d)²) doubles,
+estimated (:func:`estimate_bytes`) before anything dense is allocated; above MEMORY_BUDGET a
+:class:`~embgeo.errors.TooLargeError` names the sizes. The Fig. 2 size (V = d = 2048, n = 10,000
+sequences of 256 tokens, ~400k distinct pairs) takes ~10 s and < 1 GB on one core
+(benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -96,8 +101,10 @@ IPM_MAX_ITER = 200
 #: Σλ above this (the rows scaled to max norm 1, so ‖y‖² = Σλ at an optimum) is read as divergence:
 #: an infeasible problem, or one whose margin is below ~3e-7 of the data's scale.
 IPM_DIVERGE = 1e13
-#: Raw pair codes are deduplicated every PAIR_CHUNK codes (bounds the temporary memory).
+#: Raw pair codes are deduplicated every PAIR_CHUNK codes (bounds the temporary memory), in two
+#: V² boolean bitmaps while V² ≤ PAIR_BITMAP_MAX (2 × 128 MB at most), else by sorting.
 PAIR_CHUNK = 1 << 22
+PAIR_BITMAP_MAX = 1 << 27
 #: Numerical rank of the class rows (scaled to max norm 1): |R_jj| > RANK_RTOL · max(g, d) in the pivoted QR.
 RANK_RTOL = 1e-13
 #: Score space (Newton matrix M + Laplacian, M = (F Fᵀ)⁻¹) only while cond(F) ≲ 1/SCORE_MIN_DIAG
@@ -112,13 +119,25 @@ def constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int):
 
     tokens[i] : sorted distinct token ids of sequence i; sel[i] : its sorted selected ids.
     Returns ``pairs`` (m, 2), ``eq_pairs`` (k, 2) int64 sorted by code s·V + t, and
-    n_raw = Σ_X |𝒮_X|·|X \\ 𝒮_X|. Codes are deduplicated every PAIR_CHUNK entries.
+    n_raw = Σ_X |𝒮_X|·|X \\ 𝒮_X|. Codes s·V + t are deduplicated in a V² bitmap when V² ≤
+    PAIR_BITMAP_MAX (no sorting: O(raw + V²)), else by sorting every PAIR_CHUNK codes.
     """
-    def merge(done, parts):
-        return np.union1d(done, np.concatenate(parts)) if parts else done
-
+    bitmap = V * V <= PAIR_BITMAP_MAX
+    seen_ineq = np.zeros(V * V if bitmap else 0, dtype=bool)
+    seen_eq = np.zeros(V * V if bitmap else 0, dtype=bool)
     ineq, eq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ineq_parts, eq_parts, buffered, n_raw = [], [], 0, 0
+
+    def flush():
+        nonlocal ineq, eq, ineq_parts, eq_parts, buffered
+        for parts, seen in ((ineq_parts, seen_ineq), (eq_parts, seen_eq)):
+            if parts and bitmap:
+                seen[np.concatenate(parts)] = True
+        if not bitmap:
+            ineq = np.union1d(ineq, np.concatenate(ineq_parts)) if ineq_parts else ineq
+            eq = np.union1d(eq, np.concatenate(eq_parts)) if eq_parts else eq
+        ineq_parts, eq_parts, buffered = [], [], 0
+
     for u, S in zip(tokens, sel, strict=True):
         rest = u[~np.isin(u, S, assume_unique=True)]
         n_raw += S.size * rest.size
@@ -129,9 +148,10 @@ def constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int):
             eq_parts.append(S[i] * V + S[j])
         buffered += S.size * (rest.size + S.size)
         if buffered >= PAIR_CHUNK:
-            ineq, eq = merge(ineq, ineq_parts), merge(eq, eq_parts)
-            ineq_parts, eq_parts, buffered = [], [], 0
-    ineq, eq = merge(ineq, ineq_parts), merge(eq, eq_parts)
+            flush()
+    flush()
+    if bitmap:
+        ineq, eq = np.flatnonzero(seen_ineq), np.flatnonzero(seen_eq)
     return np.stack([ineq // V, ineq % V], axis=1), np.stack([eq // V, eq % V], axis=1), int(n_raw)
 
 
@@ -763,7 +783,7 @@ def solve_max_margin(E: np.ndarray, tokens: list[np.ndarray], sel: list[np.ndarr
                 info["method"] += how
                 return dict(status="optimal", p=p, norm=norm, margin=1.0 / norm, multipliers=mu,
                             active=np.flatnonzero(cert["margins"] <= 1 + 1e-6), **cert, **info)
-    elif isinstance(space, EmbeddingSpace):
+    elif isinstance(space, EmbeddingSpace):  # diverged or stalled: λ/Σλ may point along a Farkas direction
         w_edges = farkas_finish(space, edges, ipm.lam)
         if w_edges is not None:
             w = per_pair(w_edges)
