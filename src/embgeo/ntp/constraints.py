@@ -28,6 +28,7 @@ probabilities, so they use one group per token.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg as sla
@@ -36,52 +37,82 @@ import scipy.sparse as sp
 from embgeo.ntp.data import NTPData
 
 
-@dataclass(frozen=True)
 class Coordinates:
-    """H̄ = K Bᵀ with B (d × r) orthonormal; ``basis is None`` means B = I (K = H̄, r = d).
+    """H̄ = K Bᵀ with K (m × r) the contexts' coordinates and B (d × r) orthonormal, r = rank H̄.
 
-    Attributes
-    ----------
-    K : (m, r) float64, the contexts' coordinates.
-    basis : (d, r) float64 or None.
+    B is held in one of three ways (the solvers only see K; :meth:`to_w` and :meth:`to_coords`
+    map between W and X = W B):
+
+    * identity (K = H̄, r = d) when d ≤ m and H̄ has full column rank, the usual real-data case;
+    * Cholesky: K = chol(H̄ H̄ᵀ), lower triangular (r = m), and B = H̄ᵀ K⁻ᵀ, never formed, when
+      d > m and cond(H̄) ≤ CHOLESKY_MAX_COND (forming the Gram then costs at most ~1e-8 relative);
+    * explicit B from a pivoted QR of H̄ᵀ otherwise (rank-deficient or ill-conditioned H̄).
     """
 
-    K: np.ndarray
-    basis: np.ndarray | None
+    def __init__(self, K: np.ndarray, *, basis: np.ndarray | None = None, H: np.ndarray | None = None):
+        self.K = K
+        self.basis = basis  # explicit B, or None
+        self._H = H  # set in the Cholesky representation
 
     @property
     def rank(self) -> int:
         """r = rank H̄."""
         return self.K.shape[1]
 
+    @cached_property
+    def gram(self) -> np.ndarray:
+        """G = K Kᵀ = H̄ H̄ᵀ (m × m), computed once."""
+        return self.K @ self.K.T
+
     def to_coords(self, W: np.ndarray) -> np.ndarray:
         """X = W B (V × r): the part of W that the constraints see."""
+        if self._H is not None:
+            return sla.solve_triangular(self.K, (W @ self._H.T).T, lower=True, check_finite=False).T
         return W if self.basis is None else W @ self.basis
 
     def to_w(self, X: np.ndarray) -> np.ndarray:
         """W = X Bᵀ (V × d)."""
+        if self._H is not None:
+            return sla.solve_triangular(self.K, X.T, lower=True, trans="T", check_finite=False).T @ self._H
         return X if self.basis is None else X @ self.basis.T
+
+    def solve_logits(self, Z: np.ndarray) -> np.ndarray:
+        """X (n, m) with X Kᵀ = Z, when r = m (K square and invertible)."""
+        if self._H is not None:
+            return sla.solve_triangular(self.K, Z.T, lower=True, check_finite=False).T
+        return np.linalg.solve(self.K, Z.T).T
+
+
+#: The Cholesky representation of :class:`Coordinates` is used up to this condition number of H̄.
+CHOLESKY_MAX_COND = 1e4
 
 
 def coordinates(H: np.ndarray) -> Coordinates:
     """Context coordinates of the embeddings H̄ (m, d); cost O(m d min(m, d)).
 
-    When d ≤ m and H̄ has full column rank (the usual real-data case) K = H̄ itself. Otherwise a
-    pivoted QR of H̄ᵀ gives the basis, with the rank threshold of ``numpy.linalg.matrix_rank``
-    (|R_ii| > |R_00| · max(m, d) · eps).
+    Rank decisions use the threshold of ``numpy.linalg.matrix_rank`` (σ > σ_max · max(m, d) · eps,
+    read off the diagonal of a QR or Cholesky factor).
     """
     m, d = H.shape
     eps_rank = max(m, d) * np.finfo(float).eps
     if d <= m:
         diag = np.abs(np.diag(np.linalg.qr(H, mode="r")))
         if diag.size and diag.min() > diag.max() * eps_rank:
-            return Coordinates(H, None)
+            return Coordinates(H)
+    else:
+        try:
+            K = np.linalg.cholesky(H @ H.T)
+            rcond = sla.lapack.dtrcon(K, uplo="L")[0]
+            if rcond > 1.0 / CHOLESKY_MAX_COND:
+                return Coordinates(K, H=H)
+        except np.linalg.LinAlgError:
+            pass  # rank H̄ < m
     Q, R, piv = sla.qr(H.T, mode="economic", pivoting=True)
     diag = np.abs(np.diag(R))
     r = int(np.sum(diag > diag[0] * eps_rank)) if diag.size and diag[0] > 0 else 0
     K = np.empty((m, r))
     K[piv] = R[:r].T
-    return Coordinates(K, Q[:, :r])
+    return Coordinates(K, basis=Q[:, :r])
 
 
 @dataclass(frozen=True)

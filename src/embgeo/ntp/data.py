@@ -356,14 +356,20 @@ def synthetic(m: int = 50, V: int = 10, d: int = 60, support_size: int = 6, *, a
         raise InputError(f"alpha: the Dirichlet concentration must be > 0, got {alpha}")
     if not (np.isfinite(embedding_scale) and embedding_scale > 0):
         raise InputError(f"embedding_scale: must be > 0, got {embedding_scale}")
+    check_dense_size("embeddings", (m, d))
     rng = make_rng(seed)
-    P = np.zeros((m, V))
-    for j in range(m):
-        P[j, rng.choice(V, size=S, replace=False)] = rng.dirichlet(np.full(S, float(alpha)))
+    cols = np.empty((m, S), dtype=np.int64)
+    vals = np.empty((m, S))
+    for j in range(m):  # probabilities first, then the support: the draw order of earlier versions
+        vals[j] = rng.dirichlet(np.full(S, float(alpha)))
+        cols[j] = rng.choice(V, size=S, replace=False)
+    P = sp.csr_matrix((vals.ravel(), cols.ravel(), np.arange(0, m * S + 1, S)), shape=(m, V))
     H = embedding_scale * rng.standard_normal((m, d))
     if n_samples is None:
         return NTPData(H, P)
     n = check_positive_int("n_samples", n_samples)
+    check_dense_size("sampled counts", (m, V))
+    P = P.toarray()
     ctx_counts = rng.multinomial(n, np.full(m, 1.0 / m))
     counts = np.array([rng.multinomial(c, P[j]) for j, c in enumerate(ctx_counts)], dtype=float)
     seen = ctx_counts > 0
@@ -371,6 +377,53 @@ def synthetic(m: int = 50, V: int = 10, d: int = 60, support_size: int = 6, *, a
     data = NTPData(H[seen], counts / ctx_counts[:, None], ctx_counts / n)
     data.n_samples = n
     return data
+
+
+def synthetic_large(m: int = 20_000, V: int = 5_000, d: int = 64, mean_support: float = 5.0, *,
+                    token_law: str = "zipf", alpha: float = 1.0, seed: int = 0) -> NTPData:
+    """Sparse next-token data at real-text sizes, for the d ≪ m regime (not a model of the paper).
+
+    Real next-token data have many contexts, few next tokens per context and a few very frequent
+    tokens. Here: support sizes S_j from a Zipf law P(S = s) ∝ s^(−a) on 1..V−1, with the exponent
+    a set (by bisection) so that the mean support is ``mean_support``; the S_j tokens of a support
+    drawn without replacement from a Zipf law P(v) ∝ 1/(v+1) over the vocabulary
+    (``token_law="zipf"``, like words) or uniformly (``"uniform"``); probabilities Dirichlet(alpha);
+    embeddings N(0, I_d); π̂ uniform. Built sparse: memory O(m (d + mean_support)).
+    """
+    m = check_positive_int("m", m)
+    V = check_positive_int("V", V, 2)
+    d = check_positive_int("d", d)
+    if not (np.isfinite(mean_support) and 1.0 <= mean_support < V / 2):
+        raise InputError(f"mean_support: expected a mean support size in [1, V/2), got {mean_support}")
+    if token_law not in ("zipf", "uniform"):
+        raise InputError(f"token_law: expected 'zipf' or 'uniform', got {token_law!r}")
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise InputError(f"alpha: the Dirichlet concentration must be > 0, got {alpha}")
+    check_dense_size("embeddings", (m, d))
+    rng = make_rng(seed)
+    s = np.arange(1, V, dtype=np.float64)
+    lo, hi = 0.0, 10.0  # the mean of s^(-a) on 1..V-1 decreases from (V)/2 to 1 as a grows
+    for _ in range(200):
+        a = 0.5 * (lo + hi)
+        q = s ** -a
+        lo, hi = (a, hi) if (s @ q) / q.sum() > mean_support else (lo, a)
+    q = s ** -a
+    sizes = rng.choice(s.astype(np.int64), size=m, p=q / q.sum())
+    law = 1.0 / np.arange(1, V + 1) if token_law == "zipf" else np.ones(V)
+    law /= law.sum()
+    cdf = np.cumsum(law)
+    cols, vals = [], []
+    for S in sizes:
+        drawn = np.unique(np.searchsorted(cdf, rng.random(4 * S + 8) * cdf[-1], side="right"))
+        if drawn.size >= S:  # S of the distinct tokens of 4S + 8 draws from the law
+            drawn = rng.permutation(drawn)[:S]
+        else:  # a long support under a skewed law: numpy's sampling without replacement
+            drawn = rng.choice(V, size=S, replace=False, p=law)
+        cols.append(np.minimum(drawn, V - 1))
+        vals.append(rng.dirichlet(np.full(S, float(alpha))))
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    P = sp.csr_matrix((np.concatenate(vals), np.concatenate(cols), indptr), shape=(m, V))
+    return NTPData(rng.standard_normal((m, d)), P)
 
 
 #: Support pattern of the Fig. 1-2 toy, 0-based (the paper's words 1..5 are tokens 0..4).

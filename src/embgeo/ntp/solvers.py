@@ -91,12 +91,14 @@ class EqualitySystem:
     K : (m, r) context coordinates.
     grp, ctx : (|Q|,) int arrays, the pattern, sorted by (grp, ctx), every context present.
     weights : (G,) positive group weights n_g.
+    gram : optional (m, m) K Kᵀ, to read the per-group Gram blocks from.
 
     The factorization depends on the pattern and the weights only; :meth:`solve` takes c.
     """
 
-    def __init__(self, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray, weights: np.ndarray):
-        self.K, self.grp, self.ctx = K, grp, ctx
+    def __init__(self, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray, weights: np.ndarray,
+                 gram: np.ndarray | None = None):
+        self.K, self.grp, self.ctx, self.gram = K, grp, ctx, gram
         self.weights = np.asarray(weights, dtype=np.float64)
         self.m, self.r = K.shape
         G = len(self.weights)
@@ -109,18 +111,32 @@ class EqualitySystem:
 
     # -- per-group SVDs ------------------------------------------------------------------------
     def _bucket(self, groups: np.ndarray, q: int) -> dict:
-        """SVDs of K_g for the groups with q pairs: U (n, q, q), inv2 = n_g/σ² (0 on null directions)."""
+        """Factors of K_g K_gᵀ for the groups with q pairs: U (n, q, q), inv2 = n_g/σ² (0 on null directions).
+
+        Well-conditioned blocks (the usual case) come from an eigendecomposition of the q × q Gram
+        K_g K_gᵀ (gathered from the m × m Gram when it is given); blocks with σ_min/σ_max < 1e-4,
+        where squaring would cost accuracy, and blocks with q > r from an SVD of K_g itself.
+        """
         r = self.r
         idx = self.ptr[groups][:, None] + np.arange(q)  # (n, q) positions in the pattern
-        Kb = self.K[self.ctx[idx]]  # (n, q, r)
-        if q <= r:
-            U, s, _ = np.linalg.svd(Kb, full_matrices=False)
-        else:  # more pairs than dimensions: complete U with the null space of K_gᵀ
+        c = self.ctx[idx]
+        if q > r:  # more pairs than dimensions: complete U with the null space of K_gᵀ
             check_dense_size("left singular vectors of one token's contexts", (len(groups), q, q),
                              "a token follows too many contexts for the exact path; see ntp.theory's "
                              "pair certificates for data with d ≪ m")
-            U, s, _ = np.linalg.svd(Kb, full_matrices=True)
+            U, s, _ = np.linalg.svd(self.K[c], full_matrices=True)
             s = np.concatenate([s, np.zeros((len(groups), q - r))], axis=1)
+        else:
+            if self.gram is not None:
+                Gb = self.gram[c[:, :, None], c[:, None, :]]
+            else:
+                Gb = self.K[c] @ self.K[c].swapaxes(1, 2)
+            lam, U = np.linalg.eigh(Gb)
+            lam, U = lam[:, ::-1], U[:, :, ::-1]  # descending, as from an SVD
+            s = np.sqrt(np.maximum(lam, 0.0))
+            shaky = np.flatnonzero(s[:, -1] < 1e-4 * s[:, 0])
+            if shaky.size:
+                U[shaky], s[shaky], _ = np.linalg.svd(self.K[c[shaky]], full_matrices=False)
         tol = s[:, :1] * max(q, r) * np.finfo(float).eps
         keep = s > tol
         inv2 = np.where(keep, 1.0 / np.where(keep, s, 1.0) ** 2, 0.0) * self.weights[groups][:, None]
@@ -197,8 +213,10 @@ class EqualitySystem:
                               "too close to dependent for an exact solve)") from None
 
     # -- solving -------------------------------------------------------------------------------
-    def solve(self, c: np.ndarray) -> EqualitySolution:
+    def solve(self, c: np.ndarray, check: bool = True) -> EqualitySolution:
         """Solve for the right-hand sides c (|Q|,) of x_gᵀ k_j − t_j = c_{gj}.
+
+        ``check=False`` skips the residuals (an extra pass over the pattern) for internal use.
 
         If the rank-deficient groups make C t = d unsolvable, returns ``consistent=False`` with the
         least-squares t (x_g = K_g⁺ y_g then minimises the residual of every group) and a
@@ -236,7 +254,8 @@ class EqualitySystem:
             g = (self.S_dense @ t + b)[self.touched]
             nu = -self.Uc[:, :k] @ ((self.Vc[:, :k].T @ g) / self.sc)
         X, lam = self._recover(t, c, nu)
-        return EqualitySolution(X, t, lam, consistent, self._residuals(X, t, lam, c, c_res), cert)
+        residuals = self._residuals(X, t, lam, c, c_res) if check else {"constraints": c_res}
+        return EqualitySolution(X, t, lam, consistent, residuals, cert)
 
     def _constraint_rhs(self, c: np.ndarray) -> np.ndarray:
         """d = −N_gᵀ c_g stacked over the null directions of the rank-deficient groups."""
@@ -299,8 +318,9 @@ class EqualitySystem:
 def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
     """x_{grp_i}ᵀ k_{ctx_i} for every pair i, in chunks (no |Q| × r temporary)."""
     out = np.empty(len(grp))
-    for s in range(0, len(grp), CHUNK):
-        e = min(s + CHUNK, len(grp))
+    step = max(64, 2**17 // max(K.shape[1], 1))  # chunks of ~1 MB stay in cache
+    for s in range(0, len(grp), step):
+        e = min(s + step, len(grp))
         out[s:e] = np.einsum("ij,ij->i", X[grp[s:e]], K[ctx[s:e]])
     return out
 
@@ -395,6 +415,38 @@ def project_dual(z: np.ndarray, weight: np.ndarray, ctx: np.ndarray, off: np.nda
     return x - np.where(free, resid[ctx] * weight, 0.0)
 
 
+
+def project_dual_dense(z: np.ndarray, weight: np.ndarray, off: np.ndarray, tau: np.ndarray | None = None,
+                       max_newton: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`project_dual` for a dense (G, m) array: columns are contexts, ``weight`` (G,) = 1/L_g.
+
+    The same Newton iterations on every column at once, O(G m) per step, no sorting. Since each
+    g_j is concave and decreasing, Newton converges from any start (a step from the left of the
+    root lands right of it, from where it decreases monotonically), so ``tau`` from the previous
+    call is a good start. Returns (x, τ).
+    """
+    free = ~off
+    w = weight[:, None]
+    w_free = np.sum(np.where(free, w, 0.0), axis=0)
+    if tau is None:
+        tau = np.sum(np.where(free, z, 0.0), axis=0) / w_free
+    x = np.empty_like(z)
+    for _ in range(max_newton):
+        np.multiply(tau, w, out=x)
+        np.subtract(z, x, out=x)
+        neg = x < 0
+        neg |= free
+        x *= neg
+        step = np.sum(x, axis=0) / (w_free + np.sum(np.where(neg & off, w, 0.0), axis=0))
+        tau = tau + step
+        if not np.any(np.abs(step) > 1e-15 * (np.abs(tau) + 1e-300)):
+            break
+    np.multiply(tau, w, out=x)
+    np.subtract(z, x, out=x)
+    x[off] = np.minimum(x[off], 0.0)
+    x -= np.where(free, (np.sum(x, axis=0) / w_free) * w, 0.0)  # exact column sums
+    return x, tau
+
 # -- the NTP-SVM dual on a working set ------------------------------------------------------------------
 
 #: A Farkas matrix is accepted when ‖Ψ H̄‖ ≤ FARKAS_RTOL · √2 max_j ‖h̄_j‖ (with Σ_off Ψ = −1): every
@@ -404,6 +456,10 @@ FARKAS_RTOL = 1e-9
 ACTIVE_RTOL = 1e-6
 #: Pairs per context added to the working set in one round of the full pass.
 ADD_PER_CONTEXT = 8
+#: Up to this many group × context pairs the dual is a dense array (about ten copies are alive).
+DENSE_DUAL_MAX = 40_000_000
+#: The exact active-set solve is tried when its per-group SVDs cost at most this many flops.
+POLISH_MAX_FLOPS = 2e10
 
 
 @dataclass
@@ -445,10 +501,11 @@ class SVMDual:
     K : (m, r) context coordinates.
     support : (G, m) csr 0/1 matrix, row g = the contexts J_g where group g is in the support.
     weights : (G,) n_g, the number of tokens in each group.
+    gram : optional (m, m) K Kᵀ (see :class:`EqualitySystem`).
     """
 
-    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray):
-        self.K = K
+    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray, gram: np.ndarray | None = None):
+        self.K, self.gram = K, gram
         self.G, self.m = support.shape
         self.support = support.tocsr()
         self.support.sort_indices()
@@ -456,7 +513,7 @@ class SVMDual:
         self.weights = np.asarray(weights, dtype=np.float64)
         coo = self.support.tocoo()
         self.pg, self.pj = coo.row.astype(np.int64), coo.col.astype(np.int64)  # sorted by (g, j)
-        self.EP = EqualitySystem(K, self.pg, self.pj, self.weights)  # weighted projection onto F⊥
+        self.EP = EqualitySystem(K, self.pg, self.pj, self.weights, gram)  # weighted projection onto F⊥
         self._EP1 = None
         self.scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
 
@@ -495,7 +552,7 @@ class SVMDual:
     # -- primal points ---------------------------------------------------------------------------
     def primal_from(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The weighted projection of X onto F⊥ (supports tied): (X̃, t)."""
-        sol = self.EP.solve(-row_dots(X, self.K, self.pg, self.pj))
+        sol = self.EP.solve(-row_dots(X, self.K, self.pg, self.pj), check=False)
         return X + sol.X, sol.t
 
     # -- the solver ------------------------------------------------------------------------------
@@ -511,6 +568,10 @@ class SVMDual:
         """
         deadline = None if max_seconds is None else time.perf_counter() + max_seconds
         self.next_polish = 1e-6
+        if self.G * self.m <= DENSE_DUAL_MAX:
+            return self._solve_dense(tol=tol, max_iter=max_iter, check_every=check_every,
+                                     detect_infeasible=detect_infeasible, separate_only=separate_only,
+                                     deadline=deadline, progress=progress)
         lay = self._layout(*self._initial_working_set())
         psi = np.zeros(len(lay["g"]))
         best = SVMOutcome("max_iter")
@@ -548,6 +609,92 @@ class SVMDual:
             if res["status"] in ("time_limit", "max_iter", "stalled"):
                 best.status = res["status"]
                 return best
+
+    def _solve_dense(self, *, tol, max_iter, check_every, detect_infeasible, separate_only, deadline,
+                     progress) -> SVMOutcome:
+        """The dual on every off-support pair, Ψ a dense (G, m) array: two GEMMs per iteration (one
+        with the m × m Gram when r ≥ m/2). Used when the off-support pairs are few enough to store;
+        with rank H̄ close to m most of them are active and a working set would not save anything."""
+        K, n = self.K, self.weights
+        off = self.support.toarray() == 0
+        offf = off.astype(np.float64)
+        gram = (self.gram if self.gram is not None else K @ K.T) if 2 * K.shape[1] >= self.m else None
+        w = n / max(float(np.linalg.norm(K, 2)) ** 2, 1e-300)  # 1/L_g, L_g = σ_max(K)²/n_g
+        wcol = w[:, None]
+
+        def logits(Psi):
+            A = Psi / n[:, None]
+            return A @ gram if gram is not None else (A @ K) @ K.T
+
+        x = np.zeros((self.G, self.m))
+        y, tk, last, tau = x.copy(), 1.0, x.copy(), None
+        best = SVMOutcome("max_iter", working_set=int(off.sum()), rounds=1)
+        best_x = None
+        gaps: list[float] = []
+        for it in range(1, max_iter + 1):
+            x_new, tau = project_dual_dense(y - wcol * (logits(y) + offf), w, off, tau)
+            if np.sum((y - x_new) * (x_new - x) / wcol) > 0:  # adaptive restart
+                tk, y = 1.0, x_new
+            else:
+                t_next = 0.5 * (1 + np.sqrt(1 + 4 * tk * tk))
+                y = x_new + ((tk - 1) / t_next) * (x_new - x)
+                tk = t_next
+            x = x_new
+            if it % check_every and it != max_iter:
+                continue
+            best.iterations = it
+            Xd = (x / n[:, None]) @ K
+            dual = -(0.5 * float(np.sum(n * np.sum(Xd * Xd, axis=1))) + float(np.sum(x[off])))
+            Xp, tp = self.primal_from(Xd)
+            gamma = scan_off_support(Xp, tp, K, self.support_csc).min_margin
+            timed_out = deadline is not None and time.perf_counter() > deadline
+            if progress is not None:
+                progress(it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
+                              "working_set": best.working_set, "rounds": 1})
+            if not gamma > 0:
+                if detect_infeasible:
+                    mu = np.where(off, np.maximum(last - x, 0.0), 0.0)
+                    gi, ji = np.nonzero(mu)
+                    if gi.size:
+                        far = self.farkas_from(gi, ji, mu[gi, ji] / mu[gi, ji].sum())
+                        if far is not None:
+                            best.status, best.farkas = "infeasible", far
+                            return best
+                last = x.copy()
+                if timed_out:
+                    best.status = "time_limit"
+                    return _with_dual_point(best, best_x)
+                continue
+            last = x.copy()
+            Xp, tp = Xp / gamma, tp / gamma
+            primal = 0.5 * float(np.sum(n * np.sum(Xp * Xp, axis=1)))
+            if primal < best.primal:
+                best.X, best.t, best.primal = Xp, tp, primal
+            if dual > best.dual:
+                best.dual, best_x = dual, x.copy()
+            if separate_only:
+                best.status = "separable"
+                return _with_dual_point(best, best_x)
+            gap = best.gap
+            if gap <= tol:
+                best.status = "optimal"
+                return _with_dual_point(best, best_x)
+            if gap <= self.next_polish:
+                self.next_polish = gap / 100
+                ag, aj = np.nonzero(off & (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL))
+                if self._polish_cost(ag) <= POLISH_MAX_FLOPS:
+                    polished = self._polish_pairs(ag, aj)
+                    if polished is not None and polished.gap <= max(tol, 1e-10):
+                        polished.iterations, polished.rounds, polished.working_set = it, 1, best.working_set
+                        return polished
+            gaps.append(gap)
+            if timed_out:
+                best.status = "time_limit"
+                return _with_dual_point(best, best_x)
+            if gap < 1e-6 and len(gaps) > 400 and gaps[-1] > 0.5 * gaps[-401]:
+                best.status = "stalled"
+                return _with_dual_point(best, best_x)
+        return _with_dual_point(best, best_x)
 
     def _initial_working_set(self) -> tuple[np.ndarray, np.ndarray]:
         """The empty group against every context, and each context's strongest competitors under a
@@ -646,19 +793,23 @@ class SVMDual:
             best.dual, best.dual_point = dual, (lay["g"].copy(), lay["j"].copy(), psi.copy())
 
     def _polish(self, lay: dict, Xc: np.ndarray, tc: np.ndarray) -> SVMOutcome | None:
-        """Exact solve with the guessed active set as equalities; accepted only as a KKT point."""
+        """Exact solve with the working-set pairs that are (nearly) tight at (Xc, tc) as equalities."""
         off = lay["off"]
         wg, wj = lay["g"][off], lay["j"][off]
-        marg = tc[wj] - row_dots(Xc, self.K, wg, wj)
-        act = marg <= 1.0 + ACTIVE_RTOL
-        g = np.concatenate([self.pg, wg[act]])
-        j = np.concatenate([self.pj, wj[act]])
-        c = np.concatenate([np.zeros(len(self.pg)), -np.ones(int(act.sum()))])
-        is_off = np.concatenate([np.zeros(len(self.pg), bool), np.ones(int(act.sum()), bool)])
+        act = tc[wj] - row_dots(Xc, self.K, wg, wj) <= 1.0 + ACTIVE_RTOL
+        return self._polish_pairs(wg[act], wj[act])
+
+    def _polish_pairs(self, ag: np.ndarray, aj: np.ndarray) -> SVMOutcome | None:
+        """Solve min ½Σ n_g‖x_g‖² with (6a) and the pairs (ag, aj) tight as equalities; accept it only
+        as a KKT point of the full problem (multipliers of the sign of (6b), every margin ≥ 1)."""
+        g = np.concatenate([self.pg, ag])
+        j = np.concatenate([self.pj, aj])
+        c = np.concatenate([np.zeros(len(self.pg)), -np.ones(len(ag))])
+        is_off = np.concatenate([np.zeros(len(self.pg), bool), np.ones(len(ag), bool)])
         order = np.lexsort((j, g))
         g, j, c, is_off = g[order], j[order], c[order], is_off[order]
         try:
-            system = EqualitySystem(self.K, g, j, self.weights)
+            system = EqualitySystem(self.K, g, j, self.weights, self.gram)
         except SolverError:
             return None
         sol = system.solve(c)
@@ -682,6 +833,11 @@ class SVMDual:
         dual = -self._objective(lay_p, psi, self._rows(lay_p, psi))
         return SVMOutcome("optimal", X, t, primal, dual, (g, j, psi), polished=True)
 
+    def _polish_cost(self, ag: np.ndarray) -> float:
+        """Flops of the per-group SVDs of an exact solve with the active pairs of groups ``ag``."""
+        q = np.diff(self.support.indptr) + np.bincount(ag, minlength=self.G)
+        return float(np.sum(q.astype(float) ** 2 * self.K.shape[1]))
+
     # -- infeasibility -----------------------------------------------------------------------------
     def _farkas(self, lay: dict, direction: np.ndarray):
         """(grp, ctx, Ψ, perp) from a diverging dual: μ = the off-support part of −direction,
@@ -703,7 +859,7 @@ class SVMDual:
         keep = mu > 0
         wg, wj, mu = wg[keep], wj[keep], mu[keep]
         if self._EP1 is None:
-            self._EP1 = EqualitySystem(self.K, self.pg, self.pj, np.ones(self.G))
+            self._EP1 = EqualitySystem(self.K, self.pg, self.pj, np.ones(self.G), self.gram)
         # Λ⁰: the column sums of −μ compensated on the first support pair of each context.
         colsum = np.bincount(wj, weights=mu, minlength=self.m)
         first = np.full(self.m, -1)
@@ -726,3 +882,11 @@ class SVMDual:
 def _unique_pairs(g: np.ndarray, j: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     keys = np.unique(g.astype(np.int64) * m + j)
     return keys // m, keys % m
+
+
+def _with_dual_point(out: SVMOutcome, Psi: np.ndarray | None) -> SVMOutcome:
+    """Attach a dense dual point (G, m) as its nonzero pairs."""
+    if Psi is not None:
+        g, j = np.nonzero(Psi)
+        out.dual_point = (g, j, Psi[g, j])
+    return out

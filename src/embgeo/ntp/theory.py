@@ -45,6 +45,7 @@ from embgeo.ntp.constraints import (
 )
 from embgeo.ntp.data import NTPData
 from embgeo.ntp.solvers import (
+    DENSE_T_MAX,
     FARKAS_RTOL,
     EqualitySystem,
     SVMDual,
@@ -169,7 +170,7 @@ class Subspace:
     @cached_property
     def system(self) -> EqualitySystem:
         """The factored equality problem on the support pairs (one group per token, weights 1)."""
-        return EqualitySystem(self.coords.K, self._grp, self._ctx, np.ones(len(self.tokens)))
+        return EqualitySystem(self.coords.K, self._grp, self._ctx, np.ones(len(self.tokens)), _gram(self.coords))
 
     @cached_property
     def dim(self) -> int:
@@ -215,6 +216,11 @@ class Subspace:
         return Vt[:self.dim].reshape(self.dim, V, d)
 
 
+def _gram(coords: Coordinates) -> np.ndarray | None:
+    """The m × m Gram of the contexts when it is small enough to keep (m ≤ DENSE_T_MAX)."""
+    return coords.gram if coords.K.shape[0] <= DENSE_T_MAX else None
+
+
 def subspace(data: NTPData) -> Subspace:
     """The data subspace F of eq. (5), with projections onto F and F⊥ and its dimension."""
     return Subspace(data)
@@ -233,7 +239,8 @@ class Compatibility:
         W* ∈ F, the minimum-norm solution of (4), when compatible.
     residual : float
         max over the anchor rows of |(e_{z_j} − e_z)ᵀ W h̄_j − log(p̂_{j,z_j}/p̂_{j,z})| at W (at the
-        least-squares point when not compatible; NaN when a pair certificate decided).
+        least-squares point when not compatible; when a pair certificate decided, a lower bound on
+        this maximum that holds for every W).
     tolerance : float
         The threshold ``residual`` was held to: COMPAT_RTOL · max(1, max |log-odds|).
     certificate : scipy.sparse.csr_matrix (m, V) or None
@@ -270,11 +277,11 @@ def is_compatible(data: NTPData, subspace_: Subspace | None = None) -> Compatibi
     *_, b = anchor_rows(data)
     tol = COMPAT_RTOL * max(1.0, float(np.max(np.abs(b), initial=0.0)))
     if F.coords.rank < data.m:
-        pair = _pair_compatibility_certificate(data, F)
+        pair = _pair_compatibility_certificate(data, F, tol)
         if pair is not None:
-            return Compatibility(False, None, float("nan"), tol, *pair, method="pair of tokens tied on more "
+            return Compatibility(False, None, *pair[:1], tol, *pair[1:], method="pair of tokens tied on more "
                                  "contexts than their span (least-squares residual)")
-    sol = F.system.solve(F._logp)
+    sol = F.system.solve(F._logp, check=False)  # the anchor residual below is the certificate
     residual = _anchor_residual(data, F, sol.X)
     if residual <= tol:
         return Compatibility(True, F.coords.to_w(F._token_rows(sol.X)), residual, tol,
@@ -301,10 +308,16 @@ def _token_certificate(data: NTPData, F: Subspace, lam: np.ndarray) -> tuple[sp.
     return sp.csr_matrix((lam, (F._ctx, F._tok)), shape=(data.m, data.V)), norm
 
 
-def _pair_compatibility_certificate(data: NTPData, F: Subspace):
+def _pair_compatibility_certificate(data: NTPData, F: Subspace, tol: float):
     """Two tokens u, v in the supports of the same contexts J, |J| > r: (4) asks
     (x_u − x_v)ᵀk_j = log(p̂_{j,u}/p̂_{j,v}) on J, overdetermined. If the right-hand side leaves
-    range K_J by y ≠ 0, λ = ∓y/‖y‖² on (u, J), (v, J) is a certificate (balanced, ⟂ K_J, ⟨λ, log p̂⟩ = −1)."""
+    range K_J by y ≠ 0, λ = ∓y/‖y‖² on (u, J), (v, J) is a certificate (balanced, ⟂ K_J, ⟨λ, log p̂⟩ = −1).
+
+    Every W then has ‖pair residuals on J‖₂ ≥ ‖y‖, so some pair equation is off by ≥ ‖y‖/√|J| and,
+    as a pair equation is the difference of two anchor equations, some anchor residual of (4) is
+    ≥ ‖y‖/(2√|J|): returned as the residual, and the certificate is used only if that bound
+    exceeds ``tol``. Returns (residual bound, certificate, certificate norm) or None.
+    """
     K, r = F.coords.K, F.coords.rank
     Pt = data.probs.T.tocsr()
     for u, v, J in _heavy_pairs(Pt, r):
@@ -312,7 +325,8 @@ def _pair_compatibility_certificate(data: NTPData, F: Subspace):
         lv = np.log(np.asarray(Pt[v, J].todense()).ravel())
         y = _out_of_range(K[J], lu - lv)
         yy = float(y @ y)
-        if not yy > 1e-18 * max(1.0, float(np.sum((lu - lv) ** 2))):
+        bound = float(np.sqrt(yy / len(J)) / 2)
+        if not bound > tol:
             continue
         lam = np.concatenate([-y, y]) / yy
         rows, cols = np.concatenate([J, J]), np.concatenate([np.full(len(J), u), np.full(len(J), v)])
@@ -320,7 +334,7 @@ def _pair_compatibility_certificate(data: NTPData, F: Subspace):
         norm = float(np.sqrt(2.0) * np.linalg.norm(y @ K[J]) / yy)
         scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
         if norm * max(1.0, float(np.max(np.abs(lu - lv)))) <= FARKAS_RTOL * scale:
-            return cert, norm
+            return bound, cert, norm
     return None
 
 
@@ -340,6 +354,7 @@ def _heavy_pairs(Pt: sp.csr_matrix, r: int, limit: int = 50):
     if heavy.size < 2:
         return
     B = Pt[heavy]
+    B.data = np.ones_like(B.data)  # counts of shared columns, whatever the entries
     co = sp.triu(B @ B.T, k=1).tocoo()
     keep = co.data > r
     order = np.argsort(-co.data[keep], kind="stable")[:limit]
@@ -361,12 +376,9 @@ def w_star(data: NTPData, subspace_: Subspace | None = None) -> np.ndarray:
 
 
 def _not_compatible_message(res: Compatibility) -> str:
-    if res.certificate_norm is not None and not np.isfinite(res.residual):
-        why = f"a certificate shows no W with ‖W‖ < {1 / max(res.certificate_norm, 1e-300):.3g} solves them"
-    else:
-        why = f"their least-squares residual is {res.residual:.3g} > {res.tolerance:.3g}"
-    return f"the data are not NTP_H-compatible (Def. 1): the log-odds equations (4) have no solution ({why}), " \
-           "so W* does not exist"
+    how = "every W leaves a residual ≥" if res.method.startswith("pair") else "the least-squares residual is"
+    return (f"the data are not NTP_H-compatible (Def. 1): the log-odds equations (4) have no solution ({how} "
+            f"{res.residual:.3g} > {res.tolerance:.3g}; {res.method}), so W* does not exist")
 
 
 # -- separability (Def. 2, eq. 6) ------------------------------------------------------------
@@ -461,7 +473,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         method = "lp" if _lp_nnz(pb) <= LP_SMALL_NNZ else "dual"
     if method == "lp":
         return _separability_by_lp(pb)
-    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, _gram(pb.coords))
     out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
     if out.status == "infeasible":
         return _farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
@@ -475,7 +487,7 @@ def _decide_cheaply(pb: _Problem) -> Separability | None:
     """Lemma 1's closed form when rank H̄ = m; a pair certificate when r < m; else None."""
     if pb.coords.rank == pb.data.m:
         Z = pb.groups.pattern.toarray()  # (G, m): logit 1 on the supports, 0 off them
-        X = np.linalg.solve(pb.K, Z.T).T  # X Kᵀ = Z
+        X = pb.coords.solve_logits(Z)  # X Kᵀ = Z
         sep = _separable_result(pb, X, np.ones(pb.data.m), "closed form (rank H = m, Lemma 1)")
         if sep and sep.residuals["equality"] <= MARGIN_ATOL:
             return sep
@@ -690,7 +702,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check
     if sep is not None and not sep:
         return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, 0, time.perf_counter() - t0, sep.method,
                       _pb=pb)
-    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, _gram(pb.coords))
     out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
                        max_seconds=max_seconds, progress=progress)
     if out.status == "infeasible":
