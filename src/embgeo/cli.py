@@ -121,64 +121,123 @@ def _print_data(data, source: str, info: dict, seconds: float) -> None:
 
 def ntp_analyze(args) -> dict:
     """Compute every theory object of the NTP paper on one dataset and write them to --out."""
-    from embgeo.ntp import entropy, ntp_svm, subspace
-    from embgeo.ntp.theory import is_compatible
+    from embgeo.ntp import entropy
 
     t_load = time.perf_counter()
     data, source, info = _analyze_data(args)
     t_load = time.perf_counter() - t_load
     _print_data(data, source, info, t_load)
-    # -- solving: the solvers' memory estimate and progress report belong here, after the sizes.
+    H = entropy(data)
+    print(f"entropy      H = {H:.6f} nats")
+    results = _analyze_theory(data, args.max_seconds)
+    summary = {"source": source, "m": data.m, "V": data.V, "d": data.d, "n_samples": data.n_samples,
+               "entropy_nats": H, **results["summary"],
+               "seconds": {"load": t_load, **results["seconds"]}, "input": info}
+    t = summary["seconds"]
+    print(f"solver time  W*: {t['w_star']:.2f} s, separability + NTP-SVM: {t['separability_and_svm']:.2f} s")
+    if args.out:
+        _write_analysis(Path(args.out), data, summary, results)
+    return summary
+
+
+def _analyze_theory(data, max_seconds: float | None) -> dict:
+    """F, W* (or the certificate that it does not exist), separability and the NTP-SVM, printed as they
+    are found; the NTP-SVM stops after ``max_seconds`` with its best certified point."""
+    from tqdm import tqdm
+
+    from embgeo.core.validate import DENSE_BUDGET_BYTES
+    from embgeo.errors import SolverError, TooLargeError
+    from embgeo.ntp.theory import estimate_memory, is_compatible, ntp_svm, subspace
+
+    mem = estimate_memory(data)
+    print(f"memory       exact paths up to {_gib(mem['total'])} (equality system {_gib(mem['equality_system'])}, "
+          f"SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate {_gib(mem['outputs'])}); parts above "
+          f"{_gib(DENSE_BUDGET_BYTES)} are refused, certificates need far less", flush=True)
     t0 = time.perf_counter()
     F = subspace(data)
     compat = is_compatible(data, F)
     t_compat = time.perf_counter() - t0
-    svm = ntp_svm(data, subspace_=F) if data.support_sizes.min() < data.V else None
-    sep = svm.separability if svm is not None else None
-    if svm is None:
-        sep_text = "n/a (every support is the whole vocabulary)"
-    else:
-        sep_text = f"{bool(sep)} ({sep.method})"
-    summary = {
-        "source": source, "m": data.m, "V": data.V, "d": data.d,
-        "n_samples": data.n_samples, "entropy_nats": entropy(data),
-        "dim_F": F.dim, "dim_F_perp": F.perp_dim,
-        "compatible": bool(compat), "compatibility_residual": compat.residual,
-        "separable": None if sep is None else bool(sep),
-        "w_star_norm": float(np.linalg.norm(compat.W)) if compat else None,
-        "ntp_margin": svm.margin if svm is not None and svm.status == "optimal" else None,
-        "w_mm_norm": float(np.linalg.norm(svm.W)) if svm is not None and svm.status == "optimal" else None,
-        "svm_status": None if svm is None else svm.status,
-        "svm_residuals": None if svm is None else svm.residuals,
-        "seconds": {"load": t_load, "subspace_and_w_star": t_compat,
-                    "separability_and_svm": 0.0 if svm is None else svm.seconds},
-        "input": info,
-    }
-    print(f"entropy      H = {summary['entropy_nats']:.6f} nats")
-    print(f"subspace F   dim F = {F.dim}, dim F_perp = {F.perp_dim}")
-    print(f"compatible   {bool(compat)} (residual {compat.residual:.2e})")
-    print(f"separable    {sep_text}")
     if compat:
-        print(f"||W*||       {summary['w_star_norm']:.6f}")
-    if summary["ntp_margin"] is not None:
-        print(f"NTP margin   {summary['ntp_margin']:.6f} (= 1/||W^mm||, relative duality gap "
-              f"{svm.residuals['duality_gap']:.1e})")
-    t_svm = summary["seconds"]["separability_and_svm"]
-    print(f"solver time  W*: {t_compat:.3f} s, separability + NTP-SVM: {t_svm:.3f} s")
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        if compat:
-            np.save(out / "W_star.npy", compat.W)
-        if summary["ntp_margin"] is not None:
-            np.save(out / "W_mm.npy", svm.W)
-        if data.token_labels is not None:  # row z of W*, W^mm is the token on line z + 1
-            (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in data.token_labels), encoding="utf-8")
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        print(f"written      {out}/summary.json" + (", W_star.npy" if compat else "")
-              + (", W_mm.npy" if summary["ntp_margin"] is not None else "")
-              + (", vocabulary.txt" if data.token_labels is not None else ""))
-    return summary
+        print(f"compatible   True: W* solves the log-odds equations (4) to {compat.residual:.1e}; "
+              f"||W*|| = {np.linalg.norm(compat.W):.6f}")
+    else:
+        print(f"compatible   False ({compat.method}): every W leaves a residual of (4) >= {compat.residual:.2e}; "
+              f"certificate norm {compat.certificate_norm:.1e}")
+    try:
+        dim_F = F.dim
+    except TooLargeError as exc:
+        dim_F = None
+        print(f"subspace F   dim F not computed ({exc})")
+    else:
+        print(f"subspace F   dim F = {dim_F}, dim F_perp = {F.perp_dim}")
+    svm, svm_error = None, None
+    t1 = time.perf_counter()
+    if data.support_sizes.min() < data.V:
+        # A bar on a terminal only (disable=None); piped output gets the result lines.
+        with tqdm(desc="NTP-SVM dual", unit="it", leave=False, mininterval=1.0, disable=None) as bar:
+            def progress(iteration, state):
+                bar.update(iteration - bar.n)
+                bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
+            try:
+                svm = ntp_svm(data, subspace_=F, max_seconds=max_seconds, progress=progress)
+            except SolverError as exc:
+                svm_error = str(exc)
+    t_svm = time.perf_counter() - t1
+    _print_svm(data, svm, svm_error)
+    summary = {
+        "dim_F": dim_F, "dim_F_perp": None if dim_F is None else F.perp_dim,
+        "compatible": bool(compat), "compatibility_residual": compat.residual,
+        "compatibility_method": compat.method, "compatibility_certificate_norm": compat.certificate_norm,
+        "w_star_norm": float(np.linalg.norm(compat.W)) if compat else None,
+        "separable": None if svm is None else bool(svm.separability),
+        "separability_method": None if svm is None else svm.separability.method,
+        "separability_residuals": None if svm is None else svm.separability.residuals,
+        "svm_status": svm.status if svm is not None else ("undecided" if svm_error else None),
+        "svm_error": svm_error,
+        "ntp_margin": svm.margin if svm is not None and svm.W is not None else None,
+        "w_mm_norm": float(np.linalg.norm(svm.W)) if svm is not None and svm.W is not None else None,
+        "svm_residuals": None if svm is None or svm.W is None else svm.residuals,
+        "memory_estimate_bytes": mem,
+    }
+    return {"summary": summary, "seconds": {"w_star": t_compat, "separability_and_svm": t_svm},
+            "compat": compat, "svm": svm}
+
+
+def _print_svm(data, svm, error: str | None) -> None:
+    if svm is None:
+        print("separable    " + (f"undecided: {error}" if error else "n/a (every support is the whole vocabulary)"))
+        return
+    sep = svm.separability
+    if not sep:
+        print(f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
+              f"(every separator would have NTP-margin <= that)")
+        return
+    print(f"separable    True ({sep.method})")
+    gap = svm.residuals["duality_gap"]
+    label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
+    print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, "
+          f"||W - W^mm||/||W|| <= {svm.residuals['error_bound']:.1e}; {svm.iterations} dual iterations)")
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 1024**3:.2f} GiB"
+
+
+def _write_analysis(out: Path, data, summary: dict, results: dict) -> None:
+    compat, svm = results["compat"], results["svm"]
+    out.mkdir(parents=True, exist_ok=True)
+    written = ["summary.json"]
+    if compat:
+        np.save(out / "W_star.npy", compat.W)
+        written.append("W_star.npy")
+    if svm is not None and svm.W is not None:
+        np.save(out / "W_mm.npy", svm.W)
+        written.append("W_mm.npy")
+    if data.token_labels is not None:  # row z of W*, W^mm is the token on line z + 1
+        (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in data.token_labels), encoding="utf-8")
+        written.append("vocabulary.txt")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"written      {out}/" + ", ".join(written))
 
 
 def cmd_list(args) -> None:
@@ -233,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "[^\\W_]+(?:'[^\\W_]+)* (letters/digits with inner apostrophes, ’ read as '; "
                          "everything else separates words)")
     an.add_argument("--tokens", metavar="FILE", help="text file: one sequence of integer token ids per line")
-    an.add_argument("--context-length", type=int, metavar="k", help="context length k (required with --text/--tokens)")
+    an.add_argument("--context-length", "-k", type=int, metavar="k",
+                    help="context length k (required with --text/--tokens)")
     an.add_argument("--windows", action="store_true",
                     help="every window of k+1 consecutive tokens of a line is a training pair (sliding window; "
                          "default: one pair per line, its last token after the k before it)")
@@ -245,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="context embeddings with --text/--tokens: random:D, onehot or FILE.npy (m, d) "
                          "(default random:64)")
     an.add_argument("--seed", type=int, default=0, help="seed of the generator / random embeddings (default 0)")
+    an.add_argument("--max-seconds", type=float, metavar="S",
+                    help="stop the NTP-SVM after S seconds with its best certified point (duality gap and "
+                         "error bound reported)")
     an.add_argument("--out", metavar="DIR", help="write summary.json, W_star.npy, W_mm.npy and, when tokens have names "
                                                      "(--text, --max-vocab), vocabulary.txt here")
     an.set_defaults(func=ntp_analyze)

@@ -45,10 +45,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.optimize import linprog
 from scipy.sparse.linalg import LinearOperator, cg
 
 from embgeo.core.validate import DENSE_BUDGET_BYTES, check_dense_size
-from embgeo.errors import SolverError
+from embgeo.errors import SolverError, TooLargeError
 
 #: Above this many contexts the t-system S is kept sparse and solved by conjugate gradients
 #: (when no group is rank deficient); below, it is factored densely (m² doubles: 512 MB at 8000).
@@ -105,6 +106,13 @@ class EqualitySystem:
         if np.any(np.bincount(ctx, minlength=self.m) == 0):
             raise SolverError("EqualitySystem: every context needs at least one pair in the pattern")
         counts = np.bincount(grp, minlength=G)
+        need = equality_system_bytes(counts, self.r, self.m)
+        if need > DENSE_BUDGET_BYTES:
+            raise TooLargeError(
+                f"the exact equality solve would need about {need / 1024**3:.1f} GiB for {len(grp)} pairs on "
+                f"{self.m} contexts (one group is in {counts.max()} of them; budget "
+                f"{DENSE_BUDGET_BYTES / 1024**3:.0f} GiB); data with d ≪ m are usually decided by the pair "
+                "certificates of embgeo.ntp.theory instead")
         self.ptr = np.concatenate([[0], np.cumsum(counts)])
         self.buckets = [self._bucket(np.flatnonzero(counts == q), q) for q in np.unique(counts[counts > 0])]
         self._factor()
@@ -315,6 +323,19 @@ class EqualitySystem:
                 "constraints": c_res}
 
 
+def equality_system_bytes(counts: np.ndarray, r: int, m: int) -> float:
+    """Bytes an :class:`EqualitySystem` allocates for groups with ``counts`` pairs each: the
+    per-group factors (q² + q r each; q × q also for the null space when q > r), the t-system
+    (m² dense up to DENSE_T_MAX, else sparse with Σ q² entries) and, for rank-deficient groups,
+    the constraint rows (Σ (q − r) q) and their dense SVD."""
+    q = counts[counts > 0].astype(np.float64)
+    heavy = q[q > r]
+    blocks = np.sum(q * q + q * r) + np.sum(heavy * heavy)
+    t_system = 2.0 * m * m if m <= DENSE_T_MAX or heavy.size else 3 * np.sum(q * q)
+    constraints = np.sum((heavy - r) * heavy) + (np.sum(heavy - r) * m if heavy.size else 0.0)
+    return 8.0 * float(blocks + t_system + constraints)
+
+
 def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
     """x_{grp_i}ᵀ k_{ctx_i} for every pair i, in chunks (no |Q| × r temporary)."""
     out = np.empty(len(grp))
@@ -323,16 +344,6 @@ def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> 
         e = min(s + step, len(grp))
         out[s:e] = np.einsum("ij,ij->i", X[grp[s:e]], K[ctx[s:e]])
     return out
-
-
-def memory_estimate(m: int, G: int, r: int, nnz: int) -> int:
-    """Bytes the NTP solvers need at most for m contexts, G groups, rank r, nnz support pairs.
-
-    The dominant terms: the dense t-system (m², when m ≤ DENSE_T_MAX), the per-group factors
-    (|Q| · (r + q)), the group rows (G · r, a few copies) and one chunk of logits.
-    """
-    dense_t = 8 * m * m if m <= DENSE_T_MAX else 8 * 20 * nnz
-    return int(dense_t * 2 + 8 * nnz * (2 * r + 16) + 8 * G * r * 6 + 8 * CHUNK * max(G, m) + DENSE_BUDGET_BYTES // 64)
 
 
 # -- full passes over the off-support logits ----------------------------------------------------------
@@ -458,6 +469,8 @@ ACTIVE_RTOL = 1e-6
 ADD_PER_CONTEXT = 8
 #: Up to this many group × context pairs the dual is a dense array (about ten copies are alive).
 DENSE_DUAL_MAX = 40_000_000
+#: At most this many off-support pairs go into the LP that certifies a diverging dual.
+LP_MAX_PAIRS = 5000
 #: The exact active-set solve is tried when its per-group SVDs cost at most this many flops.
 POLISH_MAX_FLOPS = 2e10
 
@@ -568,6 +581,7 @@ class SVMDual:
         """
         deadline = None if max_seconds is None else time.perf_counter() + max_seconds
         self.next_polish = 1e-6
+        self._failed_checks, self._next_lp = 0, 4
         if self.G * self.m <= DENSE_DUAL_MAX:
             return self._solve_dense(tol=tol, max_iter=max_iter, check_every=check_every,
                                      detect_infeasible=detect_infeasible, separate_only=separate_only,
@@ -653,13 +667,11 @@ class SVMDual:
                               "working_set": best.working_set, "rounds": 1})
             if not gamma > 0:
                 if detect_infeasible:
-                    mu = np.where(off, np.maximum(last - x, 0.0), 0.0)
-                    gi, ji = np.nonzero(mu)
-                    if gi.size:
-                        far = self.farkas_from(gi, ji, mu[gi, ji] / mu[gi, ji].sum())
-                        if far is not None:
-                            best.status, best.farkas = "infeasible", far
-                            return best
+                    gi, ji = np.nonzero(off & (x < last))
+                    far = self._infeasibility(gi, ji, (last - x)[gi, ji])
+                    if far is not None:
+                        best.status, best.farkas = "infeasible", far
+                        return best
                 last = x.copy()
                 if timed_out:
                     best.status = "time_limit"
@@ -754,7 +766,7 @@ class SVMDual:
             timed_out = deadline is not None and time.perf_counter() > deadline
             if not gamma > 0:
                 if detect_infeasible:
-                    far = self._farkas(lay, x - last_check)
+                    far = self._infeasibility(lay["g"][off], j[off], (last_check - x)[off])
                     if far is not None:
                         return {"status": "infeasible", "psi": x, "iterations": it, "farkas": far}
                 last_check = x.copy()
@@ -839,15 +851,32 @@ class SVMDual:
         return float(np.sum(q.astype(float) ** 2 * self.K.shape[1]))
 
     # -- infeasibility -----------------------------------------------------------------------------
-    def _farkas(self, lay: dict, direction: np.ndarray):
-        """(grp, ctx, Ψ, perp) from a diverging dual: μ = the off-support part of −direction,
-        completed on the supports by the projection that minimises ‖Ψ K‖, or None."""
-        off = lay["off"]
-        mu = np.maximum(-direction[off], 0.0)
-        total = float(mu.sum())
-        if not total > 0:
+    def _infeasibility(self, g: np.ndarray, j: np.ndarray, mu: np.ndarray):
+        """A Farkas matrix from a dual that does not separate, or None.
+
+        μ = the decrease of the off-support dual entries since the last check (the recession
+        direction of an unbounded dual, in the limit). First completed by projection
+        (:meth:`farkas_from`); when that is not yet exact and the iterates have failed to separate
+        at 4, 8, 16, ... consecutive checks, the LP of :func:`separability_lp` is solved on the
+        pairs carrying the direction (at most LP_MAX_PAIRS, the heaviest first): a relaxation, so
+        s* = 0 there proves the data non-separable, and its dual values are the Farkas weights.
+        """
+        self._failed_checks += 1
+        keep = mu > 0
+        if not keep.any():
             return None
-        return self.farkas_from(lay["g"][off], lay["j"][off], mu / total)
+        g, j, mu = g[keep], j[keep], mu[keep]
+        far = self.farkas_from(g, j, mu / mu.sum())
+        if far is not None or self._failed_checks < self._next_lp:
+            return far
+        self._next_lp *= 2
+        order = np.argsort(-mu, kind="stable")[:LP_MAX_PAIRS]
+        mass = np.cumsum(mu[order])
+        order = order[:int(np.searchsorted(mass, (1 - 1e-12) * mass[-1])) + 1]
+        lp = separability_lp(self.K, self.support, g[order], j[order])
+        if lp.separable:
+            return None
+        return self.farkas_from(g[order], j[order], lp.mu / lp.mu.sum(), accept_any=True)
 
     def farkas_from(self, wg: np.ndarray, wj: np.ndarray, mu: np.ndarray, accept_any: bool = False):
         """Complete μ ≥ 0 (Σμ = 1) on off-support pairs into Ψ ∈ K with the smallest ‖Ψ K‖.
@@ -890,3 +919,71 @@ def _with_dual_point(out: SVMOutcome, Psi: np.ndarray | None) -> SVMOutcome:
         g, j = np.nonzero(Psi)
         out.dual_point = (g, j, Psi[g, j])
     return out
+
+
+# -- the separability LP -----------------------------------------------------------------------------------
+
+@dataclass
+class LPResult:
+    """:func:`separability_lp`: ``value`` s* ∈ {0, 1}; X (G, r), t (m) when separable (rows and
+    contexts outside the LP are 0); ``mu`` (≥ 0, one per given off pair) the dual values when not."""
+
+    value: float
+    X: np.ndarray | None
+    t: np.ndarray | None
+    mu: np.ndarray | None
+
+    @property
+    def separable(self) -> bool:
+        return self.value > 0.5
+
+
+def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: np.ndarray,
+                    contexts: np.ndarray | None = None) -> LPResult:
+    """max s s.t. x_gᵀk_j = t_j on the supports of the contexts involved, x_gᵀk_j − t_j + s ≤ 0 on the
+    given off-support pairs (og, oj), s ≤ 1, over group rows X and t; solved by HiGHS.
+
+    With every off-support pair this is the separability LP of Def. 2 (s* = 1 iff separable, else
+    s* = 0). With a subset it is a relaxation on the contexts C = {oj}: s* = 0 still proves the
+    data non-separable, and the dual values μ of the given pairs are the Farkas weights.
+    Size: (groups involved · r + |C| + 1) variables, one row per pair; for small problems or
+    small subsets only. ``contexts`` adds contexts to C (all of them for the full LP, so that the
+    supports of contexts without off pairs are tied too).
+    """
+    G, m = support.shape
+    r = K.shape[1]
+    ctx = np.unique(oj if contexts is None else np.concatenate([oj, contexts]))
+    sub = support[:, ctx].tocoo()
+    ge, je = sub.row.astype(np.int64), ctx[sub.col]  # support pairs of the involved contexts
+    groups = np.unique(np.concatenate([ge, og]))
+    gpos = np.searchsorted(groups, np.arange(G))  # valid for the involved groups only
+    cpos = np.searchsorted(ctx, np.arange(m))
+    nx, nt = len(groups) * r, len(ctx)
+    n_var = nx + nt + 1  # vec(X_involved) row-major, t_C, s
+
+    def rows(g: np.ndarray, j: np.ndarray, s_coef: float) -> sp.csr_matrix:
+        n = len(g)
+        cols = [gpos[g][:, None] * r + np.arange(r), (nx + cpos[j])[:, None]]
+        vals = [K[j], -np.ones((n, 1))]
+        if s_coef:
+            cols.append(np.full((n, 1), n_var - 1))
+            vals.append(np.full((n, 1), s_coef))
+        cols, vals = np.hstack(cols), np.hstack(vals)
+        return sp.csr_matrix((vals.ravel(), (np.repeat(np.arange(n), cols.shape[1]), cols.ravel())),
+                             shape=(n, n_var))
+
+    c = np.zeros(n_var)
+    c[-1] = -1.0  # maximise s
+    bounds = [(None, None)] * (n_var - 1) + [(None, 1.0)]
+    res = linprog(c, A_ub=rows(og, oj, 1.0), b_ub=np.zeros(len(og)), A_eq=rows(ge, je, 0.0),
+                  b_eq=np.zeros(len(ge)), bounds=bounds, method="highs")
+    if res.status != 0:
+        raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
+    value = float(-res.fun)
+    if value > 0.5:
+        X = np.zeros((G, r))
+        X[groups] = res.x[:nx].reshape(len(groups), r)
+        t = np.zeros(m)
+        t[ctx] = res.x[nx:nx + nt]
+        return LPResult(value, X, t, None)
+    return LPResult(value, None, None, np.maximum(-res.ineqlin.marginals, 0.0))

@@ -30,7 +30,6 @@ from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 from scipy.special import log_softmax, logsumexp
 
 from embgeo.core.validate import as_float_array, check_dense_size
@@ -45,13 +44,16 @@ from embgeo.ntp.constraints import (
 )
 from embgeo.ntp.data import NTPData
 from embgeo.ntp.solvers import (
+    DENSE_DUAL_MAX,
     DENSE_T_MAX,
     FARKAS_RTOL,
     EqualitySystem,
     SVMDual,
     SVMOutcome,
+    equality_system_bytes,
     row_dots,
     scan_off_support,
+    separability_lp,
 )
 
 #: Relative tolerance for accepting the log-odds equations (4) as solved.
@@ -224,6 +226,32 @@ def _gram(coords: Coordinates) -> np.ndarray | None:
 def subspace(data: NTPData) -> Subspace:
     """The data subspace F of eq. (5), with projections onto F and F⊥ and its dimension."""
     return Subspace(data)
+
+
+def estimate_memory(data: NTPData) -> dict:
+    """Bytes the theory objects of ``data`` need at most, by part, before anything is solved.
+
+    ``coordinates`` (K, and the m × m Gram when d > m), ``equality_system`` (the exact path of W*
+    and the projections: per-token factors and the m × m t-system, see
+    :func:`~embgeo.ntp.solvers.equality_system_bytes`; above the memory budget it is refused and
+    only certificates can decide), ``svm_dual`` (about ten (G, m) arrays for the dense dual, else
+    the working set), ``outputs`` (W*, W^mm and the separability certificate, V × d each) and
+    ``total``. Cost O(Σ_j S_j + V): it only counts.
+    """
+    m, V, d = data.m, data.V, data.d
+    r = min(m, d)
+    J = np.bincount(data.probs.indices, minlength=V)  # |J_v| per token
+    groups = support_groups(data)
+    G = groups.n_groups
+    part = {
+        "coordinates": 8 * (m * r + (m * m if d > m else 0)),
+        "equality_system": equality_system_bytes(J, r, m),
+        "svm_dual": 8 * (10 * G * m if G * m <= DENSE_DUAL_MAX else (float(J.sum()) + 20 * m) * (r + 8)),
+        "outputs": 8 * 3 * V * d,
+    }
+    part = {k: int(v) for k, v in part.items()}
+    part["total"] = int(sum(part.values()))
+    return part
 
 
 # -- compatibility and W* (Def. 1, eq. 4) ----------------------------------------------------
@@ -562,43 +590,16 @@ def _lp_nnz(pb: _Problem) -> int:
 
 
 def _separability_by_lp(pb: _Problem) -> Separability:
-    """The LP of :func:`is_separable` over (X, t, s), X one row per group, solved by HiGHS."""
-    K, G, m, r = pb.K, pb.groups.n_groups, pb.data.m, pb.coords.rank
-    sup = pb.groups.pattern.toarray() > 0
-    n_var = G * r + m + 1  # vec(X) row-major, t, s
-
-    def rows_matrix(g: np.ndarray, j: np.ndarray, s_coef: float) -> sp.csr_matrix:
-        n = len(g)
-        i = np.repeat(np.arange(n), r + 1 + (s_coef != 0))
-        cols = [g[:, None] * r + np.arange(r), (G * r + j)[:, None]]
-        vals = [K[j], -np.ones((n, 1))]
-        if s_coef:
-            cols.append(np.full((n, 1), n_var - 1))
-            vals.append(np.full((n, 1), s_coef))
-        return sp.csr_matrix((np.hstack(vals).ravel(), (i, np.hstack(cols).ravel())), shape=(n, n_var))
-
-    ge, je = np.nonzero(sup)
-    gi, ji = np.nonzero(~sup)
-    c = np.zeros(n_var)
-    c[-1] = -1.0  # maximise s
-    bounds = [(None, None)] * (n_var - 1) + [(None, 1.0)]
-    res = linprog(c, A_ub=rows_matrix(gi, ji, 1.0), b_ub=np.zeros(len(gi)), A_eq=rows_matrix(ge, je, 0.0),
-                  b_eq=np.zeros(len(ge)), bounds=bounds, method="highs")
-    if res.status != 0:
-        raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
-    s = -res.fun
+    """The LP of :func:`is_separable` over (X, t, s) on every off-support pair, solved by HiGHS."""
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, _gram(pb.coords))
+    gi, ji = np.nonzero(pb.groups.pattern.toarray() == 0)
+    lp = separability_lp(pb.K, pb.groups.pattern, gi, ji, contexts=np.arange(pb.data.m))
     method = "LP (HiGHS) over token groups"
-    if s > 0.5:
-        X = res.x[:G * r].reshape(G, r)
-        t = res.x[G * r:G * r + m]
+    if lp.separable:
         # Remove the LP's rounding-level F component exactly (weighted projection), then rescale.
-        solver = SVMDual(K, pb.groups.pattern, pb.groups.size)
-        X, t = solver.primal_from(X)
-        return _separable_result(pb, X, t, method)
-    mu = np.maximum(-res.ineqlin.marginals, 0.0)
-    solver = SVMDual(K, pb.groups.pattern, pb.groups.size)
-    farkas = solver.farkas_from(gi, ji, mu / mu.sum(), accept_any=True)
-    return _farkas_result(pb, farkas, method, lp_value=float(s))
+        return _separable_result(pb, *solver.primal_from(lp.X), method)
+    farkas = solver.farkas_from(gi, ji, lp.mu / lp.mu.sum(), accept_any=True)
+    return _farkas_result(pb, farkas, method, lp_value=lp.value)
 
 
 # -- the NTP-SVM (Def. 3) --------------------------------------------------------------------
