@@ -471,8 +471,10 @@ ADD_PER_CONTEXT = 8
 DENSE_DUAL_MAX = 40_000_000
 #: At most this many off-support pairs go into the LP that certifies a diverging dual.
 LP_MAX_PAIRS = 5000
-#: The exact active-set solve is tried when its per-group SVDs cost at most this many flops.
-POLISH_MAX_FLOPS = 2e10
+#: The dense dual tries the exact active-set solve when it costs less than this many iterations.
+POLISH_ITERATIONS = 50
+#: The exact active-set solve is first tried at this relative duality gap, then at every 100-fold decrease.
+POLISH_FIRST_GAP = 1e-2
 
 
 @dataclass
@@ -499,6 +501,7 @@ class SVMOutcome:
     rounds: int = 0
     working_set: int = 0
     polished: bool = False
+    mode: str = "working set"  # or "dense": how the dual was stored
 
     @property
     def gap(self) -> float:
@@ -580,7 +583,7 @@ class SVMDual:
         every check with a dict (gap, working_set, rounds).
         """
         deadline = None if max_seconds is None else time.perf_counter() + max_seconds
-        self.next_polish = 1e-6
+        self.next_polish = POLISH_FIRST_GAP
         self._failed_checks, self._next_lp = 0, 4
         if self.G * self.m <= DENSE_DUAL_MAX:
             return self._solve_dense(tol=tol, max_iter=max_iter, check_every=check_every,
@@ -636,13 +639,15 @@ class SVMDual:
         w = n / max(float(np.linalg.norm(K, 2)) ** 2, 1e-300)  # 1/L_g, L_g = σ_max(K)²/n_g
         wcol = w[:, None]
 
+        iteration_flops = 2.0 * self.G * self.m * (self.m if gram is not None else 2 * K.shape[1])
+
         def logits(Psi):
             A = Psi / n[:, None]
             return A @ gram if gram is not None else (A @ K) @ K.T
 
         x = np.zeros((self.G, self.m))
         y, tk, last, tau = x.copy(), 1.0, x.copy(), None
-        best = SVMOutcome("max_iter", working_set=int(off.sum()), rounds=1)
+        best = SVMOutcome("max_iter", working_set=int(off.sum()), rounds=1, mode="dense")
         best_x = None
         gaps: list[float] = []
         for it in range(1, max_iter + 1):
@@ -693,11 +698,15 @@ class SVMDual:
                 return _with_dual_point(best, best_x)
             if gap <= self.next_polish:
                 self.next_polish = gap / 100
-                ag, aj = np.nonzero(off & (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL))
-                if self._polish_cost(ag) <= POLISH_MAX_FLOPS:
+                # Guessed active set: the support of the dual point, and the tight pairs of the primal one.
+                tight = (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL) | (x < -1e-9 * np.max(np.abs(x)))
+                ag, aj = np.nonzero(off & tight)
+                # Worth it when its (about three) rounds cost less than POLISH_ITERATIONS iterations.
+                if 3 * self._polish_cost(ag) <= POLISH_ITERATIONS * iteration_flops:
                     polished = self._polish_pairs(ag, aj)
                     if polished is not None and polished.gap <= max(tol, 1e-10):
                         polished.iterations, polished.rounds, polished.working_set = it, 1, best.working_set
+                        polished.mode = "dense"
                         return polished
             gaps.append(gap)
             if timed_out:
@@ -811,44 +820,60 @@ class SVMDual:
         act = tc[wj] - row_dots(Xc, self.K, wg, wj) <= 1.0 + ACTIVE_RTOL
         return self._polish_pairs(wg[act], wj[act])
 
-    def _polish_pairs(self, ag: np.ndarray, aj: np.ndarray) -> SVMOutcome | None:
+    def _polish_pairs(self, ag: np.ndarray, aj: np.ndarray, rounds: int = 6) -> SVMOutcome | None:
         """Solve min ½Σ n_g‖x_g‖² with (6a) and the pairs (ag, aj) tight as equalities; accept it only
-        as a KKT point of the full problem (multipliers of the sign of (6b), every margin ≥ 1)."""
-        g = np.concatenate([self.pg, ag])
-        j = np.concatenate([self.pj, aj])
-        c = np.concatenate([np.zeros(len(self.pg)), -np.ones(len(ag))])
-        is_off = np.concatenate([np.zeros(len(self.pg), bool), np.ones(len(ag), bool)])
-        order = np.lexsort((j, g))
-        g, j, c, is_off = g[order], j[order], c[order], is_off[order]
-        try:
-            system = EqualitySystem(self.K, g, j, self.weights, self.gram)
-        except SolverError:
-            return None
-        sol = system.solve(c)
-        lam = sol.lam
-        lam_scale = max(float(np.max(np.abs(lam), initial=0.0)), 1e-300)
-        if (not sol.consistent or sol.residuals["equality"] > 1e-9 or sol.residuals["balance"] > 1e-9
-                or np.max(lam[is_off], initial=0.0) > 1e-9 * lam_scale):
-            return None
-        scan = scan_off_support(sol.X, sol.t, self.K, self.support_csc)
-        if not scan.min_margin >= 1.0 - 1e-9:
-            return None
-        X, t = sol.X / scan.min_margin, sol.t / scan.min_margin  # exactly feasible
+        as a KKT point of the full problem (multipliers of the sign of (6b), every margin ≥ 1).
+
+        A guessed active set is usually right up to a few weakly active pairs: pairs whose
+        multiplier comes out with the wrong sign are dropped and violated pairs added, and the
+        solve repeated (a primal-dual active-set step), at most ``rounds`` times.
+        """
+        for _ in range(rounds):
+            g = np.concatenate([self.pg, ag])
+            j = np.concatenate([self.pj, aj])
+            c = np.concatenate([np.zeros(len(self.pg)), -np.ones(len(ag))])
+            is_off = np.concatenate([np.zeros(len(self.pg), bool), np.ones(len(ag), bool)])
+            order = np.lexsort((j, g))
+            g, j, c, is_off = g[order], j[order], c[order], is_off[order]
+            try:
+                system = EqualitySystem(self.K, g, j, self.weights, self.gram)
+            except (SolverError, TooLargeError):
+                return None
+            sol = system.solve(c)
+            if not sol.consistent or sol.residuals["equality"] > 1e-9 or sol.residuals["balance"] > 1e-9:
+                return None
+            lam = sol.lam
+            wrong = is_off & (lam > 1e-9 * max(float(np.max(np.abs(lam), initial=0.0)), 1e-300))
+            scan = scan_off_support(sol.X, sol.t, self.K, self.support_csc, below=1.0 - 1e-9, top=ADD_PER_CONTEXT)
+            if not wrong.any() and scan.min_margin >= 1.0 - 1e-9:
+                return self._certified_point(sol, g, j, is_off, system.ptr, scan.min_margin)
+            keep = is_off & ~wrong
+            ag = np.concatenate([g[keep], scan.groups])
+            aj = np.concatenate([j[keep], scan.contexts])
+        return None
+
+    def _certified_point(self, sol: EqualitySolution, g, j, is_off, ptr, min_margin: float) -> SVMOutcome:
+        """The exact solve as primal point (scaled to margin exactly 1) and its multipliers as dual point."""
+        X, t = sol.X / min_margin, sol.t / min_margin
         primal = 0.5 * float(np.sum(self.weights * np.sum(X * X, axis=1)))
         # The multipliers are a dual point: clip rounding-level positive off entries, rebalance.
-        psi = np.where(is_off, np.minimum(lam, 0.0), lam)
+        psi = np.where(is_off, np.minimum(sol.lam, 0.0), sol.lam)
         resid = np.bincount(j, weights=psi, minlength=self.m)
         first = np.full(self.m, -1)
         first[j[~is_off][::-1]] = np.flatnonzero(~is_off)[::-1]
         psi[first] -= resid
-        lay_p = {"g": g, "j": j, "off": is_off, "ptr": system.ptr}
-        dual = -self._objective(lay_p, psi, self._rows(lay_p, psi))
+        lay = {"g": g, "j": j, "off": is_off, "ptr": ptr}
+        dual = -self._objective(lay, psi, self._rows(lay, psi))
         return SVMOutcome("optimal", X, t, primal, dual, (g, j, psi), polished=True)
 
     def _polish_cost(self, ag: np.ndarray) -> float:
-        """Flops of the per-group SVDs of an exact solve with the active pairs of groups ``ag``."""
-        q = np.diff(self.support.indptr) + np.bincount(ag, minlength=self.G)
-        return float(np.sum(q.astype(float) ** 2 * self.K.shape[1]))
+        """Flops of the per-group factorizations of an exact solve with the active pairs of groups
+        ``ag``: eigendecompositions of q × q Gram blocks when the m × m Gram is kept, else SVDs."""
+        q = (np.diff(self.support.indptr) + np.bincount(ag, minlength=self.G)).astype(float)
+        r = self.K.shape[1]
+        light = q[q <= r]
+        per_group = 10 * light**3 if self.gram is not None else 4 * light**2 * r
+        return float(np.sum(per_group) + np.sum(4 * q[q > r] ** 2 * r))
 
     # -- infeasibility -----------------------------------------------------------------------------
     def _infeasibility(self, g: np.ndarray, j: np.ndarray, mu: np.ndarray):

@@ -717,7 +717,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check
         sep = _separable_result(pb, out.X, out.t, "NTP-SVM dual: optimal point")
     W = pb.token_w(out.X)
     norm_W = float(np.sqrt(2 * out.primal))
-    method = "working-set dual (accelerated projected gradient)" + (" + exact active-set solve" if out.polished else "")
+    method = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
+              "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
     return NTPSVM(W, 1.0 / norm_W, "optimal" if out.status == "optimal" else out.status, _svm_residuals(pb, out),
                   sep, out.iterations, time.perf_counter() - t0, method, out.rounds, _pb=pb, _out=out)
 
