@@ -210,3 +210,58 @@ def make_shared_pattern_data(m: int, V: int, d: int, pair=(0, 1), *, seed: int =
     P = np.where(mask, rng.random((m, V)) + 0.1, 0.0)
     P /= P.sum(axis=1, keepdims=True)
     return NTPData(rng.standard_normal((m, d)), P)
+
+
+# -- dense references for the structured solvers (embgeo.ntp.solvers) ------------------------------
+
+def equality_constraint_matrix(K: np.ndarray, grp, ctx, n_groups: int) -> np.ndarray:
+    """The dense matrix A of the constraints x_gᵀk_j − t_j = c_{gj}, one row per pair (g, j), over the
+    variables z = (vec(X) row-major, t): row i has k_j in group g's block and −1 at t_j."""
+    m, r = K.shape
+    A = np.zeros((len(grp), n_groups * r + m))
+    for i, (g, j) in enumerate(zip(grp, ctx, strict=True)):
+        A[i, g * r:(g + 1) * r] = K[j]
+        A[i, n_groups * r + j] = -1.0
+    return A
+
+
+def equality_kkt_matrix(K: np.ndarray, grp, ctx, weights) -> np.ndarray:
+    """The KKT matrix [[D, −Aᵀ], [A, 0]] of min ½ Σ_g n_g ‖x_g‖² s.t. A z = c (see :func:`equality_kkt`)."""
+    r = K.shape[1]
+    w = np.asarray(weights, dtype=np.float64)
+    G = len(w)
+    A = equality_constraint_matrix(K, grp, ctx, G)
+    n, q = A.shape[1], A.shape[0]
+    D = np.zeros((n, n))
+    D[:G * r, :G * r] = np.diag(np.repeat(w, r))
+    return np.block([[D, -A.T], [A, np.zeros((q, q))]])
+
+
+def equality_kkt(K: np.ndarray, grp, ctx, weights, c):
+    """min ½ Σ_g n_g ‖x_g‖² s.t. x_gᵀk_j − t_j = c_{gj} by its dense KKT system, solved with lstsq.
+
+    Stationarity n_g x_g = Σ_j λ_{gj} k_j and Σ_g λ_{gj} = 0, feasibility A z = c:
+    [[D, −Aᵀ], [A, 0]] (z, λ) = (0, c) with D = diag(n_g ⊗ I_r, 0_m). Returns (X, t, λ, residual of
+    the KKT system); λ is the minimum-norm one when the multipliers are not unique.
+    """
+    m, r = K.shape
+    G = len(weights)
+    M = equality_kkt_matrix(K, grp, ctx, weights)
+    n = G * r + m
+    rhs = np.concatenate([np.zeros(n), np.asarray(c, dtype=np.float64)])
+    sol = np.linalg.lstsq(M, rhs, rcond=None)[0]
+    return sol[:G * r].reshape(G, r), sol[G * r:n], sol[n:], float(np.linalg.norm(M @ sol - rhs))
+
+
+def ref_project_dual(z, weight, ctx, off, m: int) -> np.ndarray:
+    """argmin_x Σ_i (x_i − z_i)² / w_i s.t. Σ_{ctx_i = j} x_i = 0 for every j, x_i ≤ 0 where ``off`` (cvxpy)."""
+    z = np.asarray(z, dtype=np.float64)
+    S = np.zeros((m, len(z)))
+    S[np.asarray(ctx), np.arange(len(z))] = 1.0
+    x = cp.Variable(len(z))
+    cons = [S @ x == 0]
+    if np.any(off):
+        cons.append(x[np.flatnonzero(off)] <= 0)
+    status = _solve(cp.sum(cp.multiply(1.0 / np.asarray(weight), cp.square(x - z))), cons)
+    assert status == "optimal", status
+    return np.asarray(x.value)
