@@ -180,7 +180,7 @@ def _analyze_theory(data, max_seconds: float | None) -> dict:
                 bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
             try:
                 svm = ntp_svm(data, subspace_=F, max_seconds=max_seconds, progress=progress)
-            except SolverError as exc:
+            except (SolverError, TooLargeError) as exc:  # undecided: say why, keep what was found
                 svm_error = str(exc)
     t_svm = time.perf_counter() - t1
     _print_svm(data, svm, svm_error)

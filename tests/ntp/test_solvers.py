@@ -205,11 +205,9 @@ def test_equality_system_nearly_dependent_block_is_accurate():
     problem: the dense KKT matrix has condition number ≈ 19, so X and t are determined to ~1e-14
     and 1e-6 is a generous tolerance.
 
-    KNOWN BUG (src/embgeo/ntp/solvers.py, EqualitySystem), kept failing on purpose: the reduction
-    to t puts n_g (K_g K_gᵀ)⁺ ~ 1/σ_min² into the t-system S, so t and X lose ~κ(K_g)²·eps: here X
-    is off by 1.1e-3 and t by 6e-4 relative (the solver's own residuals["balance"] is 2.8e-3, but
-    no caller looks at it). The SVD of shaky blocks in _bucket does not help: the squaring happens
-    in S.
+    The reduction to t puts n_g (K_g K_gᵀ)⁺ ~ 1/σ_min² into the t-system, which alone left X off by
+    1.1e-3 here; the solver detects such stiff groups by the multipliers' balance and re-solves
+    the whole KKT system (EqualitySystem._solve_kkt).
     """
     K, grp, ctx, w, c = equality_instance("nearly-dependent-5e-5")
     K = K.copy()

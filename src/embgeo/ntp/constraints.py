@@ -101,10 +101,13 @@ def coordinates(H: np.ndarray) -> Coordinates:
             return Coordinates(H)
     else:
         try:
-            K = np.linalg.cholesky(H @ H.T)
+            gram = H @ H.T
+            K = np.linalg.cholesky(gram)
             rcond = sla.lapack.dtrcon(K, uplo="L")[0]
             if rcond > 1.0 / CHOLESKY_MAX_COND:
-                return Coordinates(K, H=H)
+                coords = Coordinates(K, H=H)
+                coords.gram = gram  # K Kᵀ = H̄ H̄ᵀ: keep the one already computed
+                return coords
         except np.linalg.LinAlgError:
             pass  # rank H̄ < m
     Q, R, piv = sla.qr(H.T, mode="economic", pivoting=True)

@@ -414,9 +414,10 @@ def synthetic_large(m: int = 20_000, V: int = 5_000, d: int = 64, mean_support: 
     cdf = np.cumsum(law)
     cols, vals = [], []
     for S in sizes:
-        drawn = np.unique(np.searchsorted(cdf, rng.random(4 * S + 8) * cdf[-1], side="right"))
-        if drawn.size >= S:  # S of the distinct tokens of 4S + 8 draws from the law
-            drawn = rng.permutation(drawn)[:S]
+        draws = np.searchsorted(cdf, rng.random(4 * S + 8) * cdf[-1], side="right")
+        tokens, first = np.unique(draws, return_index=True)
+        if tokens.size >= S:  # the first S distinct tokens of i.i.d. draws: sampling without replacement
+            drawn = tokens[np.argsort(first)[:S]]
         else:  # a long support under a skewed law: numpy's sampling without replacement
             drawn = rng.choice(V, size=S, replace=False, p=law)
         cols.append(np.minimum(drawn, V - 1))

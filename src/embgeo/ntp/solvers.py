@@ -54,6 +54,11 @@ from embgeo.errors import SolverError, TooLargeError
 #: Above this many contexts the t-system S is kept sparse and solved by conjugate gradients
 #: (when no group is rank deficient); below, it is factored densely (m² doubles: 512 MB at 8000).
 DENSE_T_MAX = 8000
+#: A group whose kept singular values span more than 1/STIFF_RATIO is "stiff": eliminating it puts
+#: 1/σ_min² into the t-system; when the multipliers' balance is then worse than STIFF_BALANCE the
+#: solve is redone on the whole (well-conditioned) KKT system.
+STIFF_RATIO = 1e-4
+STIFF_BALANCE = 1e-10
 #: Relative residual asked of conjugate gradients on the sparse t-system.
 CG_RTOL = 1e-13
 #: Rows of the chunks in which logits are evaluated (bounds temporary memory at chunk · r doubles).
@@ -114,6 +119,7 @@ class EqualitySystem:
                 f"{DENSE_BUDGET_BYTES / 1024**3:.0f} GiB); data with d ≪ m are usually decided by the pair "
                 "certificates of embgeo.ntp.theory instead")
         self.ptr = np.concatenate([[0], np.cumsum(counts)])
+        self.stiff = False  # some group has contexts nearly dependent (see _solve_kkt)
         self.buckets = [self._bucket(np.flatnonzero(counts == q), q) for q in np.unique(counts[counts > 0])]
         self._factor()
 
@@ -147,6 +153,8 @@ class EqualitySystem:
                 U[shaky], s[shaky], _ = np.linalg.svd(self.K[c[shaky]], full_matrices=False)
         tol = s[:, :1] * max(q, r) * np.finfo(float).eps
         keep = s > tol
+        kept_min = np.min(np.where(keep, s, np.inf), axis=1)
+        self.stiff |= bool(np.any(kept_min < STIFF_RATIO * s[:, 0]))
         inv2 = np.where(keep, 1.0 / np.where(keep, s, 1.0) ** 2, 0.0) * self.weights[groups][:, None]
         return {"groups": groups, "q": q, "idx": idx, "U": U, "inv2": inv2, "keep": keep,
                 "deficient": np.flatnonzero(~keep.all(axis=1))}
@@ -262,8 +270,42 @@ class EqualitySystem:
             g = (self.S_dense @ t + b)[self.touched]
             nu = -self.Uc[:, :k] @ ((self.Vc[:, :k].T @ g) / self.sc)
         X, lam = self._recover(t, c, nu)
+        if self.stiff and consistent and self.n_constraints == 0 and _balance(lam, self.ctx, self.m) > STIFF_BALANCE:
+            return self._solve_kkt(c, check)
         residuals = self._residuals(X, t, lam, c, c_res) if check else {"constraints": c_res}
         return EqualitySolution(X, t, lam, consistent, residuals, cert)
+
+    def _solve_kkt(self, c: np.ndarray, check: bool) -> EqualitySolution:
+        """The whole KKT system in (X, t, μ), sparse, by LU: for groups whose contexts are nearly
+        dependent (σ_min/σ_max < STIFF_RATIO), where eliminating x_g puts 1/σ_min² into the
+        t-system and costs κ(K_g)² · eps, while the KKT system itself stays well-conditioned.
+
+            [D   0   A_xᵀ] [X]   [0]      D = diag(n_g ⊗ I_r), row i of A_x = k_{j_i} in block g_i,
+            [0   0   A_tᵀ] [t] = [0]      row i of A_t = −e_{j_i}; λ = −μ.
+            [A_x A_t  0  ] [μ]   [c]
+        """
+        from scipy.sparse.linalg import splu
+
+        G, r, n = len(self.weights), self.r, len(self.ctx)
+        nx = G * r
+        nnz = 2 * n * (r + 1) + nx
+        if 8 * 3 * nnz > DENSE_BUDGET_BYTES:
+            raise SolverError(f"EqualitySystem: some token's contexts are nearly linearly dependent and the exact "
+                              f"KKT fallback is too large ({nnz} nonzeros); deduplicate near-identical contexts")
+        rows = np.concatenate([np.repeat(np.arange(n), r), np.arange(n)])
+        cols = np.concatenate([(self.grp[:, None] * r + np.arange(r)).ravel(), nx + self.ctx])
+        vals = np.concatenate([self.K[self.ctx].ravel(), -np.ones(n)])
+        A = sp.csr_matrix((vals, (rows, cols)), shape=(n, nx + self.m))
+        D = sp.diags(np.concatenate([np.repeat(self.weights, r), np.zeros(self.m)]))
+        M = sp.bmat([[D, A.T], [A, None]], format="csc")
+        try:
+            z = splu(M).solve(np.concatenate([np.zeros(nx + self.m), c]))
+        except RuntimeError as exc:
+            raise SolverError(f"EqualitySystem: the KKT fallback for nearly dependent contexts failed ({exc})") \
+                from None
+        X, t, lam = z[:nx].reshape(G, r), z[nx:nx + self.m], -z[nx + self.m:]
+        residuals = self._residuals(X, t, lam, c, 0.0) if check else {"constraints": 0.0}
+        return EqualitySolution(X, t, lam, True, residuals)
 
     def _constraint_rhs(self, c: np.ndarray) -> np.ndarray:
         """d = −N_gᵀ c_g stacked over the null directions of the rank-deficient groups."""
@@ -316,11 +358,8 @@ class EqualitySystem:
     def _residuals(self, X, t, lam, c, c_res) -> dict:
         vals = row_dots(X, self.K, self.grp, self.ctx) - t[self.ctx] - c
         scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
-        balance = np.bincount(self.ctx, weights=lam, minlength=self.m)
-        lam_scale = max(float(np.max(np.abs(lam), initial=0.0)), 1e-300)
         return {"equality": float(np.max(np.abs(vals), initial=0.0)) / scale,
-                "balance": float(np.max(np.abs(balance), initial=0.0)) / lam_scale,
-                "constraints": c_res}
+                "balance": _balance(lam, self.ctx, self.m), "constraints": c_res}
 
 
 def equality_system_bytes(counts: np.ndarray, r: int, m: int) -> float:
@@ -334,6 +373,12 @@ def equality_system_bytes(counts: np.ndarray, r: int, m: int) -> float:
     t_system = 2.0 * m * m if m <= DENSE_T_MAX or heavy.size else 3 * np.sum(q * q)
     constraints = np.sum((heavy - r) * heavy) + (np.sum(heavy - r) * m if heavy.size else 0.0)
     return 8.0 * float(blocks + t_system + constraints)
+
+
+def _balance(lam: np.ndarray, ctx: np.ndarray, m: int) -> float:
+    """max_j |Σ_g λ_{gj}| / max |λ|: how far the multipliers are from optimality in t."""
+    scale = max(float(np.max(np.abs(lam), initial=0.0)), 1e-300)
+    return float(np.max(np.abs(np.bincount(ctx, weights=lam, minlength=m)), initial=0.0)) / scale
 
 
 def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
@@ -636,14 +681,17 @@ class SVMDual:
         off = self.support.toarray() == 0
         offf = off.astype(np.float64)
         gram = (self.gram if self.gram is not None else K @ K.T) if 2 * K.shape[1] >= self.m else None
-        w = n / max(float(np.linalg.norm(K, 2)) ** 2, 1e-300)  # 1/L_g, L_g = σ_max(K)²/n_g
-        wcol = w[:, None]
-
+        w = n / max(_sigma_max(K) ** 2, 1e-300)  # 1/L_g, L_g = σ_max(K)²/n_g
+        wcol, inv_n = w[:, None], (1.0 / n)[:, None]
         iteration_flops = 2.0 * self.G * self.m * (self.m if gram is not None else 2 * K.shape[1])
 
-        def logits(Psi):
-            A = Psi / n[:, None]
-            return A @ gram if gram is not None else (A @ K) @ K.T
+        def gradient_step(Psi):
+            """Ψ − w ∘ ∇f(Ψ), ∇f = logits of x = Ψ K / n plus 1 off the supports (in place where possible)."""
+            A = Psi * inv_n
+            Z = A @ gram if gram is not None else (A @ K) @ K.T
+            Z += offf
+            Z *= wcol
+            return np.subtract(Psi, Z, out=Z)
 
         x = np.zeros((self.G, self.m))
         y, tk, last, tau = x.copy(), 1.0, x.copy(), None
@@ -651,12 +699,15 @@ class SVMDual:
         best_x = None
         gaps: list[float] = []
         for it in range(1, max_iter + 1):
-            x_new, tau = project_dual_dense(y - wcol * (logits(y) + offf), w, off, tau)
-            if np.sum((y - x_new) * (x_new - x) / wcol) > 0:  # adaptive restart
-                tk, y = 1.0, x_new
+            x_new, tau = project_dual_dense(gradient_step(y), w, off, tau)
+            step = np.subtract(x_new, x, out=x)  # x is not needed any more: reuse its memory
+            y -= x_new
+            if np.dot(np.einsum("ij,ij->i", y, step), 1.0 / w) > 0:  # adaptive restart: ⟨y − x⁺, x⁺ − x⟩ > 0
+                tk, y = 1.0, x_new.copy()
             else:
                 t_next = 0.5 * (1 + np.sqrt(1 + 4 * tk * tk))
-                y = x_new + ((tk - 1) / t_next) * (x_new - x)
+                step *= (tk - 1) / t_next
+                y = np.add(x_new, step, out=y)
                 tk = t_next
             x = x_new
             if it % check_every and it != max_iter:
@@ -936,6 +987,19 @@ class SVMDual:
 def _unique_pairs(g: np.ndarray, j: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     keys = np.unique(g.astype(np.int64) * m + j)
     return keys // m, keys % m
+
+
+def _sigma_max(K: np.ndarray) -> float:
+    """σ_max(K) by Lanczos on K Kᵀ or Kᵀ K (the smaller), with a relative margin of 1e-6 upward."""
+    from scipy.sparse.linalg import eigsh
+
+    small = K.T if K.shape[0] >= K.shape[1] else K
+    n = small.shape[0]
+    if n <= 64:
+        return float(np.linalg.norm(K, 2))
+    op = LinearOperator((n, n), matvec=lambda v: small @ (small.T @ v), dtype=np.float64)
+    lam = eigsh(op, k=1, which="LA", tol=1e-10, return_eigenvectors=False)[0]
+    return float(np.sqrt(lam * (1 + 1e-6)))
 
 
 def _with_dual_point(out: SVMOutcome, Psi: np.ndarray | None) -> SVMOutcome:

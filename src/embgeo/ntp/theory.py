@@ -681,7 +681,8 @@ def _ranges(n: np.ndarray) -> np.ndarray:
 
 
 def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check_every: int = 25,
-            subspace_: Subspace | None = None, max_seconds: float | None = None, progress=None) -> NTPSVM:
+            subspace_: Subspace | None = None, separability: Separability | None = None,
+            max_seconds: float | None = None, progress=None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
@@ -690,14 +691,17 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check
     every constraint is ≤ ``tol`` (so ‖W − W^mm‖/‖W^mm‖ ≤ sqrt(2·tol)) or an exact solve on the
     active set passes the KKT check. Non-separable data give ``status == "infeasible"`` and
     ``W is None``. With ``max_seconds`` it stops there and returns the best certified point
-    (``status == "time_limit"``). ``progress(iteration, info)`` is called at every check.
+    (``status == "time_limit"``). ``progress(iteration, info)`` is called at every check. A
+    ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
     :class:`SolverError` if the gap stalls above ``tol`` or ``max_iter`` runs out.
     """
     t0 = time.perf_counter()
     if not (0 < tol < 1):
         raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
     pb = _problem(data, subspace_)
-    sep = _decide_cheaply(pb)
+    if separability is not None and not isinstance(separability, Separability):
+        raise InputError(f"separability: expected the result of is_separable, got {type(separability).__name__}")
+    sep = separability if separability is not None else _decide_cheaply(pb)
     if sep is None and pb.coords.rank < data.m and _lp_nnz(pb) <= LP_SMALL_NNZ:
         sep = _separability_by_lp(pb)
     if sep is not None and not sep:

@@ -32,6 +32,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import linprog
 
 from embgeo.errors import SolverError
+
 from .constraints import Rows
 
 #: A Farkas vector is accepted when ‖P_⊥(A_inᵀμ)‖ ≤ FARKAS_RTOL · max_j ‖(e_a − e_v) h̄_jᵀ‖,

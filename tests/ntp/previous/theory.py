@@ -31,8 +31,9 @@ from scipy.special import log_softmax, logsumexp
 
 from embgeo.core.validate import as_float_array, check_dense_size
 from embgeo.errors import InputError, NotCompatibleError, ShapeError, SolverError
-from .constraints import Rows, equality_rows, gram, inequality_rows
 from embgeo.ntp.data import NTPData
+
+from .constraints import Rows, equality_rows, gram, inequality_rows
 from .solvers import DualOutcome, DualProblem, separability_lp
 
 #: Relative tolerance for accepting the log-odds equations (4) as solved.
