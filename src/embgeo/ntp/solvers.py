@@ -949,7 +949,10 @@ class SVMDual:
         order = np.argsort(-mu, kind="stable")[:LP_MAX_PAIRS]
         mass = np.cumsum(mu[order])
         order = order[:int(np.searchsorted(mass, (1 - 1e-12) * mass[-1])) + 1]
-        lp = separability_lp(self.K, self.support, g[order], j[order])
+        # Tie the supports of every context the involved groups follow: a Farkas matrix may balance
+        # its columns through the ties of contexts that carry no off-support weight.
+        contexts = np.unique(self.support[np.unique(g[order])].indices)
+        lp = separability_lp(self.K, self.support, g[order], j[order], contexts=contexts)
         if lp.separable:
             return None
         return self.farkas_from(g[order], j[order], lp.mu / lp.mu.sum(), accept_any=True)

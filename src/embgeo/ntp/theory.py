@@ -691,8 +691,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check
     every constraint is ≤ ``tol`` (so ‖W − W^mm‖/‖W^mm‖ ≤ sqrt(2·tol)) or an exact solve on the
     active set passes the KKT check. Non-separable data give ``status == "infeasible"`` and
     ``W is None``. With ``max_seconds`` it stops there and returns the best certified point
-    (``status == "time_limit"``). ``progress(iteration, info)`` is called at every check. A
-    ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
+    (``status == "time_limit"``), unless the optimum was certified first. ``progress(iteration,
+    info)`` is called at every check. A ``separability`` result of :func:`is_separable` on the same
+    data is reused instead of deciding again.
     :class:`SolverError` if the gap stalls above ``tol`` or ``max_iter`` runs out.
     """
     t0 = time.perf_counter()
