@@ -61,20 +61,8 @@ def _constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int):
 
 
 def reference_max_margin_selection(E, X, selected, *, pad_id=None) -> MaxMarginSelection:
-    """Solve the max-margin problem (12) of the paper for a given selection.
-
-    ::
-
-        min ‖p‖₂  s.t.  (E_s − E_t)ᵀp ≥ 1   ∀ X, s ∈ selected(X), t ∈ X \\ selected(X)
-                        (E_s − E_s')ᵀp = 0  ∀ X, s, s' ∈ selected(X)
-
-    Parameters
-    ----------
-    E : (V, d) token embeddings (e.g. E¹ after the first GD step).
-    X : (n, T) integer token ids; positions equal to ``pad_id`` are ignored.
-    selected : length-n sequence; ``selected[i]`` is the non-empty set of token ids of X[i] that
-        are selected (a single int is accepted for a one-token selection).
-    pad_id : optional padding id.
+    """Problem (12) for a given selection, as the previous solver did it (same arguments and result
+    as :func:`embgeo.attention.theory.max_margin_selection`).
 
     Method
     ------
@@ -190,3 +178,20 @@ def reference_max_margin_selection(E, X, selected, *, pad_id=None) -> MaxMarginS
                                       farkas=to_pairs(w_rows), farkas_residual=farkas_residual, **base)
     raise SolverError(f"reference_max_margin_selection: NNLS answer could not be certified (sigma={sigma:.3e}, "
                       f"{r_rows} reduced rows); the problem is probably nearly infeasible or ill-conditioned")
+
+
+def cvxpy_selection(E, X, selected, pad_id=None):
+    """(status, p) of (12) written out naively over every sequence and pair, solved by Clarabel."""
+    import cvxpy as cp
+
+    p = cp.Variable(E.shape[1])
+    cons = []
+    for x, S in zip(X, selected, strict=True):
+        present = {int(t) for t in x if pad_id is None or t != pad_id}
+        S = {int(s) for s in S}
+        for s in S:
+            cons += [(E[s] - E[t]) @ p >= 1 for t in present - S]
+            cons += [(E[s] - E[s2]) @ p == 0 for s2 in S if s2 > s]
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), cons)
+    prob.solve(solver=cp.CLARABEL)
+    return prob.status, p.value

@@ -17,7 +17,7 @@ from embgeo.attention.data import synthetic_levels
 from embgeo.attention.theory import max_margin_selection, selection
 from embgeo.errors import TooLargeError
 
-from .reference_selection import reference_max_margin_selection
+from .reference_selection import cvxpy_selection, reference_max_margin_selection
 
 INFEASIBLE = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
 
@@ -35,19 +35,6 @@ def naive_constraints(X, selected, pad_id=None):
     return ineq, ties
 
 
-def cvxpy_solve(E, X, selected, pad_id=None):
-    """(status, p) of (12) written out over every sequence and pair, solved by Clarabel."""
-    p = cp.Variable(E.shape[1])
-    cons = []
-    for x, S in zip(X, selected, strict=True):
-        present = {int(t) for t in x if pad_id is None or t != pad_id}
-        S = {int(s) for s in S}
-        for s in S:
-            cons += [(E[s] - E[t]) @ p >= 1 for t in present - S]
-            cons += [(E[s] - E[s2]) @ p == 0 for s2 in S if s2 > s]
-    prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), cons)
-    prob.solve(solver=cp.CLARABEL)
-    return prob.status, p.value
 
 
 def tie_projector(E, ties):
@@ -99,7 +86,7 @@ def agree(E, X, selected, pad_id=None):
     """Solve with ours, the old NNLS reference and cvxpy; check every certificate; return ours."""
     res = max_margin_selection(E, X, selected, pad_id=pad_id)
     old = reference_max_margin_selection(E, X, selected, pad_id=pad_id)
-    status, p_ref = cvxpy_solve(E, X, selected, pad_id)
+    status, p_ref = cvxpy_selection(E, X, selected, pad_id)
     assert res.status == old.status
     if res.status == "optimal":
         check_optimal(E, X, selected, res, pad_id)

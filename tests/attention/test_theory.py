@@ -9,20 +9,7 @@ import pytest
 from embgeo.attention.theory import compare_selections, max_margin_selection, selection
 from embgeo.errors import InputError, ShapeError, TooLargeError
 
-
-def reference(E, X, selected, pad_id=None):
-    """Problem (12) written out naively (every sequence, every pair) and solved by Clarabel."""
-    p = cp.Variable(E.shape[1])
-    cons = []
-    for x, S in zip(X, selected, strict=True):
-        present = {int(t) for t in x if pad_id is None or t != pad_id}
-        S = {int(s) for s in S}
-        for s in S:
-            cons += [(E[s] - E[t]) @ p >= 1 for t in present - S]
-            cons += [(E[s] - E[s2]) @ p == 0 for s2 in S if s2 > s]
-    prob = cp.Problem(cp.Minimize(cp.sum_squares(p)), cons)
-    prob.solve(solver=cp.CLARABEL)
-    return prob.status, p.value
+from .reference_selection import cvxpy_selection as reference
 
 
 def random_instance(seed, V, d, n, T, max_sel=3, dup=True):
