@@ -87,13 +87,19 @@ def _run_new(data, max_seconds: float) -> dict:
                      f"incompatible ({comp.method.split(' (')[0]}): residual ≥ {comp.residual:.2g}, "
                      f"certificate norm {comp.certificate_norm:.1e}")
     t1 = time.perf_counter()
-    sep = is_separable(data, F)
+    try:
+        sep = is_separable(data, F, max_seconds=max_seconds)
+    except SolverError as exc:
+        sep, out["sep"] = None, f"undecided: {exc}"
     out["t_separable"] = time.perf_counter() - t1
-    out["separable"] = bool(sep)
-    out["sep"] = (f"{sep.method}; " + (f"margin {sep.residuals['min_margin']:.3g}" if sep else
-                                       f"Farkas residual {sep.residuals['perp_norm']:.1e}"))
+    out["separable"] = None if sep is None else bool(sep)
+    if sep is not None:
+        out["sep"] = (f"{sep.method}; " + (f"margin {sep.residuals['min_margin']:.3g}" if sep else
+                                           f"Farkas residual {sep.residuals['perp_norm']:.1e}"))
     t2 = time.perf_counter()
-    if sep:
+    if sep is None:
+        out["svm"] = "not attempted: separability undecided"
+    elif sep:
         try:
             svm = ntp_svm(data, subspace_=F, separability=sep, max_seconds=max_seconds)
             r = svm.residuals
