@@ -726,7 +726,7 @@ class SVMDual:
             if not gamma > 0:
                 if detect_infeasible:
                     gi, ji = np.nonzero(off & (x < last))
-                    far = self._infeasibility(gi, ji, (last - x)[gi, ji])
+                    far = self._infeasibility(gi, ji, (last - x)[gi, ji], deadline)
                     if far is not None:
                         best.status, best.farkas = "infeasible", far
                         return best
@@ -752,10 +752,15 @@ class SVMDual:
             if gap <= self.next_polish:
                 self.next_polish = gap / 100
                 # Guessed active set: the support of the dual point, and the tight pairs of the primal one.
-                tight = (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL) | (x < -1e-9 * np.max(np.abs(x)))
-                ag, aj = np.nonzero(off & tight)
-                # Worth it when its (about three) rounds cost less than POLISH_ITERATIONS iterations.
-                if 3 * self._polish_cost(ag) <= POLISH_ITERATIONS * iteration_flops:
+                # Worth it when its (about three) rounds cost less than POLISH_ITERATIONS iterations;
+                # the cost grows with the set, so the dual support alone may already rule it out
+                # (and spare the GEMM of the tight pairs).
+                budget = POLISH_ITERATIONS * iteration_flops
+                in_dual = off & (x < -1e-9 * np.max(np.abs(x)))
+                ag = np.nonzero(in_dual)[0]
+                if 3 * self._polish_cost(ag) <= budget:
+                    ag, aj = np.nonzero(in_dual | (off & (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL)))
+                if 3 * self._polish_cost(ag) <= budget:
                     polished = self._polish_pairs(ag, aj)
                     if polished is not None and polished.gap <= max(tol, 1e-10):
                         polished.iterations, polished.rounds, polished.working_set = it, 1, best.working_set
@@ -828,7 +833,7 @@ class SVMDual:
             timed_out = deadline is not None and time.perf_counter() > deadline
             if not gamma > 0:
                 if detect_infeasible:
-                    far = self._infeasibility(lay["g"][off], j[off], (last_check - x)[off])
+                    far = self._infeasibility(lay["g"][off], j[off], (last_check - x)[off], deadline)
                     if far is not None:
                         return {"status": "infeasible", "psi": x, "iterations": it, "farkas": far}
                 last_check = x.copy()
@@ -929,7 +934,7 @@ class SVMDual:
         return float(np.sum(per_group) + np.sum(4 * q[q > r] ** 2 * r))
 
     # -- infeasibility -----------------------------------------------------------------------------
-    def _infeasibility(self, g: np.ndarray, j: np.ndarray, mu: np.ndarray):
+    def _infeasibility(self, g: np.ndarray, j: np.ndarray, mu: np.ndarray, deadline: float | None = None):
         """A Farkas matrix from a dual that does not separate, or None.
 
         μ = the decrease of the off-support dual entries since the last check (the recession
@@ -938,6 +943,7 @@ class SVMDual:
         at 4, 8, 16, ... consecutive checks, the LP of :func:`separability_lp` is solved on the
         pairs carrying the direction (at most LP_MAX_PAIRS, the heaviest first): a relaxation, so
         s* = 0 there proves the data non-separable, and its dual values are the Farkas weights.
+        The LP gets the time left before ``deadline`` (none left: it is not tried).
         """
         self._failed_checks += 1
         keep = mu > 0
@@ -948,14 +954,17 @@ class SVMDual:
         if far is not None or self._failed_checks < self._next_lp:
             return far
         self._next_lp *= 2
+        time_limit = None if deadline is None else deadline - time.perf_counter()
+        if time_limit is not None and time_limit <= 0:
+            return None
         order = np.argsort(-mu, kind="stable")[:LP_MAX_PAIRS]
         mass = np.cumsum(mu[order])
         order = order[:int(np.searchsorted(mass, (1 - 1e-12) * mass[-1])) + 1]
         # Tie the supports of every context the involved groups follow: a Farkas matrix may balance
         # its columns through the ties of contexts that carry no off-support weight.
         contexts = np.unique(self.support[np.unique(g[order])].indices)
-        lp = separability_lp(self.K, self.support, g[order], j[order], contexts=contexts)
-        if lp.separable:
+        lp = separability_lp(self.K, self.support, g[order], j[order], contexts=contexts, time_limit=time_limit)
+        if lp is None or lp.separable:
             return None
         return self.farkas_from(g[order], j[order], lp.mu / lp.mu.sum(), accept_any=True)
 
@@ -1046,7 +1055,7 @@ class LPResult:
 
 
 def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: np.ndarray,
-                    contexts: np.ndarray | None = None) -> LPResult:
+                    contexts: np.ndarray | None = None, time_limit: float | None = None) -> LPResult | None:
     """max s s.t. x_gᵀk_j = t_j on the supports of the contexts involved, x_gᵀk_j − t_j + s ≤ 0 on the
     given off-support pairs (og, oj), s ≤ 1, over group rows X and t; solved by HiGHS.
 
@@ -1055,7 +1064,8 @@ def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: n
     data non-separable, and the dual values μ of the given pairs are the Farkas weights.
     Size: (groups involved · r + |C| + 1) variables, one row per pair; for small problems or
     small subsets only. ``contexts`` adds contexts to C (all of them for the full LP, so that the
-    supports of contexts without off pairs are tied too).
+    supports of contexts without off pairs are tied too). ``time_limit`` (seconds) is passed to
+    HiGHS; reaching it returns None (undecided).
     """
     G, m = support.shape
     r = K.shape[1]
@@ -1083,7 +1093,10 @@ def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: n
     c[-1] = -1.0  # maximise s
     bounds = [(None, None)] * (n_var - 1) + [(None, 1.0)]
     res = linprog(c, A_ub=rows(og, oj, 1.0), b_ub=np.zeros(len(og)), A_eq=rows(ge, je, 0.0),
-                  b_eq=np.zeros(len(ge)), bounds=bounds, method="highs")
+                  b_eq=np.zeros(len(ge)), bounds=bounds, method="highs",
+                  options={} if time_limit is None else {"time_limit": float(time_limit)})
+    if res.status == 1 and time_limit is not None:  # HiGHS stopped at the time limit
+        return None
     if res.status != 0:
         raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
     value = float(-res.fun)
