@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from embgeo.errors import InputError
 
 SCALES = ("quick", "paper")
@@ -56,6 +58,11 @@ class Claim:
 
     ``tolerance`` documents where the bound comes from (the paper's printed precision, a spread
     over seeds, or the statement's own inequality); ``note`` explains a failure or a reading.
+
+    ``paper`` is shown only beside a run of the paper's configuration: the runner moves it into the
+    note otherwise (:func:`embgeo.experiments.runner.paper_column`), unless ``any_scale`` says the
+    printed value does not depend on the settings a scale or ``--set`` changes (e.g. the entropy of
+    the paper's data generator). ``any_scale`` is an instruction to the runner, not stored.
     """
 
     name: str
@@ -65,33 +72,54 @@ class Claim:
     theory: Any = None
     tolerance: Any = None
     note: str = ""
+    any_scale: bool = False
 
     def to_dict(self) -> dict:
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items() if k != "any_scale"}
 
 
 def close(name: str, measured: float, target: float, tol: float, *, paper=None, theory=None, note: str = "",
-          relative: bool = False) -> Claim:
-    """Claim ``|measured - target| <= tol`` (``tol`` relative to ``|target|`` if ``relative``)."""
+          relative: bool = False, any_scale: bool = False) -> Claim:
+    """Claim ``|measured - target| <= tol`` (``tol`` relative to ``|target|`` if ``relative``).
+
+    A NaN or infinite ``measured`` (or ``target``) fails; ``tol`` must be finite and ≥ 0.
+    """
+    if not (math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"close({name!r}): tolerance must be finite and >= 0, got {tol}")
     bound = tol * abs(target) if relative else tol
-    ok = bool(math.isfinite(measured) and abs(measured - target) <= bound)
+    ok = bool(math.isfinite(measured) and math.isfinite(target) and abs(measured - target) <= bound)
     tol_text = f"±{tol:g}" + (" (relative)" if relative else "")
-    return Claim(name, float(measured), ok, paper, theory, tol_text, note)
+    return Claim(name, float(measured), ok, paper, theory, tol_text, note, any_scale)
 
 
-def at_least(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "") -> Claim:
-    """Claim ``measured >= bound``."""
-    return Claim(name, float(measured), bool(measured >= bound), paper, theory, f">= {bound:g}", note)
+def at_least(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "",
+             any_scale: bool = False) -> Claim:
+    """Claim ``measured >= bound`` (a NaN fails)."""
+    return Claim(name, float(measured), bool(measured >= bound), paper, theory, f">= {bound:g}", note, any_scale)
 
 
-def at_most(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "") -> Claim:
-    """Claim ``measured <= bound``."""
-    return Claim(name, float(measured), bool(measured <= bound), paper, theory, f"<= {bound:g}", note)
+def at_most(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "",
+            any_scale: bool = False) -> Claim:
+    """Claim ``measured <= bound`` (a NaN fails)."""
+    return Claim(name, float(measured), bool(measured <= bound), paper, theory, f"<= {bound:g}", note, any_scale)
 
 
-def holds(name: str, measured, ok: bool, *, paper=None, theory=None, note: str = "") -> Claim:
-    """A claim whose verdict is a yes/no statement (e.g. a monotone trend, equal rows)."""
-    return Claim(name, measured, bool(ok), paper, theory, "exact statement", note)
+def significant(name: str, p_value: float, level: float, *, note: str = "") -> Claim:
+    """Claim a test's ``p_value`` ≤ ``level``; measured is the p-value and the tolerance says so.
+
+    A p-value that underflowed to 0 is recorded as the smallest positive float with the fact in the
+    note, so the report never prints a bare 0.
+    """
+    p = float(p_value)
+    if p == 0.0:
+        p = float(np.finfo(float).tiny)
+        note = (f"{note}; " if note else "") + f"p-value underflowed: p < {p:.3g}"
+    return Claim(name, p, bool(p <= level), None, None, f"p-value <= {level:g}", note)
+
+
+def holds(name: str, measured, ok: bool, *, paper=None, theory=None, note: str = "", any_scale: bool = False) -> Claim:
+    """A claim whose verdict is a yes/no statement (e.g. equal rows, every run qualifies)."""
+    return Claim(name, measured, bool(ok), paper, theory, "exact statement", note, any_scale)
 
 
 @dataclass

@@ -84,7 +84,7 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
         RUN_DIR.reset(token)
     seconds = time.perf_counter() - t0
     figures = _save_figures(result.figures, out)
-    claims = [c.to_dict() for c in result.claims]
+    claims = [c.to_dict() for c in paper_column(result.claims, scale == "paper" and not overrides)]
     if result.trace is not None:
         result.trace.to_csv(out / "trace.csv", index=False)
     record = RunRecord(name, scale, config_doc["config"], claims, figures, seconds, package_versions(), str(out),
@@ -95,6 +95,22 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
                                       "notes": record.notes, "title": exp.title, "paper": exp.paper})
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the results are written: nothing left to resume
     return record
+
+
+def paper_column(claims: list, at_paper_config: bool) -> list:
+    """The claims with their ``paper`` values kept only where the run has the paper's configuration.
+
+    A printed number beside a run of other sizes or settings reads as a (failed) comparison; off the
+    paper's configuration it moves into the note ("paper, at its configuration: …") unless the claim
+    says its printed value holds at any scale (``Claim.any_scale``).
+    """
+    out = []
+    for c in claims:
+        if c.paper is not None and not at_paper_config and not c.any_scale:
+            moved = f"paper, at its own configuration: {c.paper}"
+            c = dataclasses.replace(c, paper=None, note=f"{c.note}; {moved}" if c.note else moved)
+        out.append(c)
+    return out
 
 
 def load(out: str | Path) -> RunRecord | None:

@@ -1,0 +1,66 @@
+"""The claim helpers and the runner's paper column: the verdicts every experiment relies on."""
+
+import math
+
+import pytest
+
+from embgeo.experiments.registry import Claim, at_least, at_most, close, holds, significant
+from embgeo.experiments.runner import paper_column
+
+
+def test_close_absolute_and_relative():
+    assert close("c", 1.05, 1.0, 0.1).ok
+    assert not close("c", 1.2, 1.0, 0.1).ok
+    assert close("c", 0.75, 1.0, 0.25).ok  # the bound itself is inside (exact in binary)
+    assert close("c", 10.0, 8.0, 0.25, relative=True).ok  # 25% of 8
+    assert not close("c", 1.06, 1.0, 0.05, relative=True).ok
+    assert not close("c", 1e-9, 0.0, 0.5, relative=True).ok  # relative to 0: only 0 is close
+    assert close("c", 1.0, 1.0, 0.1, relative=True).tolerance == "±0.1 (relative)"
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nonfinite_measurements_fail(bad):
+    assert not close("c", bad, 1.0, 10.0).ok
+    assert not close("c", 1.0, bad, 10.0).ok
+    if math.isnan(bad):  # ±inf compares as it should; NaN must not pass either side
+        assert not at_least("c", bad, 0.0).ok
+        assert not at_most("c", bad, 0.0).ok
+
+
+def test_close_refuses_a_meaningless_tolerance():
+    with pytest.raises(ValueError, match="tolerance"):
+        close("c", 1.0, 1.0, -0.1)
+    with pytest.raises(ValueError, match="tolerance"):
+        close("c", 1.0, 1.0, math.nan)
+
+
+def test_bounds_and_statements():
+    assert at_least("c", 1.0, 1.0).ok and not at_least("c", 0.999, 1.0).ok
+    assert at_most("c", 1.0, 1.0).ok and not at_most("c", 1.001, 1.0).ok
+    assert holds("c", 3, True).ok and not holds("c", 3, False).ok
+    assert at_least("c", 2.0, 1.0).tolerance == ">= 1"
+
+
+def test_significance_keeps_underflowed_p_values_positive():
+    c = significant("rank test", 0.0, 1e-3)
+    assert c.ok and c.measured > 0 and "underflowed" in c.note and "p-value" in c.tolerance
+    assert not significant("rank test", 0.2, 1e-3).ok
+
+
+def test_to_dict_has_the_report_keys_and_jsonable_values():
+    d = close("c", math.nan, 1.0, 0.1, paper=1.0, any_scale=True).to_dict()
+    assert set(d) == {"name", "paper", "theory", "measured", "tolerance", "ok", "note"}
+    assert d["measured"] == "nan" and d["ok"] is False
+
+
+def test_paper_column_only_beside_the_papers_configuration():
+    claims = [close("printed", 1.43, 1.47, 0.1, paper=0.61, note="measured on a small run"),
+              close("generator", 0.87, 0.83, 0.1, paper=0.8811, any_scale=True),
+              at_least("no paper value", 1.0, 0.0)]
+    kept = paper_column(claims, at_paper_config=True)
+    assert [c.paper for c in kept] == [0.61, 0.8811, None]
+    moved = paper_column(claims, at_paper_config=False)
+    assert [c.paper for c in moved] == [None, 0.8811, None]
+    assert moved[0].note == "measured on a small run; paper, at its own configuration: 0.61"
+    assert moved[0].ok == claims[0].ok and claims[0].paper == 0.61  # verdict unchanged, input untouched
+    assert isinstance(moved[2], Claim) and moved[2].note == ""
