@@ -489,15 +489,17 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.solvers.SVMDual`)
       until a point separates every constraint or a Farkas matrix appears; at most ``max_iter``
       iterations and ``max_seconds`` seconds (then :class:`SolverError`).
-    * ``method="auto"``: "lp" when the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "dual".
+    * ``method="auto"``: the closed form / pair certificate above when they decide, else "lp" when
+      the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "dual". An explicit "lp" or "dual" skips
+      the shortcuts (an independent check of Lemma 1, e.g.).
     """
     if method not in SEPARABILITY_METHODS:
         raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
     pb = _problem(data, subspace_)
-    sep = _decide_cheaply(pb)
-    if sep is not None:
-        return sep
     if method == "auto":
+        sep = _decide_cheaply(pb)
+        if sep is not None:
+            return sep
         method = "lp" if _lp_nnz(pb) <= LP_SMALL_NNZ else "dual"
     if method == "lp":
         return _separability_by_lp(pb)
