@@ -46,10 +46,12 @@ def test_outputs_of_each_experiment(reproduction, name):
         assert (d / f"{fig}.png").stat().st_size > 1000 and (d / f"{fig}.pdf").stat().st_size > 1000
 
 
-#: Claims that fail at quick scale, honestly: with the paper's η = 0.01, NGD is behind GD until about
+#: Claims that fail at quick scale, honestly. Fig. 1's cone rule: with cones of 110°/120°/130°,
+#: w_2 (110°) is longer than w_1 = w_5 (120°). With the paper's η = 0.01, NGD is behind GD until about
 #: step 2000 of 10⁴ (ahead from there on), so over the whole trajectory it is not faster in loss or
 #: alignment (Fig. 5 says it is).
-KNOWN_FAILING = {"ntp-ngd-adam": {"NGD converges faster than GD in CE − 𝓗 (Fig. 5, whole trajectory)",
+KNOWN_FAILING = {"ntp-toy2d": {"the wider a two-context word's cone, the larger ‖w_v‖ (Fig. 1)"},
+                 "ntp-ngd-adam": {"NGD converges faster than GD in CE − 𝓗 (Fig. 5, whole trajectory)",
                                   "NGD converges faster than GD in 1 − cos(W_k − W*, W^mm) (Fig. 5, whole trajectory)"}}
 
 

@@ -15,9 +15,10 @@ from embgeo.experiments.ntp import (
     convergence_claims,
     faster_claims,
     gd_loss_claim,
+    toy_geometry_claims,
 )
-from embgeo.ntp.data import synthetic
-from embgeo.ntp.theory import is_separable, kl_gap, smoothness
+from embgeo.ntp.data import synthetic, toy2d
+from embgeo.ntp.theory import is_separable, kl_gap, ntp_svm, smoothness
 from embgeo.ntp.train import compute_reference, train
 
 
@@ -118,3 +119,19 @@ def test_lemma1_by_the_lp_agrees_with_the_closed_form():
         by_lp, by_lemma = is_separable(data, method="lp"), is_separable(data)
         assert bool(by_lp) and bool(by_lemma)
         assert "LP" in by_lp.method and "Lemma 1" in by_lemma.method
+
+
+def testtoy_geometry_claims_fail_for_a_wrong_w_mm():
+    data = toy2d(angles=(90, 210, 330))  # equiangular: equal cones, w_3 exactly along A
+    W = ntp_svm(data).W
+    separates, cones = toy_geometry_claims(data, W)
+    assert separates.ok and cones.ok
+    wrong = W.copy()
+    wrong[2] *= -1  # w_3 pointing away from A
+    assert not toy_geometry_claims(data, wrong)[0].ok
+    unequal = toy2d()  # cones 110° (w_2), 120° (w_1 = w_5), 130° (w_4)
+    W = ntp_svm(unequal).W
+    ordered = W.copy()
+    ordered[1] *= 0.5  # make w_2 (the narrowest cone) the shortest
+    assert toy_geometry_claims(unequal, ordered)[1].ok
+    assert not toy_geometry_claims(unequal, W)[1].ok  # the solver's own W^mm: w_2 > w_1 (reported failing)

@@ -520,9 +520,13 @@ def test_toy2d_shape_and_supports():
     assert np.all(data.support_sizes == 3)
     assert [s.tolist() for s in data.supports] == [[1, 2, 3], [0, 1, 4], [0, 3, 4]]
     np.testing.assert_allclose(np.linalg.norm(data.embeddings, axis=1), 1.0, rtol=1e-15)
-    # Equiangular: pairwise inner products cos(120°) = -1/2.
+    # Cones of 110° (A-B), 120° (B-C), 130° (C-A); angles=(90, 210, 330) is the equiangular toy.
     G = data.embeddings @ data.embeddings.T
-    np.testing.assert_allclose(G[~np.eye(3, dtype=bool)], -0.5, atol=1e-15)
+    np.testing.assert_allclose([G[0, 1], G[1, 2], G[2, 0]], np.cos(np.deg2rad([110, 120, 130])), atol=1e-15)
+    E = toy2d(angles=(90, 210, 330)).embeddings
+    np.testing.assert_allclose((E @ E.T)[~np.eye(3, dtype=bool)], -0.5, atol=1e-15)
+    with pytest.raises(InputError, match="angles"):
+        toy2d(angles=(0, 1))
     assert data.context_labels == ["A", "B", "C"]
     assert data.token_labels == ["1", "2", "3", "4", "5"]
     np.testing.assert_array_equal(toy2d(seed=4).probs.toarray(), toy2d(seed=4).probs.toarray())

@@ -187,26 +187,28 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     claims.append(at_most("consistency check: W* ⟂ W^mm (F and F⊥ are orthogonal by construction)", abs(inner),
                           1e-10, theory=0.0, note="true of the solvers' output by construction; not a test of the "
                                                   "paper"))
-    h_a = data.embeddings[0]
-    cos3 = float(W_mm[2] @ h_a / (np.linalg.norm(W_mm[2]) * np.linalg.norm(h_a)))
-    claims.append(close("w_3 aligns with context A (word 3 only follows A, Fig. 1)", cos3, 1.0, 1e-8, theory=1.0,
-                        note="exact by the reflection symmetry of the equiangular toy (B ↔ C)"))
+    claims += toy_geometry_claims(data, W_mm)
     c, _, _ = _entropy_claim("𝓗 of the toy generator vs the printed realization", PAPER_H_TOY, 0.5 + 1 / 3,
                              toy2d, cfg.entropy_seeds)
     claims.append(c)
     claims += gd_loss_claim(data, ref, df, lr) + convergence_claims("GD", df, "Thm. 2")
 
-    fig1, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(11, 5), layout="constrained")
-    figures.toy_geometry(data, W_mm, ax_l)
+    fig1, axd = plt.subplot_mosaic([["geometry", "upper"], ["geometry", "lower"]], figsize=(12, 6),
+                                   layout="constrained")
+    figures.toy_geometry(data, W_mm, axd["geometry"])
+    # The paper's right panel: upper graph Lemma 2 (loss and norm), lower graph Theorem 2.
     dfp = df[df["step"] > 0]
-    ax_r.loglog(dfp["step"], dfp["kl_gap"], label="CE − $\\mathcal{H}$", **figures.style(0))
-    ax_r.loglog(dfp["step"], 1 - dfp["cos_mm"], label="1 − cos($W_k$, $W^{mm}$)", **figures.style(1))
-    ax_r.loglog(dfp["step"], dfp["subspace_error"], label="‖P_F W_k − W*‖/‖W*‖", **figures.style(2))
-    ax_r.loglog(dfp["step"], dfp["norm"], label="‖W_k‖", **figures.style(3))
-    ax_r.set_xlabel("iteration k")
-    ax_r.set_ylabel("value (nats for the loss gap)")
-    ax_r.set_title(f"GD, η = {lr:.3g}")
-    ax_r.legend(fontsize=8)
+    up, low = axd["upper"], axd["lower"]
+    up.loglog(dfp["step"], dfp["kl_gap"], label="CE − $\\mathcal{H}$ (nats)", **figures.style(0))
+    up.loglog(dfp["step"], dfp["norm"], label="‖W_k‖", **figures.style(3))
+    up.set_title(f"GD, η = {lr:.3g}: Lemma 2")
+    up.legend(fontsize=8)
+    low.loglog(dfp["step"], 1 - dfp["cos_mm"], label="1 − cos($W_k$, $W^{mm}$)", **figures.style(1))
+    low.loglog(dfp["step"], 1 - dfp["cos_corrected"], label="1 − cos($W_k − W^*$, $W^{mm}$)", **figures.style(4))
+    low.loglog(dfp["step"], dfp["subspace_error"], label="‖P_F W_k − W*‖/‖W*‖", **figures.style(2))
+    low.set_xlabel("iteration k")
+    low.set_title("Theorem 2")
+    low.legend(fontsize=8)
     fig2, axes = plt.subplots(1, 3, figsize=(14, 4.3), layout="constrained")
     figures.probability_matrix(data, axes[0])
     figures.token_rows(W_mm, axes[1], "rows of $W^{mm}$", data.token_labels)
@@ -214,6 +216,36 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     notes = [f"This realization has 𝓗 = {entropy(data):.4f} nats (paper: {PAPER_H_TOY}); GD step η = {lr:.3g} "
              "= 1/(2L) since the paper does not print it."]
     return Result(claims, {"fig1_toy": fig1, "fig2_toy": fig2}, df, notes)
+
+
+def toy_geometry_claims(data, W_mm: np.ndarray) -> list:
+    """Fig. 1's reading of W^mm: w_3's hyperplane separates A (word 3 follows A only) from B and C,
+    and among words that follow two contexts, the wider their cone the larger ‖w_v‖."""
+    H = data.embeddings
+    w3 = W_mm[2]
+    sep = float(min(w3 @ H[0], -(w3 @ H[1]), -(w3 @ H[2])))
+    cos3 = float(w3 @ H[0] / (np.linalg.norm(w3) * np.linalg.norm(H[0])))
+    pairs = []  # (cone angle in degrees, ‖w_v‖, word) for the words in exactly two supports
+    for v in range(data.V):
+        ctx = [j for j in range(data.m) if v in data.supports[j]]
+        if len(ctx) == 2:
+            a, b = H[ctx[0]], H[ctx[1]]
+            angle = float(np.degrees(np.arccos(np.clip(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), -1, 1))))
+            pairs.append((angle, float(np.linalg.norm(W_mm[v])), data.token_labels[v]))
+    pairs.sort()
+    norms = np.array([p[1] for p in pairs])
+    angles = np.array([p[0] for p in pairs])
+    wider = np.diff(angles) > 1e-9
+    ok = bool(np.all(np.diff(norms)[wider] > 0))
+    return [
+        at_least("w_3's hyperplane separates context A from B and C (word 3 only follows A, Fig. 1)", sep, 1e-12,
+                 theory="> 0", note=f"min(⟨w_3, h_A⟩, −⟨w_3, h_B⟩, −⟨w_3, h_C⟩); cos(w_3, h_A) = {cos3:.4f} "
+                                    "(\"almost aligns\")"),
+        holds("the wider a two-context word's cone, the larger ‖w_v‖ (Fig. 1)", float(norms[-1]), ok,
+              note="(cone angle, ‖w_v‖) by word: " + ", ".join(f"w_{t}: {a:.0f}°, {n:.4f}" for a, n, t in pairs)
+                   + ("" if ok else "; the norm also depends on the other words' margins, so the ordering holds "
+                                    "only between some words")),
+    ]
 
 
 @dataclass

@@ -433,16 +433,24 @@ def synthetic_large(m: int = 20_000, V: int = 5_000, d: int = 64, mean_support: 
 TOY2D_SUPPORTS = ((1, 2, 3), (0, 1, 4), (0, 3, 4))
 
 
-def toy2d(seed: int = 0) -> NTPData:
+#: Angles (degrees) of the toy's contexts A, B, C: cones of 110° (A-B), 120° (B-C) and 130° (C-A),
+#: unequal so that Fig. 1's "the wider the cone, the larger ‖w_v‖" can be seen (the paper does not
+#: print its coordinates; (90, 210, 330) is the equiangular toy).
+TOY2D_ANGLES = (90.0, 200.0, 320.0)
+
+
+def toy2d(seed: int = 0, angles: tuple = TOY2D_ANGLES) -> NTPData:
     """The 2-D toy of the paper's Figs. 1-2: d=2, m=3 contexts A, B, C, V=5, S_j=3.
 
-    Embeddings are unit vectors at 90°, 210° and 330° (equiangular, which makes the data
-    NTP-separable; the paper does not print its coordinates). Probabilities on the supports
+    Embeddings are unit vectors at ``angles`` (degrees; default :data:`TOY2D_ANGLES`, three cones
+    of different widths; ``ntp-toy2d`` checks that the data are NTP-separable). Probabilities on the supports
     :data:`TOY2D_SUPPORTS` are Dirichlet(1) draws ("assigned randomly"); the paper's realization
     had 𝓗 = 0.8811 nats, a seed gives another realization.
     """
+    if len(angles) != 3 or not all(np.isfinite(a) for a in angles):
+        raise InputError(f"angles: expected three finite angles in degrees, got {angles!r}")
     rng = make_rng(seed)
-    angles = np.deg2rad([90.0, 210.0, 330.0])
+    angles = np.deg2rad(np.asarray(angles, dtype=float))
     H = np.column_stack([np.cos(angles), np.sin(angles)])
     P = np.zeros((3, 5))
     for j, supp in enumerate(TOY2D_SUPPORTS):

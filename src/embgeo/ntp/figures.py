@@ -22,19 +22,30 @@ def style(i: int) -> dict:
 
 
 def toy_geometry(data, W_mm: np.ndarray, ax):
-    """Fig. 1 (left): context embeddings with their supports, the rows w_v of W^mm and their hyperplanes."""
+    """Fig. 1 (left): context embeddings with their supports, the rows w_v of W^mm and their hyperplanes.
+
+    H (m, 2), W_mm (V, 2); rows of W^mm that coincide are drawn once with a joint label ("w_1 = w_5").
+    """
     H = data.embeddings
     labels = data.context_labels or [str(j) for j in range(data.m)]
     tokens = data.token_labels or [str(v) for v in range(data.V)]
     lim = 1.25 * max(np.abs(H).max(), np.abs(W_mm).max())
     t = np.linspace(-lim, lim, 2)
+    # Rows that coincide (same support pattern, e.g. w_1 = w_5) are drawn once and labelled together.
+    tol = 1e-8 * max(float(np.abs(W_mm).max()), 1e-300)
+    drawn: list[int] = []
     for v, w in enumerate(W_mm):
+        if any(np.abs(W_mm[u] - w).max() <= tol for u in drawn):
+            continue
+        same = [u for u in range(len(W_mm)) if np.abs(W_mm[u] - w).max() <= tol]
+        drawn.append(v)
         st = style(v)
         if np.linalg.norm(w) > 0:  # hyperplane {x : <w_v, x> = 0}
             normal = np.array([-w[1], w[0]]) / np.linalg.norm(w)
             ax.plot(t * normal[0], t * normal[1], color=st["color"], linestyle=st["linestyle"], linewidth=0.8)
         ax.annotate("", xy=w, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": st["color"], "lw": 1.6})
-        ax.plot(*w, marker="*", color=st["color"], markersize=11, linestyle="none", label=f"$w_{{{tokens[v]}}}$")
+        label = " = ".join(f"$w_{{{tokens[u]}}}$" for u in same)
+        ax.plot(*w, marker="*", color=st["color"], markersize=11, linestyle="none", label=label)
     for j, h in enumerate(H):
         supp = ",".join(tokens[z] for z in data.supports[j])
         ax.plot(*h, "o", color="black", markersize=8)
