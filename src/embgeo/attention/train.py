@@ -2,7 +2,8 @@
 
 * Theory protocol (Sec. 4, eqs. 4 and 9): :func:`one_step` (one full-batch GD step of size η0 on E
   and p from the 𝒩(0, I/d) init), :func:`embedding_update` (E¹ − E⁰ for Lemma 4.1) with the
-  prediction :func:`lemma41_prediction` and bound :func:`lemma41_bound`, and :func:`two_stage`
+  prediction :func:`lemma41_prediction`, its residual :func:`lemma41_residual` and first-order size
+  :func:`lemma41_error_scale`, the paper's bound :func:`lemma41_bound`, and :func:`two_stage`
   (step 1, then GD on p with E = E¹ frozen, a discretisation of gradient flow (9)).
 * Experimental protocol (App. D): :func:`train_adamw`, AdamW on all trainable parameters,
   MultiStepLR ×0.1 at epochs 100 and 200, batch 128, seeded, checkpoint/resume.
@@ -27,7 +28,7 @@ from embgeo.core.validate import check_positive_int
 from embgeo.errors import InputError, ShapeError
 
 __all__ = ["one_step", "embedding_update", "lemma41_alpha", "lemma41_prediction", "lemma41_bound",
-           "lemma41_slope", "two_stage", "train_adamw"]
+           "lemma41_slope", "lemma41_residual", "lemma41_error_scale", "two_stage", "train_adamw"]
 
 CHECKPOINT_VERSION = 1
 
@@ -75,7 +76,7 @@ def one_step(model: OneLayerAttention, X, y, eta0: float, mask=None, keep_p0: bo
 def embedding_update(model: OneLayerAttention, X, y, eta0: float, mask=None) -> tuple[np.ndarray, np.ndarray]:
     """``(E¹ − E⁰, p¹ − p⁰)`` as float64 numpy arrays (|S|, d) and (d,), WITHOUT changing ``model``.
 
-    For Lemma 4.1: compare with :func:`lemma41_prediction` and :func:`lemma41_bound`.
+    For Lemma 4.1: compare with :func:`lemma41_prediction` (:func:`lemma41_residual`).
     """
     _check_one_layer(model)
     eta0 = _check_float("eta0", eta0)
@@ -110,24 +111,79 @@ def lemma41_prediction(alpha, v, eta0: float) -> np.ndarray:
 
 
 def lemma41_bound(eta0: float, dim: int) -> float:
-    """Lemma 4.1, eq. (7): ``max(‖err_s‖, ‖err_p‖) ≤ 11 η0 d^(−1/4)`` (holds w.h.p. under condition (5))."""
+    """Lemma 4.1, eq. (7): ``max(‖err_s‖, ‖err_p‖) ≤ 11 η0 d^(−1/4)`` (holds w.h.p. under condition (5)).
+
+    Far above the signal at any practical d: |α_s| ≤ 1, so the prediction itself,
+    ‖(η0/2)α_s v‖ ≤ η0/2, is below the bound for every d < 22⁴ ≈ 2.3·10⁵ and a zero update
+    satisfies it too. Report it; test the update with :func:`lemma41_residual` instead.
+    """
     return 11.0 * _check_float("eta0", eta0) * check_positive_int("dim", dim) ** -0.25
 
 
+def _as_vector(v) -> np.ndarray:
+    return np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=np.float64)
+
+
 def lemma41_slope(dE, alpha, v) -> dict:
-    """Least-squares fit of the projections ``(E¹_s − E⁰_s)·v`` on α_s (prediction: slope η0/2, intercept 0).
+    """Least-squares fit of the projections ``(E¹_s − E⁰_s)·v/‖v‖²`` on α_s (prediction: slope η0/2, intercept 0).
 
     Returns dict ``slope``, ``intercept``, ``corr`` (Pearson) and ``max_residual_norm`` =
-    max_s ‖dE_s − slope·α_s v‖.
+    max_s ‖dE_s − slope·α_s v‖ (residual against the FITTED slope; for the residual against the
+    lemma's prediction use :func:`lemma41_residual`).
     """
     dE = np.asarray(dE, dtype=np.float64)
     alpha = np.asarray(alpha, dtype=np.float64)
-    v = np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=np.float64)
+    v = _as_vector(v)
     proj = dE @ v / (v @ v)
     slope, intercept = np.polyfit(alpha, proj, 1)
     res = dE - slope * alpha[:, None] * v[None, :]
     return {"slope": float(slope), "intercept": float(intercept), "corr": float(np.corrcoef(alpha, proj)[0, 1]),
             "max_residual_norm": float(np.linalg.norm(res, axis=1).max())}
+
+
+def lemma41_residual(dE, alpha, v, eta0: float) -> dict:
+    """The update's residual against Lemma 4.1's prediction ``(η0/2) α_s v`` (eq. 6), not a fitted slope.
+
+    With ``P = (η0/2) α vᵀ`` (|S|, d) and ``R = dE − P``:
+
+    - ``relative`` = ‖R‖_F / ‖P‖_F, the residual relative to the prediction (RMS over tokens,
+      weighted by the signal); compare with :func:`lemma41_error_scale`;
+    - ``relative_along_v`` = the same for the components along v only;
+    - ``max_residual_norm`` = max_s ‖R_s‖ (the quantity bounded by eq. 7) and
+      ``max_prediction_norm`` = max_s ‖P_s‖.
+
+    ``eta0`` is the step size whose half is the predicted slope; passing a wrong one (e.g. 2η0,
+    i.e. a slope of η0) makes ``relative`` ≈ 1/2 instead of O(d^(−1/2)).
+    """
+    dE = np.asarray(dE, dtype=np.float64)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    v = _as_vector(v)
+    if dE.ndim != 2 or alpha.shape != (dE.shape[0],) or v.shape != (dE.shape[1],):
+        raise ShapeError(f"dE (|S|, d), alpha (|S|,), v (d,): got shapes {dE.shape}, {alpha.shape}, {v.shape}")
+    P = lemma41_prediction(alpha, v, eta0)
+    R = dE - P
+    p_norm = float(np.linalg.norm(P))
+    if p_norm == 0:
+        raise InputError("alpha: every α_s is 0, so the prediction is 0 and no relative residual exists")
+    u = v / np.linalg.norm(v)
+    return {"relative": float(np.linalg.norm(R)) / p_norm,
+            "relative_along_v": float(np.linalg.norm(R @ u) / np.linalg.norm(P @ u)),
+            "max_residual_norm": float(np.linalg.norm(R, axis=1).max()),
+            "max_prediction_norm": float(np.linalg.norm(P, axis=1).max())}
+
+
+def lemma41_error_scale(dim: int, norm_p0: float = 1.0) -> float:
+    """First-order size of Lemma 4.1's error relative to the prediction: ``√2 ‖p⁰‖ / √d`` [inference].
+
+    At the init, q_i(X) = (1/T)(1 + a_{x_i} − ā_X + …) and g = 1/2 + O(f), with the scores
+    a_s = p⁰·E⁰_s ~ 𝒩(0, ‖p⁰‖²/d) and values b_s = v·E⁰_s ~ 𝒩(0, ‖v‖²/d). To first order the
+    step-1 update of E_s is (η0/2)α_s[(1 + a_s) v + b_s p⁰] (the terms in ā_X and f average
+    over the T tokens of a sequence and are smaller by √T). Both error terms are independent of
+    α and have relative size ‖p⁰‖/√d, so ‖R‖_F/‖P‖_F ≈ √2 ‖p⁰‖/√d (compare
+    :func:`lemma41_residual`), and the fitted slope has no first-order bias: its relative error is
+    ‖p⁰‖/√d divided by √m_eff, m_eff = (Σα²)²/Σα⁴ the number of tokens that carry the signal.
+    """
+    return math.sqrt(2.0) * _check_float("norm_p0", norm_p0) / math.sqrt(check_positive_int("dim", dim))
 
 
 # -- theory protocol: step 1 + GD on p ------------------------------------------------------------
