@@ -18,8 +18,9 @@ from embgeo.experiments.ntp import (
     toy_geometry_claims,
 )
 from embgeo.ntp.data import synthetic, toy2d
+from embgeo.ntp.metrics import compute_reference
 from embgeo.ntp.theory import is_separable, kl_gap, ntp_svm, smoothness
-from embgeo.ntp.train import compute_reference, train
+from embgeo.ntp.train import train
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,12 @@ def test_true_reference_passes(fig4):
 def test_perturbed_w_mm_fails_the_alignment_level(fig4):
     cfg, data, ref, _ = fig4
     rng = np.random.default_rng(1)
-    noise = rng.normal(size=ref["w_mm"].shape)
-    wrong = ref["w_mm"] + 1.3 * np.linalg.norm(ref["w_mm"]) * noise / np.linalg.norm(noise)
-    cos = np.sum(wrong * ref["w_mm"]) / (np.linalg.norm(wrong) * np.linalg.norm(ref["w_mm"]))
+    noise = rng.normal(size=ref.w_mm.shape)
+    wrong = ref.w_mm + 1.3 * np.linalg.norm(ref.w_mm) * noise / np.linalg.norm(noise)
+    cos = np.sum(wrong * ref.w_mm) / (np.linalg.norm(wrong) * np.linalg.norm(ref.w_mm))
     assert 0.4 < cos < 0.8  # a plausible-looking but wrong W^mm
     df = train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False,
-               reference={**ref, "w_mm": wrong}).to_frame()
+               reference=ref.replace(w_mm=wrong)).to_frame()
     claim = _by_name(convergence_claims("GD", df, "Thm. 2"), "cos(W_k − W*, W^mm)")
     assert not claim.ok and claim.measured < ALIGN_LEVEL
 
@@ -57,7 +58,7 @@ def test_perturbed_w_mm_fails_the_alignment_level(fig4):
 def test_scaled_w_star_fails_both_subspace_claims(fig4):
     cfg, data, ref, _ = fig4
     df = train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False,
-               reference={**ref, "w_star": 1.5 * ref["w_star"]}).to_frame()
+               reference=ref.replace(w_star=1.5 * ref.w_star)).to_frame()
     claims = convergence_claims("GD", df, "Thm. 2")
     assert not _by_name(claims, "≤ 0.25 at the last step").ok
     assert not _by_name(claims, "halved over the last decade").ok
@@ -103,7 +104,7 @@ def test_gd_loss_bound_holds_at_every_record_and_catches_a_wrong_entropy(fig4):
 def test_gd_loss_bound_at_its_comparator_matches_kl(fig4):
     """The bound's first term is KL at W* + s W^mm: at s = 0 it is KL(W*), the off-support mass of W*."""
     _, data, ref, _ = fig4
-    assert kl_gap(data, ref["w_star"]) > kl_gap(data, ref["w_star"] + 10 * ref["w_mm"]) > 0
+    assert kl_gap(data, ref.w_star) > kl_gap(data, ref.w_star + 10 * ref.w_mm) > 0
 
 
 def test_gd_loss_claim_says_when_the_step_is_too_large(fig4):

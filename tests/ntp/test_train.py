@@ -7,15 +7,9 @@ import torch
 from embgeo.errors import InputError, NotSeparableError, ShapeError
 from embgeo.ntp import NTPData, synthetic, theory
 from embgeo.ntp import train as train_mod
-from embgeo.ntp.train import (
-    StepSizeWarning,
-    TrainingInterrupted,
-    compute_reference,
-    record_steps,
-    regularization_path,
-    ridge_path,
-    train,
-)
+from embgeo.ntp.metrics import compute_reference
+from embgeo.ntp.regpath import regularization_path, ridge_path
+from embgeo.ntp.train import StepSizeWarning, TrainingInterrupted, record_steps, train
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +141,7 @@ def test_gd_from_zero_follows_the_theory_qualitatively(data, ref):
     assert last["kl_gap"] == theory.kl_gap(data, tr.W)
     assert last["kl_gap"] == pytest.approx(last["ce"] - tr.meta["entropy"], abs=1e-12)
     assert last["norm"] == pytest.approx(np.linalg.norm(tr.W), rel=1e-14)
-    Ws, Wmm, W = ref["w_star"], ref["w_mm"], tr.W
+    Ws, Wmm, W = ref.w_star, ref.w_mm, tr.W
 
     def cos(a, b):
         return np.sum(a * b) / (np.linalg.norm(a) * np.linalg.norm(b))
@@ -155,8 +149,8 @@ def test_gd_from_zero_follows_the_theory_qualitatively(data, ref):
     assert last["cos_mm"] == pytest.approx(cos(W, Wmm), rel=1e-12)
     assert last["cos_corrected"] == pytest.approx(cos(W - Ws, Wmm), rel=1e-12)
     assert last["subspace_error"] == pytest.approx(
-        np.linalg.norm(ref["F"].project(W) - Ws) / np.linalg.norm(Ws), rel=1e-10)
-    assert last["margin"] == pytest.approx(theory.ntp_margin(data, W, ref["F"]), rel=1e-12)
+        np.linalg.norm(ref.F.project(W) - Ws) / np.linalg.norm(Ws), rel=1e-10)
+    assert last["margin"] == pytest.approx(theory.ntp_margin(data, W, ref.F), rel=1e-12)
     # as in the digest's ballpark table: subtracting W* improves the alignment
     assert last["cos_corrected"] > last["cos_mm"]
 
@@ -164,7 +158,7 @@ def test_gd_from_zero_follows_the_theory_qualitatively(data, ref):
 def test_reference_is_computed_when_not_given(data, ref):
     tr = train(data, "ngd", steps=5, reference=None, progress=False)
     assert tr.meta["reference"] == "computed"
-    assert tr.meta["w_mm_norm"] == pytest.approx(np.linalg.norm(ref["w_mm"]), rel=1e-6)
+    assert tr.meta["w_mm_norm"] == pytest.approx(np.linalg.norm(ref.w_mm), rel=1e-6)
     assert {"cos_mm", "cos_corrected", "subspace_error", "margin"} <= set(tr.last)
 
 
@@ -251,9 +245,15 @@ def test_bad_inputs_name_the_field(data, kwargs, error, field):
 
 
 def test_reference_shapes_are_checked(data, ref):
-    bad = {**ref, "w_mm": np.zeros((data.V + 1, data.d))}
-    with pytest.raises(ShapeError, match=r"reference\['w_mm'\]"):
-        train(data, steps=1, reference=bad, progress=False)
+    with pytest.raises(ShapeError, match=r"reference.w_mm"):
+        ref.replace(w_mm=np.zeros((data.V + 1, data.d)))
+    with pytest.raises(InputError, match=r"reference.w_mm: is zero"):
+        ref.replace(w_mm=np.zeros_like(ref.w_mm))
+    other = compute_reference(synthetic(m=20, V=8, d=31, support_size=4, seed=0))
+    with pytest.raises(ShapeError, match="reference: built for data"):
+        train(data, steps=1, reference=other, progress=False)
+    with pytest.raises(InputError, match="Reference"):  # the old dict form is refused with the new name
+        train(data, steps=1, reference={"w_star": ref.w_star, "w_mm": ref.w_mm, "F": ref.F}, progress=False)
 
 
 def test_keyboard_interrupt_returns_partial_trace(data, monkeypatch):

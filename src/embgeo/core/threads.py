@@ -13,11 +13,15 @@ from threadpoolctl import threadpool_limits
 
 
 @contextmanager
-def limit_threads(threads: int):
+def limit_threads(threads: int | None):
     """Run the block with ``threads`` torch intra-op threads and BLAS/OpenMP threads.
 
-    Both are restored afterwards.
+    Both are restored afterwards. ``None`` leaves the caller's settings alone (what ``embgeo
+    --threads N`` or the user set), which is the default of every trainer and solver.
     """
+    if threads is None:
+        yield
+        return
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -56,3 +56,36 @@ def make_rng(seed) -> np.random.Generator:
     if seed is None or isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise InputError(f"seed: expected an integer (seeds are explicit), got {seed!r}")
     return np.random.default_rng(int(seed))
+
+
+def check_float(name: str, value, *, positive: bool = True) -> float:
+    """Return ``value`` as a finite float, > 0 (``positive``) or ≥ 0; the message names ``name``.
+
+    The one float check of every trainer and solver (bools and strings are refused, not coerced).
+    """
+    want = "> 0" if positive else ">= 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"{name}: expected a finite number {want}, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(f"{name}: expected a finite number {want}, got {value}")
+    return value
+
+
+def check_seed(seed) -> int:
+    """A non-negative integer seed (seeds are explicit: None and bools are refused)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed: expected a non-negative integer (seeds are explicit), got {seed!r}")
+    return int(seed)
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` if it is True or False (not 0/1 or a string)."""
+    if not isinstance(value, bool):
+        raise InputError(f"{name}: expected True or False, got {value!r}")
+    return value
+
+
+def check_threads(threads) -> int | None:
+    """None (keep the caller's thread settings) or a positive thread count."""
+    return None if threads is None else check_positive_int("threads", threads)

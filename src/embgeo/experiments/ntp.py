@@ -17,8 +17,10 @@ import pandas as pd
 from embgeo.experiments.registry import Experiment, Result, at_least, at_most, close, holds, register
 from embgeo.ntp import figures
 from embgeo.ntp.data import synthetic, toy2d
+from embgeo.ntp.metrics import Reference, compute_reference
+from embgeo.ntp.regpath import regularization_path
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
-from embgeo.ntp.train import compute_reference, regularization_path, train
+from embgeo.ntp.train import train
 
 #: 𝓗 of the paper's realizations (NeurIPS App. A.1 and A.2).
 PAPER_H_TOY = 0.8811
@@ -96,13 +98,13 @@ def convergence_claims(label: str, df: pd.DataFrame, ref: str) -> list:
     ]
 
 
-def gd_loss_claim(data, reference: dict, df: pd.DataFrame, lr: float) -> list:
+def gd_loss_claim(data, reference: Reference, df: pd.DataFrame, lr: float) -> list:
     """Lemma 2 (CE → 𝓗) at the rate of GD on a smooth convex loss, at the last step k.
 
     For η ≤ 1/L and any comparator U, CE(W_k) − CE(U) ≤ ‖W_0 − U‖²/(2ηk) (the descent lemma summed);
     with U = W* + s·W^mm (in-support logits of W*, off-support ones pushed down by s) this gives
     CE(W_k) − 𝓗 ≤ min_s [KL(U_s) + (‖W_0‖ + ‖U_s‖)²/(2ηk)], a bound from the theory's two objects.
-    ``reference``: {"w_star", "w_mm"}; ``df``: a trace with step 0 (‖W_0‖) and kl_gap.
+    ``reference``: W*, W^mm; ``df``: a trace with step 0 (‖W_0‖) and kl_gap.
     """
     L = smoothness(data)
     k = int(df["step"].iloc[-1])
@@ -112,7 +114,7 @@ def gd_loss_claim(data, reference: dict, df: pd.DataFrame, lr: float) -> list:
         return [holds("GD: CE − 𝓗 decreases monotonically (Lemma 2; η > 1/L, so no rate bound)", measured,
                       monotone, theory="→ 0", note=f"η = {lr:g} > 1/L = {1 / L:.3g}")]
     w0 = float(df["norm"].iloc[0])
-    Ws, Wmm = reference["w_star"], reference["w_mm"]
+    Ws, Wmm = reference.w_star, reference.w_mm
     bound = min(kl_gap(data, Ws + s * Wmm) + (w0 + np.linalg.norm(Ws + s * Wmm)) ** 2 / (2 * lr * k)
                 for s in np.linspace(0.0, 4 * np.log(max(k, 2)), 200))
     return [at_most("GD: CE − 𝓗 within the GD rate bound at the last step (Lemma 2)", measured, float(bound),
@@ -170,7 +172,7 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     Ws = w_star(data, F)
     W_mm = svm.W
     lr = cfg.lr or 1 / (2 * smoothness(data))
-    ref = {"w_star": Ws, "w_mm": W_mm, "F": F}
+    ref = Reference(Ws, W_mm, F)
     trace = train(data, "gd", lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref)
     df = trace.to_frame()
 

@@ -1,7 +1,11 @@
-"""NTP implicit bias (Thrampoulidis, NeurIPS 2024): data, theory, training, metrics.
+"""NTP implicit bias (Thrampoulidis, NeurIPS 2024).
 
-Training lives in the submodule :mod:`embgeo.ntp.train` (``from embgeo.ntp.train import train``);
-it is not re-exported here so that the name ``embgeo.ntp.train`` keeps meaning the module.
+Rooms, as in every paper package: :mod:`~embgeo.ntp.data` (NTPData, generators, text),
+:mod:`~embgeo.ntp.theory` (W*, F, separability, W^mm; solvers in :mod:`~embgeo.ntp.solvers` and
+:mod:`~embgeo.ntp.constraints`), :mod:`~embgeo.ntp.train` (GD / NGD / Adam / SGD),
+:mod:`~embgeo.ntp.regpath` (Theorem 1's paths), :mod:`~embgeo.ntp.metrics` (the reference and the
+trace metrics), :mod:`~embgeo.ntp.figures`. Training is not re-exported here so that the name
+``embgeo.ntp.train`` keeps meaning the module.
 """
 
 from embgeo.ntp.data import NTPData, synthetic, toy2d

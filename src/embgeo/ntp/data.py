@@ -433,6 +433,13 @@ def synthetic_large(m: int = 20_000, V: int = 5_000, d: int = 64, mean_support: 
 TOY2D_SUPPORTS = ((1, 2, 3), (0, 1, 4), (0, 3, 4))
 
 
+def check_ntp_data(data) -> NTPData:
+    """``data`` if it is an :class:`NTPData`, else a clear :class:`InputError`."""
+    if not isinstance(data, NTPData):
+        raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")
+    return data
+
+
 #: Angles (degrees) of the toy's contexts A, B, C: cones of 110° (A-B), 120° (B-C) and 130° (C-A),
 #: unequal so that Fig. 1's "the wider the cone, the larger ‖w_v‖" can be seen (the paper does not
 #: print its coordinates; (90, 210, 330) is the equiangular toy).
