@@ -142,3 +142,25 @@ def test_text_bad_input_is_one_line_error(tmp_path, capsys, content, argv, messa
     err = capsys.readouterr().err
     assert err.startswith("embgeo: error:") and err.count("\n") == 1
     assert message in err
+
+
+@pytest.mark.parametrize("argv", [["--threads", "2", "run", "ntp-gd"], ["run", "ntp-gd", "--threads", "2"]])
+def test_threads_reach_torch_inside_training(tmp_path, monkeypatch, argv):
+    """`embgeo --threads 2` (before or after the subcommand) is the thread count torch trains with."""
+    import torch
+
+    from embgeo.ntp import train as ntp_train
+
+    seen = []
+    original = ntp_train._run
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ntp_train, "_run", spy)
+    before = torch.get_num_threads()
+    assert main([*argv, "--set", "steps=3", "--out", str(tmp_path / "gd")]) == 0
+    assert seen == [2]
+    assert torch.get_num_threads() == before  # restored afterwards
+

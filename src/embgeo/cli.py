@@ -277,13 +277,16 @@ def cmd_reproduce(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="embgeo", description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch and BLAS threads (default 1; DESIGN.md: one per process on small machines)")
+    threads_help = "torch and BLAS threads (default 1; DESIGN.md: one per process on small machines)"
+    parser.add_argument("--threads", type=int, default=1, help=threads_help)
+    # --threads is accepted after the subcommand too; given there, it wins (SUPPRESS: absent = not set).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--threads", type=int, default=argparse.SUPPRESS, help=threads_help)
     sub = parser.add_subparsers(dest="command", required=True)
 
     ntp = sub.add_parser("ntp", help="NTP implicit bias (Thrampoulidis 2024)")
     ntp_sub = ntp.add_subparsers(dest="ntp_command", required=True)
-    an = ntp_sub.add_parser("analyze", help="H, F, W*, separability, NTP-SVM of a dataset")
+    an = ntp_sub.add_parser("analyze", help="H, F, W*, separability, NTP-SVM of a dataset", parents=[common])
     an.add_argument("--synthetic", metavar="m,V,d,S",
                     help=f"the paper's Fig. 3-4 generator at these sizes (the default data; default sizes: the "
                          f"paper's {SYNTHETIC_DEFAULT})")
@@ -312,15 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "(--text, --max-vocab), vocabulary.txt here")
     an.set_defaults(func=ntp_analyze)
 
-    ls = sub.add_parser("list", help="list the registered experiments")
+    ls = sub.add_parser("list", help="list the registered experiments", parents=[common])
     ls.set_defaults(func=cmd_list)
-    rn = sub.add_parser("run", help="run one experiment")
+    rn = sub.add_parser("run", help="run one experiment", parents=[common])
     rn.add_argument("name", help="experiment name (see 'embgeo list')")
     rn.add_argument("--scale", choices=["quick", "paper"], default="quick")
     rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value (repeatable)")
     rn.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME)")
     rn.set_defaults(func=cmd_run)
-    rp = sub.add_parser("reproduce", help="run every experiment of a paper and write report.html")
+    rp = sub.add_parser("reproduce", help="run every experiment of a paper and write report.html", parents=[common])
     rp.add_argument("--paper", default="all", help="ntp or all (default all)")
     rp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     rp.add_argument("--out", default="runs/reproduce", metavar="DIR", help="output directory (default runs/reproduce)")
@@ -332,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")  # the CLI writes figures to files; library modules leave the backend to the user
     if args.threads < 1:
         parser.error(f"--threads: expected a positive integer, got {args.threads}")
     from embgeo.core.threads import limit_threads

@@ -6,11 +6,8 @@ grayscale. Functions draw into the axes they are given and return them.
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # figures are written to files; no display is assumed
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "x")]
 
