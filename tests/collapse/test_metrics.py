@@ -5,9 +5,11 @@ import pytest
 
 from embgeo.collapse.metrics import (
     collapse_scores,
+    direction_spread,
     equiangular_distance,
     equiangular_gram,
     norm_frequency_correlation,
+    norm_spread,
     pca_singular_values,
     variance_ratio,
 )
@@ -79,8 +81,64 @@ def test_collapse_scores_keys():
     X, labels = type1_rows()
     scores = collapse_scores(X, labels, frequency=np.linspace(1, 2, len(X)))
     assert {"variance_ratio", "equiangular_distance", "norm_mean", "norm_std", "sigma1", "sigma2", "sigma3",
-            "norm_frequency_spearman"} <= set(scores)
+            "norm_frequency_spearman", "norm_spread", "direction_spread"} <= set(scores)
     assert scores["norm_mean"] == pytest.approx(1.4) and scores["norm_std"] == pytest.approx(0, abs=1e-12)
+
+
+def type3_rows(n_c=3, s_c=40, d=10):
+    """w_(α,β) = r_β f_α with r_β decreasing in β: directional collapse, norms not collapsed (Theorem 2)."""
+    F = simplex(n_c, d)
+    r = 1.0 / np.arange(1, s_c + 1) ** 0.5
+    return (r[None, :, None] * F[:, None, :]).reshape(n_c * s_c, d), np.repeat(np.arange(n_c), s_c), r
+
+
+def dispersed_rows(n_c=3, s_c=200, d=10, seed=3):
+    """Isotropic Gaussian rows, labels unrelated to them: no collapse of any kind."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n_c * s_c, d)), np.repeat(np.arange(n_c), s_c)
+
+
+def test_norm_and_direction_spread_vanish_at_point_collapse():
+    X, labels = type1_rows()
+    assert norm_spread(X, labels) == pytest.approx(0, abs=1e-14)
+    assert direction_spread(X, labels) == pytest.approx(0, abs=1e-7)
+    assert variance_ratio(X, labels) == pytest.approx(0, abs=1e-28)
+
+
+def test_type3_collapses_in_direction_not_in_norm():
+    X, labels, r = type3_rows()
+    assert direction_spread(X, labels) == pytest.approx(0, abs=1e-7)
+    # Every concept has the norms r_β: the spread is their coefficient of variation.
+    assert norm_spread(X, labels) == pytest.approx(r.std() / r.mean(), rel=1e-12)
+    assert variance_ratio(X, labels) > 0.05  # not point collapse
+
+
+def test_norm_spread_known_values():
+    X = np.array([[1.0, 0], [3.0, 0], [0, 10.0], [0, 10.0]])
+    # group 0: norms 1, 3 (mean 2, relative deviations ±0.5); group 1: equal norms
+    assert norm_spread(X, [0, 0, 1, 1]) == pytest.approx(np.sqrt((0.25 + 0.25 + 0 + 0) / 4))
+    assert norm_spread(X[:2]) == pytest.approx(0.5)  # one group: std/mean, the paper's "±" over the mean
+    paper = 1.41 + 0.13 * np.array([-1.0, 1.0])  # mean 1.41, std 0.13
+    assert norm_spread(np.c_[paper, np.zeros(2)]) == pytest.approx(0.13 / 1.41)
+
+
+def test_direction_spread_known_value():
+    """Two unit vectors at ±θ about e1: mean cos θ·e1, distance of each to it sin θ."""
+    theta = 0.1
+    X = np.array([[np.cos(theta), np.sin(theta)], [np.cos(theta), -np.sin(theta)],
+                  [-5.0, 0.0], [-2.0, 0.0]])  # second group: same direction, different norms
+    spread = direction_spread(X, [0, 0, 1, 1])
+    assert spread == pytest.approx(np.sqrt(2 * np.sin(theta) ** 2 / 4))
+    assert direction_spread(X[:2] * [[3.0], [0.5]], [0, 1]) == pytest.approx(0, abs=1e-15)  # singletons
+    # Small angles: the rms angle in radians.
+    assert direction_spread(np.r_[X[:2], X[:2] * -1], [0, 0, 1, 1]) == pytest.approx(theta, rel=2e-3)
+
+
+def test_dispersed_rows_score_large():
+    X, labels = dispersed_rows()
+    assert variance_ratio(X, labels) > 10  # between ~ d/s_c, within ~ d
+    assert direction_spread(X, labels) > 0.9  # ≈ √(1 − 1/s_c): no common direction
+    assert norm_spread(X, labels) > 0.15  # chi distribution with 10 degrees of freedom: std/mean ≈ 0.23
 
 
 def test_bad_inputs():
@@ -93,3 +151,9 @@ def test_bad_inputs():
         norm_frequency_correlation(X, np.ones(len(X)))
     with pytest.raises(InputError, match="X"):
         variance_ratio(np.full((4, 2), np.nan), [0, 0, 1, 1])
+    with pytest.raises(InputError, match="row 1 is zero"):
+        direction_spread(np.array([[1.0, 0], [0, 0], [0, 1.0], [0, 2.0]]), [0, 0, 1, 1])
+    with pytest.raises(InputError, match="every row of a group is zero"):
+        norm_spread(np.zeros((3, 2)))
+    with pytest.raises(ShapeError, match="labels"):
+        norm_spread(X, labels[:-1])

@@ -4,7 +4,12 @@ Paper: ``feature-collapse.txt``. The paper measures collapse by PCA scatters, th
 values and the mean ± std of the embedding norms; the other metrics here are ours (digest §6.5),
 each 0 (or 1) exactly at the theory's configurations:
 
-* :func:`variance_ratio` — within-group over between-group variance (0 at full collapse);
+* :func:`variance_ratio` — within-group over between-group variance (0 at full collapse: every
+  group at one point, in direction *and* magnitude);
+* :func:`norm_spread` — coefficient of variation of the row norms about their group's mean norm
+  (0 when every member of a group has the same norm; the paper's "1.41 ± 0.13" is 0.13/1.41);
+* :func:`direction_spread` — rms distance of the unit directions x/‖x‖ from their group's mean
+  direction (0 at directional collapse, Theorem 2's type III; ≈ the rms angle in radians when small);
 * :func:`equiangular_distance` — distance of the group means' normalized Gram matrix from the
   equiangular (simplex) one, 1 on the diagonal and −1/(n−1) off it (0 at types I-III);
 * :func:`pca_singular_values` — singular values of the centered matrix (scikit-learn's
@@ -59,6 +64,50 @@ def variance_ratio(X, labels) -> float:
     return float(within / between)
 
 
+def norm_spread(X, labels=None) -> float:
+    """Pooled coefficient of variation of the row norms of X within groups.
+
+    X is (n, d) with one vector per row, labels (n,) (``None``: one group). With ``m_g`` the mean
+    row norm of group g, the spread is ``sqrt(mean_i (‖x_i‖/m_{g(i)} − 1)²)``, i.e. std/mean of the
+    norms for a single group (the paper's "1.41 ± 0.13" is a spread of 0.13/1.41 = 0.092,
+    ``feature-collapse.txt`` Sec. 3). 0 exactly when the norms are equal within every group, as in
+    the type I and II configurations (all w_(α,β) = c f_α, all u_{k,ℓ} = c' f_α); type III has a
+    positive spread whenever the frequencies differ (Theorem 2, r_β depends on μ_β).
+    """
+    if labels is None:
+        X = as_float_array("X", X, ndim=2)
+        labels = np.zeros(X.shape[0], dtype=np.int64)
+        groups = np.zeros(1, dtype=np.int64)
+    else:
+        X, labels, groups = _rows_and_labels(X, labels)
+    norms = np.linalg.norm(X, axis=1)
+    idx = np.searchsorted(groups, labels)
+    mean = np.bincount(idx, weights=norms) / np.bincount(idx)
+    if np.any(mean == 0):
+        raise InputError("X: every row of a group is zero; the coefficient of variation is undefined")
+    return float(np.sqrt(np.mean((norms / mean[idx] - 1.0) ** 2)))
+
+
+def direction_spread(X, labels) -> float:
+    """Rms distance of the unit directions x/‖x‖ from their group's mean direction, pooled over groups.
+
+    X is (n, d) with one (non-zero) vector per row, labels (n,). For group g with unit rows x̂_i and
+    mean m_g = mean x̂_i, the mean of ‖x̂_i − m_g‖² is 1 − ‖m_g‖²; the spread is the square root of its
+    average over all rows, in [0, 1]. It is 0 exactly when the directions agree within every group
+    (directional collapse, type III of Theorem 2 in ``feature-collapse.txt``: w_(α,β) = r_β f_α), and for
+    small spreads it is the rms angle to the group direction, in radians (a relative deviation s
+    perpendicular to x tilts it by s). The norms play no part: frequent and rare words count alike.
+    """
+    X, labels, groups = _rows_and_labels(X, labels)
+    norms = np.linalg.norm(X, axis=1)
+    if np.any(norms == 0):
+        raise InputError(f"X: row {int(np.argmin(norms))} is zero; its direction is undefined")
+    unit = X / norms[:, None]
+    means = group_means(unit, labels)
+    # ‖x̂ − m_g‖² summed directly (not as 1 − ‖m_g‖², which cancels to rounding noise near collapse)
+    return float(np.sqrt(np.mean(np.sum((unit - means[np.searchsorted(groups, labels)]) ** 2, axis=1))))
+
+
 def equiangular_gram(n: int) -> np.ndarray:
     """The Gram matrix of n unit vectors of a simplex equiangular frame (paper eq. 4)."""
     return (n / (n - 1)) * np.eye(n) - np.ones((n, n)) / (n - 1)
@@ -107,7 +156,8 @@ def collapse_scores(X, labels, frequency=None) -> dict:
     """All scalar metrics of one set of vectors, as a flat dict (for claims tables and CSV)."""
     mean, std = norm_stats(X)
     out = {"variance_ratio": variance_ratio(X, labels), "equiangular_distance": equiangular_distance(X, labels),
-           "norm_mean": mean, "norm_std": std}
+           "norm_mean": mean, "norm_std": std, "norm_spread": norm_spread(X, labels),
+           "direction_spread": direction_spread(X, labels)}
     out.update({f"sigma{i + 1}": float(s) for i, s in enumerate(pca_singular_values(X))})
     if frequency is not None:
         out["norm_frequency_spearman"] = norm_frequency_correlation(X, frequency)
