@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from embgeo.errors import InputError
 from embgeo.experiments.registry import Claim, at_least, at_most, close, holds, significant
 from embgeo.experiments.runner import paper_column
 
@@ -64,3 +65,16 @@ def test_paper_column_only_beside_the_papers_configuration():
     assert moved[0].note == "measured on a small run; paper, at its own configuration: 0.61"
     assert moved[0].ok == claims[0].ok and claims[0].paper == 0.61  # verdict unchanged, input untouched
     assert isinstance(moved[2], Claim) and moved[2].note == ""
+
+
+def test_set_reads_the_annotation_of_computed_defaults():
+    """`lr: float | None = None` (None → 1/(2L)) is settable from --set as a float, and back to None."""
+    from embgeo.experiments import get
+
+    exp = get("ntp-toy2d")
+    assert exp.config("quick").lr is None
+    assert exp.config("quick", {"lr": "0.3"}).lr == 0.3
+    assert exp.config("quick", {"lr": "none"}).lr is None
+    with pytest.raises(InputError, match="lr=fast"):
+        exp.config("quick", {"lr": "fast"})
+    assert get("ntp-overparam").config("quick", {"ratios": "0.5,1.5"}).ratios == (0.5, 1.5)

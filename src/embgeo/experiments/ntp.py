@@ -161,7 +161,7 @@ def _trace_frame(traces: dict) -> pd.DataFrame:
 class Toy2dConfig:
     seed: int = 0
     steps: int = 3000
-    lr: float = 0.0  # 0 → 1/(2L) from the smoothness constant (the paper does not print η)
+    lr: float | None = None  # None → 1/(2L) from the smoothness constant (the paper does not print η)
     entropy_seeds: int = 200
 
 
@@ -171,7 +171,7 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     svm = ntp_svm(data, subspace_=F)
     Ws = w_star(data, F)
     W_mm = svm.W
-    lr = cfg.lr or 1 / (2 * smoothness(data))
+    lr = cfg.lr if cfg.lr is not None else 1 / (2 * smoothness(data))
     ref = Reference(Ws, W_mm, F)
     trace = train(data, "gd", lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref)
     df = trace.to_frame()

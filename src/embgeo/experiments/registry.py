@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import typing
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -150,11 +151,11 @@ class Experiment:
             raise InputError(f"scale: expected one of {SCALES}, got {scale!r}")
         values = dict(self.presets.get(scale, {}))
         fields = {f.name: f for f in dataclasses.fields(self.config_cls)}
+        hints = typing.get_type_hints(self.config_cls)
         for key, value in (overrides or {}).items():
             if key not in fields:
                 raise InputError(f"--set {key}: {self.name} has no such setting; known: {', '.join(fields)}")
-            default = fields[key].default
-            values[key] = _coerce(key, value, type(default) if default is not None else str)
+            values[key] = _coerce(key, value, *_field_kind(hints[key]))
         return self.config_cls(**values)
 
 
@@ -195,9 +196,21 @@ def parse_overrides(items: list[str] | None) -> dict:
     return out
 
 
-def _coerce(key: str, value, kind: type):
+def _field_kind(hint) -> tuple[type, bool]:
+    """(the value type, whether None is allowed) of a config field's annotation, e.g. ``float | None``."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    if optional:
+        hint = next(a for a in args if a is not type(None))
+    origin = typing.get_origin(hint) or hint
+    return (origin if isinstance(origin, type) else str), optional
+
+
+def _coerce(key: str, value, kind: type, optional: bool = False):
     if not isinstance(value, str):
         return value
+    if optional and value.strip().lower() in ("none", ""):
+        return None  # "computed" defaults (e.g. lr = None → 1/(2L)) can be asked for from --set
     try:
         if kind is bool:
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
