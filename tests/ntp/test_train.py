@@ -268,7 +268,7 @@ def test_keyboard_interrupt_returns_partial_trace(data, monkeypatch):
 
     monkeypatch.setattr(train_mod._Loss, "full", interrupting)
     threads = torch.get_num_threads()
-    with pytest.warns(TrainingInterrupted, match="step 49"):
+    with pytest.warns(TrainingInterrupted, match="after 49 of 500 steps"):
         tr = train(data, "gd", steps=500, record_every=10, reference=False, progress=False)
     assert tr.interrupted is True
     assert tr.last["step"] == 49 < 500

@@ -19,8 +19,8 @@ import warnings
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from embgeo.core.loop import TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
 from embgeo.core.validate import (
@@ -45,10 +45,6 @@ PAPER_LR = {"ngd": 0.01, "adam": 0.01}
 
 class StepSizeWarning(UserWarning):
     """The step size is outside the range where the theory guarantees descent."""
-
-
-class TrainingInterrupted(UserWarning):
-    """Training was stopped by Ctrl-C; the partial trace was returned."""
 
 
 # -- train -----------------------------------------------------------------------------------------
@@ -260,7 +256,7 @@ def _check_betas(betas) -> tuple[float, float]:
 
 def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0: np.ndarray, schedule: list[int],
          batch_size: int | None, betas, eps: float, seed: int, ref: Reference | None, progress: bool) -> None:
-    """The training loop; fills ``trace`` in place."""
+    """The training loop (:func:`embgeo.core.loop.run_loop`, one unit = one update); fills ``trace``."""
     loss = _Loss(data)
     W = torch.tensor(W0, dtype=torch.float64, requires_grad=True)
     # GD/SGD/NGD are written out (one in-place update); constructing a torch.optim optimizer
@@ -269,50 +265,40 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
     gen = torch.Generator().manual_seed(seed) if optimizer == "sgd" else None
     to_record = set(schedule)
 
-    def record(step: int) -> bool:
-        """Record step; False if W is no longer finite (diverged)."""
+    def step(_k: int) -> None:
+        W.grad = None
+        value = loss.batch(W, batch_size, gen) if optimizer == "sgd" else loss.full(W)
+        value.backward()
+        if opt is not None:
+            opt.step()
+        elif optimizer == "ngd":
+            with torch.no_grad():
+                W.sub_(W.grad, alpha=lr / (float(torch.linalg.vector_norm(W.grad)) + eps))
+        else:  # gd, sgd: W <- W - lr * gradient (of the full loss or of the batch estimate)
+            with torch.no_grad():
+                W.sub_(W.grad, alpha=lr)
+
+    def record(done: int) -> dict | None:
+        """The row after ``done`` updates; None (stop) if W is no longer finite (diverged)."""
         Wn = W.detach().numpy().copy()
         if not np.all(np.isfinite(Wn)):
-            trace.meta["diverged_at_step"] = step
-            warnings.warn(StepSizeWarning(f"training diverged: W has non-finite entries at step {step} "
-                                          f"(lr={lr:g}); stopping"), stacklevel=4)
-            return False
-        row = trace.record(step, **trace_metrics(data, Wn, ref))
+            trace.meta["diverged_at_step"] = done
+            warnings.warn(StepSizeWarning(f"training diverged: W has non-finite entries at step {done} "
+                                          f"(lr={lr:g}); stopping"), stacklevel=5)
+            return None
+        row = trace.record(done, **trace_metrics(data, Wn, ref))
         trace.W = Wn
-        bar.set_postfix(kl_gap=f"{row['kl_gap']:.3e}", norm=f"{row['norm']:.3g}", refresh=False)
-        return True
+        return {"kl_gap": row["kl_gap"], "norm": row["norm"]}
 
-    done = 0
-    bar = tqdm(total=steps, desc=f"train[{optimizer}]", disable=None if progress else True, leave=False)
+    def on_interrupt(done: int) -> None:
+        trace.meta["interrupted_at_step"] = done
+        if trace.last is None or trace.last["step"] != done:
+            record(done)
+
     try:
-        try:
-            for k in range(steps):
-                if k in to_record and not record(k):
-                    return
-                W.grad = None
-                value = loss.batch(W, batch_size, gen) if optimizer == "sgd" else loss.full(W)
-                value.backward()
-                if opt is not None:
-                    opt.step()
-                elif optimizer == "ngd":
-                    with torch.no_grad():
-                        W.sub_(W.grad, alpha=lr / (float(torch.linalg.vector_norm(W.grad)) + eps))
-                else:  # gd, sgd: W <- W - lr * gradient (of the full loss or of the batch estimate)
-                    with torch.no_grad():
-                        W.sub_(W.grad, alpha=lr)
-                done = k + 1
-                bar.update(1)
-            record(steps)
-        except KeyboardInterrupt:
-            trace.interrupted = True
-            trace.meta["interrupted_at_step"] = done
-            if trace.last is None or trace.last["step"] != done:
-                record(done)
-            warnings.warn(TrainingInterrupted(f"training interrupted by Ctrl-C at step {done} of {steps}; "
-                                              "returning the partial trace (trace.interrupted is True)"),
-                          stacklevel=3)
+        run_loop(trace, steps, step, record, record_at=to_record.__contains__, desc=f"train[{optimizer}]",
+                 progress=progress, on_interrupt=on_interrupt)
     finally:
-        bar.close()
         if trace.W is None:  # e.g. interrupted while recording: keep the current W
             trace.W = W.detach().numpy().copy()
 

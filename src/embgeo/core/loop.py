@@ -1,0 +1,110 @@
+"""The training loop shared by the three papers' trainers: recording, progress, Ctrl-C, checkpoints.
+
+Each trainer supplies what is specific to it — one unit of work (an update, an epoch), how to
+record a row of its :class:`~embgeo.core.trace.Trace`, what to save — and :func:`run_loop` does
+the rest the same way everywhere: a tqdm bar (only on a terminal) with the last recorded values,
+a record at the start and at the requested units, and on Ctrl-C a :class:`TrainingInterrupted`
+warning with the partial trace returned (``trace.interrupted`` set). :class:`Checkpoint` writes a
+trainer's state atomically and reads it back only into a run with the same settings.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from embgeo.core.checkpoint import save_atomic
+from embgeo.core.trace import Trace
+from embgeo.errors import InputError
+
+#: Version of every embgeo checkpoint file (one format: version, kind, settings, then the trainer's state).
+CHECKPOINT_VERSION = 2
+
+
+class TrainingInterrupted(UserWarning):
+    """Training was stopped by Ctrl-C; the partial trace was returned."""
+
+
+def run_loop(trace: Trace, total: int, step: Callable[[int], None], record: Callable[[int], dict | None], *,
+             record_at: Callable[[int], bool], start: int = 0, desc: str = "train", unit: str = "step",
+             progress: bool = True, on_interrupt: Callable[[int], None] | None = None) -> int:
+    """Run ``step(i)`` for i = start, ..., total − 1 and record along the way; returns the units done.
+
+    ``record(done)`` appends the row after ``done`` units to ``trace`` and returns the values to
+    show on the progress bar, or None to stop early (e.g. the iterate diverged). It is called at
+    ``start`` when the trace is empty, after every unit where ``record_at(done)`` is true, and after
+    the last one. Ctrl-C: ``trace.interrupted`` is set, ``on_interrupt(done)`` may record the
+    partial state, a :class:`TrainingInterrupted` warning is issued and the loop returns normally.
+    """
+    done = start
+    bar = tqdm(total=total, initial=start, desc=desc, disable=None if progress else True, leave=False)
+
+    def show(values: dict | None) -> bool:
+        if values is None:
+            return False
+        bar.set_postfix({k: f"{v:.4g}" for k, v in values.items()}, refresh=False)
+        return True
+
+    try:
+        if start == 0 and not trace.rows and not show(record(0)):
+            return done
+        for i in range(start, total):
+            step(i)
+            done = i + 1
+            if (record_at(done) or done == total) and not show(record(done)):
+                return done
+            bar.update(1)
+    except KeyboardInterrupt:
+        trace.interrupted = True
+        if on_interrupt is not None:
+            on_interrupt(done)
+        warnings.warn(TrainingInterrupted(f"training interrupted by Ctrl-C after {done} of {total} {unit}s; "
+                                          "returning the partial trace (trace.interrupted is True)"), stacklevel=3)
+    finally:
+        bar.close()
+    return done
+
+
+class Checkpoint:
+    """One trainer's resumable state in one file, tied to the settings that produced it.
+
+    ``kind`` names the trainer (e.g. "embgeo.collapse"); ``settings`` are the values a resumed run
+    must share (sizes, step sizes, seeds). :meth:`load` returns the saved state, or None when the
+    file does not exist; a foreign, corrupt or differently configured file is an :class:`InputError`.
+    """
+
+    def __init__(self, path: str | PathLike | None, kind: str, settings: dict):
+        if path is not None and not isinstance(path, (str, PathLike)):
+            raise InputError(f"checkpoint: expected None or a file path, got {type(path).__name__}")
+        self.path = None if path is None else Path(path)
+        self.kind = kind
+        self.settings = settings
+
+    def load(self) -> dict | None:
+        if self.path is None or not self.path.exists():
+            return None
+        try:
+            state = torch.load(self.path, weights_only=True)
+        except Exception as exc:  # corrupt or foreign file
+            raise InputError(f"checkpoint: cannot read {str(self.path)!r} ({exc})") from None
+        if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION or state.get("kind") != self.kind:
+            raise InputError(f"checkpoint: {str(self.path)!r} is not an {self.kind} checkpoint (version "
+                             f"{CHECKPOINT_VERSION})")
+        saved = state["settings"]
+        diff = {k: (saved.get(k), v) for k, v in self.settings.items() if saved.get(k) != v}
+        if diff:
+            detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
+            raise InputError(f"checkpoint: {str(self.path)!r} was written by a run with other settings ({detail}); "
+                             "use another path or the same settings to resume")
+        return state
+
+    def save(self, state: dict) -> None:
+        """Write ``state`` (with version, kind and settings) atomically; nothing without a path."""
+        if self.path is not None:
+            save_atomic(self.path, {"version": CHECKPOINT_VERSION, "kind": self.kind, "settings": self.settings,
+                                    **state})
