@@ -62,3 +62,92 @@ def accuracy_curves(df, ax, title: str):
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     return ax
+
+
+def pca_scatter_by_frequency(X: np.ndarray, labels: np.ndarray, freqs: np.ndarray, ax, title: str,
+                             max_points: int = 20_000, seed: int = 0):
+    """PCA scatter of the rows of X (n_w, d), coloured by word frequency μ_β (log scale), marker by concept.
+
+    Fig. 4a of ``feature-collapse.txt``: the norm of w grows with the word's frequency, so frequent
+    words sit far from the origin and rare ones near it. The colour map (viridis) is monotone in
+    lightness and reads in grayscale; ``labels`` (n_w,) give the concept, ``freqs`` (n_w,) the μ_β.
+    """
+    from matplotlib.colors import LogNorm
+
+    X = np.asarray(X, dtype=float)
+    freqs = np.asarray(freqs, dtype=float)
+    labels = np.asarray(labels)
+    centered = X - X.mean(axis=0)
+    _, _, Vt = np.linalg.svd(centered, full_matrices=False)
+    P = centered @ Vt[:2].T
+    idx = np.arange(len(X))
+    if len(X) > max_points:
+        idx = np.random.default_rng(seed).choice(len(X), max_points, replace=False)
+    norm = LogNorm(vmin=freqs.min(), vmax=freqs.max()) if freqs.min() < freqs.max() else None
+    sc = None
+    for i, g in enumerate(np.unique(labels)):
+        sel = idx[labels[idx] == g]
+        sel = sel[np.argsort(freqs[sel])]  # frequent words drawn last, on top
+        sc = ax.scatter(P[sel, 0], P[sel, 1], c=freqs[sel], cmap="viridis", norm=norm, s=8,
+                        marker=MARKERS[i % len(MARKERS)], label=f"concept {g}", linewidths=0.3, edgecolors="k")
+    sv = pca_singular_values(X)
+    ax.set_title(f"{title}\nσ = " + " / ".join(f"{v:.3g}" for v in sv), fontsize=9)
+    ax.set_xlabel("PC 1 (embedding units)")
+    ax.set_ylabel("PC 2 (embedding units)")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.legend(fontsize=7, markerscale=1.5)
+    if sc is not None:
+        ax.figure.colorbar(sc, ax=ax, label="word frequency $μ_β$ (log scale)")
+    return ax
+
+
+def plot_test_accuracy(df, ax, title: str, reference: dict | None = None):
+    """Test accuracy (%) against epoch from a trace, its peak marked; ``reference`` {epoch: %} overlaid.
+
+    Fig. 4b of ``feature-collapse.txt``: h's test accuracy is not monotone (the authors' saved run:
+    65.5% at epoch 400, 43.7% at epoch 3000), which a final value alone hides.
+    """
+    epochs = np.asarray(df["epoch"], dtype=float)
+    acc = 100 * np.asarray(df["test_acc"], dtype=float)
+    ax.plot(epochs, acc, "-", color="k", label="test accuracy (this run)")
+    i = int(np.nanargmax(acc))
+    ax.plot([epochs[i]], [acc[i]], "v", color="k", markersize=8, label=f"peak {acc[i]:.1f}% at epoch {epochs[i]:.0f}")
+    if reference:
+        ep = np.array(sorted(reference), dtype=float)
+        ax.plot(ep, [reference[e] for e in sorted(reference)], "--", marker="s", color="0.5", markersize=4,
+                label="authors' saved run (notebook log)")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(-2, 102)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def accuracy_table(table, scale: str = "paper"):
+    """The paper's accuracy table as a figure: rows = settings, columns = h / h*, cells "measured (printed)".
+
+    ``table``: DataFrame with columns ``setting``, ``net``, ``measured`` (% or None), ``printed`` (%).
+    Off the paper's scale the printed value is labelled as belonging to the paper's sizes.
+    """
+    import matplotlib.pyplot as plt
+
+    settings = list(dict.fromkeys(table["setting"]))
+    nets = list(dict.fromkeys(table["net"]))
+    ref = "paper" if scale == "paper" else "paper, at its sizes"
+    cells = []
+    for s in settings:
+        row = []
+        for n in nets:
+            r = table[(table["setting"] == s) & (table["net"] == n)].iloc[0]
+            m = r["measured"]
+            row.append(("missing" if m is None or m != m else f"{m:.1f}%") + f"  ({ref}: {r['printed']:g}%)")
+        cells.append(row)
+    fig, ax = plt.subplots(figsize=(7.5, 0.6 + 0.45 * len(settings)), layout="constrained")
+    ax.axis("off")
+    t = ax.table(cellText=cells, rowLabels=settings, colLabels=nets, loc="center", cellLoc="center")
+    t.scale(1, 1.4)
+    title = "test accuracy: measured (printed in the paper)" if scale == "paper" else (
+        f"test accuracy at the {scale} scale (rows: the paper's settings; the runs use the {scale} presets' sizes)")
+    ax.set_title(title, fontsize=9)
+    return fig

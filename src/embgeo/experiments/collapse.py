@@ -1,14 +1,23 @@
 """The feature-collapse paper's figures and numbers as experiments (``feature-collapse.txt``).
 
 Printed numbers carried as claims: the accuracy table (uniform 100/100, Zipf large 100/100,
-Zipf small 45/100), the norms 1.41 ± 0.13 vs 1.42214 (K=1000) and 0.61 ± 0.06 vs 0.61602 (K=50),
-and the PCA singular values 34.9 / 34.7 / 0.001 (W) and 34.9 / 34.6 / 0.0003 (U) of Fig. 3.
+Zipf small 45/100; also gathered by ``collapse-accuracy`` from the other runs), the norms
+1.41 ± 0.13 vs 1.42214 (K=1000) and 0.61 ± 0.06 vs 0.61602 (K=50), and the PCA singular values
+34.9 / 34.7 / 0.001 (W) and 34.9 / 34.6 / 0.0003 (U) of Fig. 3; from the authors' saved runs (digest,
+appendix), Fig. 4b's test-accuracy peak (~66% at epoch 400) and decline (to 43.7% at epoch 3000).
+
+Collapse is claimed as the paper states it: to *points* (Figs. 3, 4a right, 4c: within/between
+variance ratio and norm spread), to *directions* (Fig. 4a/4b left, Theorem 2: the spread of every
+word's direction within its concept), or not at all (Fig. 4b right). The thresholds derive from the
+paper's own "1.41 ± 0.13" (see :data:`PAPER_NORM_SPREAD`); σ3/σ1 (planarity) is only reported.
 Theorems 2 and 3 are checked exactly on fully sampled instances by minimizing the population risk
 (:mod:`embgeo.collapse.population`), where the closed forms must hold to solver precision.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -19,8 +28,10 @@ import torch
 from embgeo.collapse import figures
 from embgeo.collapse.data import generate, make_freqs
 from embgeo.collapse.metrics import (
+    direction_spread,
     equiangular_distance,
     norm_frequency_correlation,
+    norm_spread,
     norm_stats,
     pca_singular_values,
     variance_ratio,
@@ -29,7 +40,10 @@ from embgeo.collapse.model import CollapseNet, layer_norm
 from embgeo.collapse.population import PopulationRisk, minimize_population_risk
 from embgeo.collapse.theory import full_latent_space, type1_constants, type2_constants, type3_magnitudes
 from embgeo.collapse.train import train
+from embgeo.errors import InputError
 from embgeo.experiments.registry import (
+    RUN_DIR,
+    Claim,
     Experiment,
     Result,
     at_least,
@@ -37,6 +51,7 @@ from embgeo.experiments.registry import (
     checkpoint_path,
     close,
     finished,
+    holds,
     register,
 )
 
@@ -86,9 +101,12 @@ def run_theorem2(cfg: FullySampledConfig) -> Result:
         at_most("frequent words get larger embeddings: r_β decreasing in rank",
                 float(np.max(np.diff(r_measured))), 0.0, theory="r_1 > r_2 > ...",
                 note="max of r_{β+1} − r_β over ranks (must be < 0)"),
-        at_most("directional collapse of W onto n_c equiangular directions",
+        at_most("concept directions of W are equiangular",
                 equiangular_distance(W / np.linalg.norm(W, axis=1, keepdims=True), concept), 1e-6, theory=0.0,
                 note="distance of the normalized concept-mean Gram matrix of the unit word directions"),
+        *direction_collapse_claim("W", W, concept, bound=1e-5,
+                                  why="every word's direction, not only the concept means; tolerance: the "
+                                       "relative 1e-5 of the norm claims"),
     ]
     fig, ax = plt.subplots(figsize=(6, 4.3), layout="constrained")
     figures.norm_vs_frequency(mu, r_measured, ax, theory=theory.r, spread=norms.std(axis=0),
@@ -121,6 +139,223 @@ def run_theorem3(cfg: FullySampledConfig) -> Result:
     figures.pca_scatter(phi, concept, a, "φ(W): LayerNormed word representations")
     figures.pca_scatter(u, z, b, "$u_{k,ℓ}$ coloured by $z_{k,ℓ}$")
     return Result(claims, {"theorem3_pca": fig})
+
+
+# -- collapse standards: thresholds from the paper's own measurements ------------------------------
+
+#: The relative spread of the word-embedding norms in the runs the paper shows as collapsed (Sec. 2.1,
+#: "norm 1.41 with standard deviation 0.13", and "0.61 ± 0.06" for K = 50): std/mean = 0.092 and
+#: 0.098. The paper calls these embeddings "nearly identical" within a concept, so a spread up to the
+#: larger of the two is collapse by the paper's own standard.
+PAPER_NORM_SPREAD = max(0.13 / 1.41, 0.06 / 0.61)
+#: Point collapse (types I and II: every member of a group at one point c·f_α): a group whose members
+#: deviate from their point by the relative spread s in norm and by an rms angle s in direction
+#: (radial and tangential deviations of relative size s each) has within/between variance ratio
+#: ≈ s² + s² (the group means sit at distance c from the centre). With s = PAPER_NORM_SPREAD: 0.0194.
+POINT_RATIO = 2 * PAPER_NORM_SPREAD**2
+#: Directional collapse (type III, Theorem 2): rms angle (radians) of the word directions about their
+#: concept's direction at most the same relative spread.
+DIRECTION_SPREAD = PAPER_NORM_SPREAD
+#: Fig. 4b's "the u_{k,ℓ} remain dispersed": ten times the collapse bound in variance (√10 ≈ 3.2 times
+#: in radius and in norm spread), so that a nearly collapsed run, just above the collapse bound,
+#: cannot pass as dispersed; between the two bounds neither statement holds.
+DISPERSED_RATIO = 10 * POINT_RATIO
+DISPERSED_NORM_SPREAD = float(np.sqrt(10)) * PAPER_NORM_SPREAD
+#: Theorem 1's norm c against a mean over words: the paper's own agreement, 1.41 vs 1.42214 (0.85%)
+#: and 0.61 vs 0.61602 (0.98%), the larger as a relative tolerance. The theorem is a large-sample
+#: limit, so the gap is systematic: a standard error over words (0.13/√1200 = 0.004) would fail the
+#: paper's own run.
+NORM_REL_TOL = max(abs(1.41 / 1.42214 - 1), abs(0.61 / 0.61602 - 1))
+
+#: Fig. 4b's test-accuracy curve in the authors' saved notebook run (digest, appendix): epoch -> %.
+#: A re-run of their code peaked at 66.3% at epoch 400 and reached 46.4% at epoch 2200.
+AUTHORS_FIG4B = {1: 0.3, 100: 7.8, 200: 52.1, 300: 63.7, 400: 65.5, 500: 63.9, 600: 61.2, 800: 56.5, 1000: 52.7,
+                 1200: 50.5, 1400: 48.5, 1600: 46.7, 1800: 45.8, 2000: 45.3, 2200: 44.8, 3000: 43.7}
+#: The authors' peak (their two runs: 65.5% and 66.3%, both at epoch 400) and the decline to epoch 3000.
+FIG4B_PEAK, FIG4B_PEAK_EPOCH, FIG4B_DROP = 66.0, 400, 65.5 - 43.7
+#: Run-to-run spread of Fig. 4b's accuracies: the two authors' runs end 2.7 points apart (43.7% at 3000 vs
+#: 46.4% already at 2200), so ±3 points; the peak epoch is known to the logging interval, ±100 epochs.
+FIG4B_TOL, FIG4B_EPOCH_TOL = 3.0, 100
+#: "h fails to generalize" at any scale: at most the best test accuracy the authors' h ever reached on
+#: the Fig. 4b data (66%), while h* reaches 100% on the same data.
+FAILS_TO_GENERALIZE = FIG4B_PEAK
+
+
+def point_collapse_claims(what: str, X, labels, *, norms: bool = True, note: str = "") -> list:
+    """Claims that the rows of X (n, d) collapse to one point per label (n,): types I / II of the paper.
+
+    Two claims: the within/between variance ratio ≤ :data:`POINT_RATIO` and (``norms``) the pooled
+    norm spread ≤ :data:`PAPER_NORM_SPREAD`, both derived from the paper's own "1.41 ± 0.13"
+    (``feature-collapse.txt`` Sec. 2.1; Figs. 3, 4a right, 4c). σ3/σ1 only tests that the rows lie in
+    a plane; it is printed in the note. ``norms=False`` for LayerNormed rows, whose norms are √d by
+    construction.
+    """
+    s = pca_singular_values(X)
+    sv = f"PCA σ = {s[0]:.4g} / {s[1]:.4g} / {s[2]:.3g} (σ3/σ1 = {s[2] / s[0]:.2g}, planarity only)"
+    extra = f"; {note}" if note else ""
+    claims = [at_most(f"{what} collapse to points: within/between variance ratio", variance_ratio(X, labels),
+                      POINT_RATIO, theory=0.0,
+                      note=f"bound 2·s², s = {PAPER_NORM_SPREAD:.3f} the paper's norm spread (0.06/0.61) in norm "
+                           f"and in angle; {sv}{extra}")]
+    if norms:
+        claims.append(at_most(f"{what}: equal norms within a group (norm spread std/mean)", norm_spread(X, labels),
+                              PAPER_NORM_SPREAD, theory=0.0,
+                              note="bound: the paper's own spread in collapsed runs, 0.13/1.41 = 0.092 and "
+                                   f"0.06/0.61 = 0.098{extra}"))
+    return claims
+
+
+def dispersed_claims(what: str, X, labels, *, note: str = "") -> list:
+    """Claims that the rows of X (n, d) do NOT collapse by label (n,): Fig. 4b's dispersed u_{k,ℓ}.
+
+    The variance ratio ≥ :data:`DISPERSED_RATIO` and the norm spread ≥ :data:`DISPERSED_NORM_SPREAD`
+    (the paper's explanation: the u_{k,ℓ} of one concept get different magnitudes).
+    """
+    s = pca_singular_values(X)
+    extra = f"; {note}" if note else ""
+    return [at_least(f"{what} stay dispersed: within/between variance ratio", variance_ratio(X, labels),
+                     DISPERSED_RATIO,
+                     note=f"bound: 10× the collapse bound {POINT_RATIO:.4f}; PCA σ = {s[0]:.4g} / {s[1]:.4g} / "
+                          f"{s[2]:.3g}{extra}"),
+            at_least(f"{what}: magnitudes differ within a concept (norm spread std/mean)", norm_spread(X, labels),
+                     DISPERSED_NORM_SPREAD,
+                     note=f"bound: √10 × the paper's collapsed spread {PAPER_NORM_SPREAD:.3f}; the paper's "
+                          f"mechanism: u_{{k,ℓ}} of one concept get different magnitudes{extra}")]
+
+
+def direction_collapse_claim(what: str, X, labels, bound: float = DIRECTION_SPREAD, note: str = "",
+                             why: str = "") -> list:
+    """Claim that the unit directions of the rows of X (n, d) agree within each label (type III).
+
+    Measured: :func:`~embgeo.collapse.metrics.direction_spread` (rms angle about the group
+    direction, radians), against ``bound`` (default: the paper's relative spread, as an angle);
+    ``why`` replaces the default justification of the bound, ``note`` is appended.
+    """
+    where = why or (f"bound: the paper's relative spread {PAPER_NORM_SPREAD:.3f} as an angle; each word counts "
+                    "alike, rare or frequent")
+    where += f"; {note}" if note else ""
+    return [at_most(f"{what}: directions collapse within each concept (rms angle, rad)",
+                    direction_spread(X, labels), bound, theory=0.0, note=where)]
+
+
+def norm_claim(name: str, mean: float, std: float, c: float, paper: float | None = None) -> Claim:
+    """Mean word norm against Theorem 1's c, at the paper's own agreement :data:`NORM_REL_TOL` (relative)."""
+    return close(name, mean, c, NORM_REL_TOL, relative=True, paper=paper, theory=c,
+                 note=f"measured {mean:.4f} ± {std:.3f} over words (spread {std / mean:.3f}); tolerance: the "
+                      f"paper's own agreement, 1.41 vs 1.42214 and 0.61 vs 0.61602 (≤ {NORM_REL_TOL:.2%})")
+
+
+def accuracy_claim(net: str, setting: str, acc: float, printed: float, paper_numbers: bool,
+                   note: str = "") -> Claim:
+    """One entry of the paper's accuracy table: the printed value (paper scale) or its phenomenon.
+
+    ``acc`` in %. At the paper's sizes: |acc − printed| within the printed precision (0.5 points),
+    or ±:data:`FIG4B_TOL` for the 45% of Fig. 4b (one run of a run-to-run spread of 2.7 points). At
+    other sizes: ≥ 99.5% for the 100% entries, ≤ :data:`FAILS_TO_GENERALIZE` for the 45% one.
+    """
+    label = f"{net} test accuracy, {setting}"
+    if paper_numbers:
+        tol = FIG4B_TOL if printed == 45 else 0.5
+        why = ("the authors' runs end 2.7 points apart (43.7% and 46.4%)" if printed == 45
+               else "the printed precision of 100%")
+        return close(f"{label} (paper's table)", acc, printed, tol, paper=printed,
+                     note=f"{note}; tolerance: {why}" if note else f"tolerance: {why}")
+    if printed == 45:
+        return at_most(f"{label}: fails to generalize", acc, FAILS_TO_GENERALIZE, paper=printed,
+                       note=(f"{note}; " if note else "") + "bound: the best test accuracy the authors' h ever "
+                            "reached on these data (66%, at epoch 400); quick scale: the phenomenon, not the number")
+    return at_least(f"{label}: generalizes", acc, 99.5, paper=printed,
+                    note=(f"{note}; " if note else "") + "99.5 is the printed precision of 100%")
+
+
+def peak_decline_claims(df, paper_numbers: bool) -> list:
+    """Fig. 4b's non-monotone test accuracy from a trace (columns ``epoch``, ``test_acc`` in [0, 1]).
+
+    Paper scale: the peak (66 ± 3%, the authors' runs 65.5% and 66.3%), its epoch (400 ± 100) and the
+    drop from the peak to the last epoch (21.8 ± 3 points, the authors' saved run, 65.5% → 43.7%).
+    Otherwise: the phenomenon, a drop from the peak of at least three binomial standard errors of
+    the test accuracy at the peak (``n_test`` from the trace's ``n_test`` column or attribute
+    ``attrs["n_test"]``), which a monotone curve fails.
+    """
+    acc = 100 * np.asarray(df["test_acc"], dtype=float)
+    epochs = np.asarray(df["epoch"])
+    i = int(np.nanargmax(acc))
+    peak, final = float(acc[i]), float(acc[-1])
+    drop = peak - final
+    curve = f"peak {peak:.1f}% at epoch {int(epochs[i])}, {final:.1f}% at epoch {int(epochs[-1])}"
+    if paper_numbers:
+        return [close("h test accuracy peaks near 66% (Fig. 4b)", peak, FIG4B_PEAK, FIG4B_TOL, paper=FIG4B_PEAK,
+                      note=f"{curve}; paper: the authors' notebook ('climbs to ~67% then goes down'), their saved "
+                           "run 65.5% and a re-run 66.3%; tolerance: their runs' spread, 3 points"),
+                close("epoch of the peak (Fig. 4b)", float(epochs[i]), FIG4B_PEAK_EPOCH, FIG4B_EPOCH_TOL,
+                      paper=FIG4B_PEAK_EPOCH, note="both authors' runs peak at epoch 400; tolerance: their logging "
+                                                   "interval of 100 epochs"),
+                close("test accuracy declines after the peak (points lost by the last epoch)", drop, FIG4B_DROP,
+                      FIG4B_TOL, paper=round(FIG4B_DROP, 1),
+                      note=f"{curve}; paper: the authors' saved run, 65.5% at 400 → 43.7% at 3000")]
+    n_test = int(df.attrs.get("n_test", 0)) if hasattr(df, "attrs") else 0
+    if n_test <= 0:
+        raise ValueError("peak_decline_claims: the trace needs attrs['n_test'] (test-set size) off the paper scale")
+    se = 100 * float(np.sqrt(peak / 100 * (1 - peak / 100) / n_test))
+    return [at_least("h test accuracy peaks then declines (points lost after the peak)", drop, 3 * se,
+                     note=f"{curve}; bound: 3 binomial standard errors of the accuracy at the peak "
+                          f"(n_test = {n_test}); the paper's run: 65.5% → 43.7% (21.8 points)")]
+
+
+# -- what is known about the presets' failing claims (investigations; README) ----------------------
+
+#: Why a claim fails at a registered preset, found by the runs described in the README. Shown only
+#: when the config is exactly that preset (:func:`_known`), never beside another configuration.
+KNOWN = {
+    ("collapse-zipf-large", "quick", "u"):
+        "not under-training: with 30 epochs instead of 10 the u_{k,ℓ} spread further (ratio 0.045 → 0.064, norm "
+        "spread 0.154 → 0.177); at the quick sizes (K=200, L=8, d=32, s_c=40) their magnitudes vary within a "
+        "concept; the paper-scale run decides for the paper's sizes",
+    ("collapse-zipf-small", "quick", "acc"):
+        "the quick sizes (K=200, L=8, s_c=100, d=32) generalize better than the paper's (final 75.4%, peak 82.3%); "
+        "the peak-then-decline shape does show",
+    ("collapse-zipf-small", "quick", "W"):
+        "not confined to rare words: 0.36 rad among the 10 most frequent words of each concept, 0.30 among the 40 "
+        "rarest; with the u_{k,ℓ} dispersed (next claims) the words are not pulled to one direction",
+    ("collapse-zipf-small", "quick", "u"):
+        "at the quick sizes the u_{k,ℓ} are dispersed in position (variance ratio 0.32) with a norm spread of "
+        "0.28, short of √10× the collapsed spread",
+    ("collapse-zipf-small-ln", "quick", "u"):
+        "50 epochs at s_c=40: the norm spread (0.104) is just above the paper's collapsed spread, the variance "
+        "ratio (0.018) just below its bound",
+    ("collapse-norms", "quick", "norm"):
+        "systematic at these sizes, not under-training: seeds 0, 1, 2 give 1.435, 1.423, 1.425 (2.6-3.4% below c) "
+        "and 1000 or 3000 epochs give 1.4351; Theorem 1 is the large-sample limit under Assumption 1 (symmetric "
+        "latents), which K=50 distinct latents of length 8 satisfy only roughly",
+    ("collapse-uniform", "paper", "phi"):
+        "cause, investigated at this configuration (seed 0, h* alone, up to 300 epochs): the random initial W. h*"
+        " has no weight decay on W and φ is scale-invariant, so each word keeps its initial random part (N(0, "
+        "1e-6) per entry, ‖w0‖ = 0.01, amplified ~2× in the first epochs) while ‖w‖ grows only to 0.15-0.17 by "
+        "epochs 150-300; with the initialization scaled by 1e-4 instead of the paper's 1e-3 the ratio is 0.0035 "
+        "from epoch 50 on (0.041 with 1e-3) and σ3/σ1 0.012 (0.042). Not the cause: the epochs (with 1e-3 the "
+        "ratio falls ~7% per 50 epochs, 0.041 at 50 to 0.028 at 300), the lr schedule (lr 0.01 after epoch 200 "
+        "slows that fall ~10×), LayerNorm's ε (the ε-free φ is worse: 0.049 vs 0.035 at epoch 150, W staying 3× "
+        "smaller), weight decay 1e-3 on W (0.033 vs 0.035 at epoch 150: it shrinks the initial and the learned "
+        "parts alike). The asymmetry of random latents was not tested (K = 3^15 cannot be fully sampled)",
+    ("collapse-uniform", "paper", "hstar u"):
+        "in the same investigation the u_{k,ℓ} of h* fall slowly with the paper's initialization (ratio 0.065 at "
+        "epoch 50, 0.058 at 300) and rise with the 1e-4 one (0.019 at 50, 0.027 at 150)",
+}
+
+
+def _preset(name: str, cfg) -> str | None:
+    """``"quick"`` or ``"paper"`` when ``cfg`` is exactly that preset of experiment ``name``, else None."""
+    from embgeo.experiments.registry import get
+
+    for scale in ("quick", "paper"):
+        if cfg == get(name).config(scale):
+            return scale
+    return None
+
+
+def _known(name: str, cfg, key: str) -> str:
+    """The :data:`KNOWN` note of claim ``key`` of experiment ``name`` if ``cfg`` is one of its presets."""
+    return KNOWN.get((name, _preset(name, cfg), key), "")
 
 
 # -- SGD experiments: Figs. 3-4 and the norm check ------------------------------------------------
@@ -165,64 +400,65 @@ def _train(cfg: SGDConfig):
     trace = train(model, data, cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, weight_decay_W=cfg.weight_decay_W,
                   weight_decay_U=cfg.weight_decay_U, seed=cfg.seed, log_every=cfg.log_every, progress=True,
                   checkpoint=checkpoint_path("sgd", cfg))
-    return data, model, finished(trace).to_frame()
+    df = finished(trace).to_frame()
+    df.attrs["n_test"] = len(data.test_y)
+    return data, model, df
 
 
 def _scatter_figure(data, model, df, title: str):
-    """The paper's two PCA panels (W or φ(W) by concept; u_{k,ℓ} by z_{k,ℓ}) and the accuracy curves."""
+    """The paper's two PCA panels (W or φ(W); u_{k,ℓ} by z_{k,ℓ}) and the accuracy curves.
+
+    Zipf data colour the words by frequency (Fig. 4: the norm grows with frequency); uniform data by
+    concept. Every panel has equal aspect, so an equilateral frame looks equilateral.
+    """
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     name = "φ(W) (LayerNormed)" if model.layernorm else "W"
-    figures.pca_scatter(model.word_representations(), data.word_concept, axes[0], f"{title}: words, {name}")
+    if data.meta.get("freqs") == "uniform":
+        figures.pca_scatter(model.word_representations(), data.word_concept, axes[0], f"{title}: words, {name}")
+    else:
+        figures.pca_scatter_by_frequency(model.word_representations(), data.word_concept, data.word_freqs, axes[0],
+                                         f"{title}: words, {name}")
     figures.pca_scatter(model.u_blocks().reshape(-1, model.dim), data.latent.reshape(-1), axes[1],
                         f"{title}: $u_{{k,ℓ}}$ by $z_{{k,ℓ}}$")
     figures.accuracy_curves(df, axes[2], f"{title}: accuracy")
     return fig
 
 
-def _accuracy_claims(cfg: SGDConfig, df, net: str) -> list:
-    """The accuracy table entry of this run: the paper's number (paper scale) or its phenomenon."""
+def _accuracy_claims(cfg: SGDConfig, df, net: str, row: tuple[str, int], known: str = "") -> list:
+    """The accuracy-table entry of this run (:func:`accuracy_claim`); ``row`` is the paper's (freqs, n_spl).
+
+    The row is the figure's, whatever n_spl a quick preset uses (its printed value then moves to the note).
+    """
     acc = 100 * float(df["test_acc"].iloc[-1])
     best = 100 * float(df["test_acc"].max())
-    paper = PAPER_ACCURACY.get((cfg.freqs, cfg.n_train_per_class), (None, None))[1 if cfg.layernorm else 0]
+    printed = PAPER_ACCURACY[row][1 if cfg.layernorm else 0]
+    setting = SETTINGS[row] + ("" if row[1] == cfg.n_train_per_class else f" (run: n_spl={cfg.n_train_per_class})")
     note = f"final test accuracy {acc:.1f}% (best {best:.1f}%) after {cfg.epochs} epochs"
-    if cfg.paper_numbers and paper is not None:
-        # The paper prints whole percents; its 45% is one run (the authors' notebook ends at 43.7%, a
-        # re-run at 46.4%), so that entry gets ±3 points, the others their printed precision.
-        tol = 3.0 if paper == 45 else 0.5
-        return [close(f"{net} test accuracy (paper's table)", acc, paper, tol, paper=paper, note=note)]
-    if paper == 45:
-        return [at_most(f"{net} does not generalize: test accuracy well below 100% (paper: 45%)", acc, 90.0,
-                        paper=paper, note=note + "; quick scale: the phenomenon, not the number")]
-    where = f" (paper: {paper}%)" if paper is not None else ""
-    return [at_least(f"{net} generalizes: test accuracy 100%{where}", acc, 99.5, paper=paper,
-                     note=note + "; 99.5 is the printed precision of 100%")]
+    note += f"; {known}" if known else ""
+    return [accuracy_claim(net, setting, acc, printed, cfg.paper_numbers, note)]
 
 
-def _norm_claims(cfg: SGDConfig, model, printed=None) -> tuple[list, str]:
-    """‖w‖ mean ± std against c = √(τ/n_w) of Theorem 1 (uniform frequencies, network h)."""
+def _norm_claims(cfg: SGDConfig, model, printed: float, known: str = "") -> tuple[list, str]:
+    """‖w‖ mean against c = √(τ/n_w) of Theorem 1 (uniform frequencies, network h)."""
     const = type1_constants(cfg.n_concepts, cfg.n_concepts * cfg.words_per_concept, cfg.length, cfg.n_classes,
                             cfg.weight_decay_W)
     mean, std = norm_stats(model.word_embeddings())
-    if printed is not None and cfg.paper_numbers:
-        paper_mean, paper_std = printed
-        claim = close("mean word-embedding norm vs Theorem 1's c", mean, const.c, paper_std, paper=paper_mean,
-                      theory=const.c, note=f"measured {mean:.3f} ± {std:.3f}; tolerance: the paper's spread "
-                                            f"±{paper_std} over words")
-    else:
-        claim = close("mean word-embedding norm vs Theorem 1's c", mean, const.c, std, paper=None if printed is None
-                      else printed[0], theory=const.c, note=f"measured {mean:.3f} ± {std:.3f}; tolerance: the "
-                                                             "measured spread over words (as the paper's ±)")
+    claim = norm_claim("mean word-embedding norm = Theorem 1's c", mean, std, const.c, paper=printed)
+    if known:
+        claim.note += f"; {known}"
     return [claim], f"Theorem 1: τ = {const.tau:.4g}, c = {const.c:.5f}, c' = {const.c_prime:.5f}"
 
 
 def _pca_claims(cfg: SGDConfig, model, data) -> list:
-    """Fig. 3's PCA singular values of W and of the u_{k,ℓ} against √(τ/2), √(τ/2), 0 (Theorem 1)."""
+    """Fig. 3: point collapse of W and of the u_{k,ℓ}; their PCA σ1, σ2 = √(τ/2) (Theorem 1); printed σ3."""
     const = type1_constants(cfg.n_concepts, cfg.n_concepts * cfg.words_per_concept, cfg.length, cfg.n_classes,
                             cfg.weight_decay_W)
     target = float(np.sqrt(const.tau / 2))
     claims = []
     printed = {"W": (34.9, 34.7, 0.001), "U": (34.9, 34.6, 0.0003)}
-    for name, X in (("W", model.word_embeddings()), ("U", model.u_blocks().reshape(-1, cfg.dim))):
+    groups = {"W": (model.word_embeddings(), data.word_concept, "word embeddings w"),
+              "U": (model.u_blocks().reshape(-1, cfg.dim), data.latent.reshape(-1), "u_{k,ℓ} (by z_{k,ℓ})")}
+    for name, (X, labels, what) in groups.items():
         s = pca_singular_values(X)
         paper = printed[name] if cfg.paper_numbers else (None, None, None)
         for i in (0, 1):
@@ -231,40 +467,26 @@ def _pca_claims(cfg: SGDConfig, model, data) -> list:
                                 note="tolerance 1%: the paper's printed values deviate from √(τ/2) by up to 0.7%"))
         if cfg.paper_numbers:  # the printed σ3, at its printed precision
             claims.append(close(f"PCA σ3 of {name} (Fig. 3)", float(s[2]), paper[2], paper[2] / 2, paper=paper[2],
-                                theory=0.0, note="the authors' own saved notebook run reached σ3 ≈ 0.18 after "
-                                                 "1200 epochs (digest), far from the printed value"))
-        else:
-            claims += _plane_claim(f"{name} collapses onto a plane (σ3/σ1)", X)
+                                theory=0.0, note="the authors' own saved notebook run (same settings, 1200 epochs) "
+                                                 "ends at σ3 = 0.184 for W and for U (digest, appendix), 180-600× "
+                                                 "the printed values, which come from a run that is not published"))
+        claims += point_collapse_claims(f"h: {what}", X, labels)
     return claims
 
 
-#: The largest σ3/σ1 among the runs the authors show as collapsed: their Fig. 4c notebook printed
-#: σ = 238.7 / 237.5 / 5.23 for LN(W) (digest, appendix). A run "collapses onto the n_c − 1 = 2
-#: dimensional simplex" by the paper's own standard when σ3/σ1 is at most this.
-COLLAPSED_SIGMA_RATIO = 5.23 / 238.7
-
-
-def _plane_claim(name: str, X, collapsed: bool = True) -> list:
-    """σ3/σ1 of the rows of X against the paper's own collapse standard (n_c = 3)."""
-    s = pca_singular_values(X)
-    ratio = float(s[2] / s[0])
-    note = (f"σ = {s[0]:.4g} / {s[1]:.4g} / {s[2]:.3g}; threshold: the authors' Fig. 4c run, "
-            f"σ3/σ1 = {COLLAPSED_SIGMA_RATIO:.4f}")
-    if collapsed:
-        return [at_most(name, ratio, COLLAPSED_SIGMA_RATIO, theory=0.0, note=note)]
-    return [at_least(name, ratio, COLLAPSED_SIGMA_RATIO, note=note)]
-
-
 def run_uniform(cfg: SGDConfig) -> Result:
-    """Fig. 3: h and h* on uniform frequencies; norms and PCA values against Theorem 1."""
+    """Fig. 3: h and h* on uniform frequencies; norms, PCA values and point collapse against Theorems 1, 3."""
     data, model, df = _train(cfg)
-    claims = _accuracy_claims(cfg, df, "h")
-    norm_claims, note = _norm_claims(cfg, model, printed=(1.41, 0.13))
+    claims = _accuracy_claims(cfg, df, "h", ("uniform", 5))
+    norm_claims, note = _norm_claims(cfg, model, printed=1.41)
     claims += norm_claims + _pca_claims(cfg, model, data)
     ln_epochs = cfg.epochs_hstar or max(1, cfg.epochs // 3)
     ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, ln_epochs)
-    claims += _accuracy_claims(ln_cfg, df_ln, "h*")
-    claims += _plane_claim("h*: word representations φ(w) collapse (σ3/σ1)", model_ln.word_representations())
+    claims += _accuracy_claims(ln_cfg, df_ln, "h*", ("uniform", 5))
+    claims += point_collapse_claims("h*: word representations φ(w)", model_ln.word_representations(),
+                                    data_ln.word_concept, norms=False, note=_known("collapse-uniform", cfg, "phi"))
+    claims += point_collapse_claims("h*: u_{k,ℓ} (by z_{k,ℓ})", model_ln.u_blocks().reshape(-1, cfg.dim),
+                                    data_ln.latent.reshape(-1), note=_known("collapse-uniform", cfg, "hstar u"))
     figs = {"fig3_h": _scatter_figure(data, model, df, "h, uniform"),
             "fig3_hstar": _scatter_figure(data_ln, model_ln, df_ln, "h*, uniform")}
     trace = pd.concat([df.assign(net="h"), df_ln.assign(net="h*")], ignore_index=True)
@@ -290,42 +512,55 @@ def run_zipf_large(cfg: SGDConfig) -> Result:
     """
     data, model, df = _train(cfg)
     W = model.word_embeddings()
-    unit = W / np.linalg.norm(W, axis=1, keepdims=True)
-    claims = _accuracy_claims(cfg, df, "h")
+    claims = _accuracy_claims(cfg, df, "h", ("zipf", 500))
     claims.append(at_least("word norm increases with frequency (Theorem 2, type III)",
-                           norm_frequency_correlation(W, data.freqs[data.word_rank]), 0.5, theory=1.0,
+                           norm_frequency_correlation(W, data.word_freqs), 0.5, theory=1.0,
                            note="Spearman correlation of ‖w‖ with μ_β"))
-    claims += _plane_claim("directions of W collapse (σ3/σ1 of w/‖w‖)", unit)
-    claims += _plane_claim("u_{k,ℓ} collapse (σ3/σ1)", model.u_blocks().reshape(-1, cfg.dim))
+    claims += direction_collapse_claim("h: word embeddings", W, data.word_concept)
+    claims += point_collapse_claims("h: u_{k,ℓ} (by z_{k,ℓ})", model.u_blocks().reshape(-1, cfg.dim),
+                                    data.latent.reshape(-1), note=_known("collapse-zipf-large", cfg, "u"))
     ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, cfg.epochs_hstar or cfg.epochs)
-    claims += _accuracy_claims(ln_cfg, df_ln, "h*")
-    s = pca_singular_values(model_ln.word_representations())
+    claims += _accuracy_claims(ln_cfg, df_ln, "h*", ("zipf", 500))
+    phi = model_ln.word_representations()
+    s = pca_singular_values(phi)
     figs = {"fig4a": _scatter_figure(data, model, df, "h, Zipf, large n_spl"),
             "fig4a_hstar": _scatter_figure(data_ln, model_ln, df_ln, "h*, Zipf, large n_spl")}
     trace = pd.concat([df.assign(net="h"), df_ln.assign(net="h*")], ignore_index=True)
-    return Result(claims, figs, trace, [f"h*: {ln_cfg.epochs} epochs; PCA σ of φ(W) = {s[0]:.4g} / {s[1]:.4g} / "
-                                        f"{s[2]:.3g} (Theorem 3 predicts full collapse, σ3 = 0)"])
+    return Result(claims, figs, trace, [f"h*: {ln_cfg.epochs} epochs; φ(W) within/between variance ratio "
+                                        f"{variance_ratio(phi, data_ln.word_concept):.3g}, PCA σ = {s[0]:.4g} / "
+                                        f"{s[1]:.4g} / {s[2]:.3g} (Theorem 3 predicts full collapse: 0)"])
 
 
 def run_zipf_small(cfg: SGDConfig) -> Result:
     """Fig. 4b (h) or 4c (h*): Zipf with few samples per class."""
     data, model, df = _train(cfg)
     net = "h*" if cfg.layernorm else "h"
-    claims = _accuracy_claims(cfg, df, net)
+    name = "collapse-zipf-small-ln" if cfg.layernorm else "collapse-zipf-small"
+    claims = _accuracy_claims(cfg, df, net, ("zipf", 5), known=_known(name, cfg, "acc"))
     u = model.u_blocks().reshape(-1, cfg.dim)
-    if cfg.layernorm:
-        claims += _plane_claim("h*: u_{k,ℓ} collapse (Fig. 4c, σ3/σ1)", u)
-    else:
-        claims += _plane_claim("h: u_{k,ℓ} stay dispersed (Fig. 4b, σ3/σ1)", u, collapsed=False)
+    z = data.latent.reshape(-1)
     label = "fig4c" if cfg.layernorm else "fig4b"
-    return Result(claims, {label: _scatter_figure(data, model, df, f"{net}, Zipf, n_spl={cfg.n_train_per_class}")},
-                  df)
+    figs = {label: _scatter_figure(data, model, df, f"{net}, Zipf, n_spl={cfg.n_train_per_class}")}
+    if cfg.layernorm:
+        claims += point_collapse_claims("h*: word representations φ(w)", model.word_representations(),
+                                        data.word_concept, norms=False)
+        claims += point_collapse_claims("h*: u_{k,ℓ} (by z_{k,ℓ})", u, z, note=_known(name, cfg, "u"))
+    else:
+        claims += peak_decline_claims(df, cfg.paper_numbers)
+        claims += direction_collapse_claim("h: word embeddings", model.word_embeddings(), data.word_concept,
+                                           note=_known(name, cfg, "W"))
+        claims += dispersed_claims("h: u_{k,ℓ} (by z_{k,ℓ})", u, z, note=_known(name, cfg, "u"))
+        fig, ax = plt.subplots(figsize=(6.5, 4.3), layout="constrained")
+        figures.plot_test_accuracy(df, ax, f"Fig. 4b: h, Zipf, n_spl={cfg.n_train_per_class}",
+                                    reference=AUTHORS_FIG4B if cfg.paper_numbers else None)
+        figs["fig4b_test_accuracy"] = fig
+    return Result(claims, figs, df)
 
 
 def run_norms(cfg: SGDConfig) -> Result:
     """The K=50, n_spl=100 norm check of Sec. 3: 0.61 ± 0.06 measured vs 0.61602 predicted."""
     data, model, df = _train(cfg)
-    claims, note = _norm_claims(cfg, model, printed=(0.61, 0.06))
+    claims, note = _norm_claims(cfg, model, printed=0.61, known=_known("collapse-norms", cfg, "norm"))
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
     norms = np.linalg.norm(model.word_embeddings(), axis=1)
     const = type1_constants(cfg.n_concepts, data.n_words, cfg.length, cfg.n_classes, cfg.weight_decay_W)
@@ -335,6 +570,90 @@ def run_norms(cfg: SGDConfig) -> Result:
     ax.set_ylabel("number of words")
     ax.legend()
     return Result(claims, {"norms": fig}, df, [note])
+
+
+# -- collapse-accuracy: the paper's accuracy table from the runs above ------------------------------
+
+#: The table's settings: (frequencies, n_spl) -> row label.
+SETTINGS = {("uniform", 5): "uniform, n_spl=5", ("zipf", 500): "Zipf, n_spl=500", ("zipf", 5): "Zipf, n_spl=5"}
+#: Where each cell of the table is measured: (row, net) -> (experiment, net column of its trace or None).
+TABLE_SOURCES = {("uniform", 5, "h"): ("collapse-uniform", "h"), ("uniform", 5, "h*"): ("collapse-uniform", "h*"),
+                 ("zipf", 500, "h"): ("collapse-zipf-large", "h"), ("zipf", 500, "h*"): ("collapse-zipf-large", "h*"),
+                 ("zipf", 5, "h"): ("collapse-zipf-small", None), ("zipf", 5, "h*"): ("collapse-zipf-small-ln", None)}
+
+
+@dataclass
+class AccuracyTableConfig:
+    """The accuracy table of Secs. 2.1-2.2 read from finished runs of the other experiments (no training).
+
+    ``runs_dir``: the directory holding ``collapse-uniform/``, ``collapse-zipf-large/``, ... (empty:
+    the directory of this run's parent, i.e. the other experiments of the same reproduction).
+    ``scale``: the scale those runs must have been made at (``paper`` compares with the printed values).
+    """
+
+    runs_dir: str = ""
+    scale: str = "quick"
+
+
+def read_accuracy(run_dir, name: str, net: str | None, scale: str) -> tuple[float | None, str]:
+    """(final test accuracy in %, note) of experiment ``name``'s run in ``run_dir``, or (None, why not).
+
+    The run must be finished (``claims.json``), have a ``trace.csv`` with ``test_acc`` (rows of
+    ``net`` when given), and have been made at ``scale`` with that scale's preset (no ``--set``).
+    """
+    from pathlib import Path
+
+    from embgeo.experiments.registry import get
+    from embgeo.experiments.runner import load
+
+    path = Path(run_dir)
+    record = load(path)
+    if record is None or not (path / "trace.csv").exists():
+        return None, f"no finished run of {name} in {path} (run it first; nothing is re-trained here)"
+    preset = json.loads(json.dumps(dataclasses.asdict(get(name).config(scale)), default=str))
+    if record.scale != scale or record.config != preset:
+        changed = sorted(k for k in preset if record.config.get(k) != preset[k])
+        return None, (f"{path} holds {name} at scale {record.scale!r}"
+                      + (f" with settings differing from the {scale} preset ({', '.join(changed)})" if changed else "")
+                      + f"; the table needs the {scale} preset")
+    df = pd.read_csv(path / "trace.csv")
+    if net is not None:
+        df = df[df["net"] == net]
+    if df.empty or "test_acc" not in df:
+        return None, f"{path}/trace.csv has no test accuracy for {net or name}"
+    last = df.iloc[-1]
+    return 100 * float(last["test_acc"]), (f"{name} ({scale}): epoch {int(last['epoch'])}, best "
+                                           f"{100 * float(df['test_acc'].max()):.1f}%")
+
+
+def run_accuracy_table(cfg: AccuracyTableConfig) -> Result:
+    """The paper's table: h / h* × {uniform n_spl=5, Zipf n_spl=500, Zipf n_spl=5} = 100/100, 100/100, 45/100."""
+    from pathlib import Path
+
+    if cfg.scale not in ("quick", "paper"):
+        raise InputError(f"scale: expected 'quick' or 'paper', got {cfg.scale!r}")
+    base = Path(cfg.runs_dir) if cfg.runs_dir else (RUN_DIR.get() or Path("runs") / "collapse-accuracy").parent
+    claims, rows = [], []
+    for (freqs, n_spl, net), (name, column) in TABLE_SOURCES.items():
+        printed = PAPER_ACCURACY[(freqs, n_spl)][1 if net == "h*" else 0]
+        acc, note = read_accuracy(base / name, name, column, cfg.scale)
+        setting = SETTINGS[(freqs, n_spl)]
+        if acc is None:
+            claims.append(holds(f"{net} test accuracy, {setting}", None, False, paper=printed, note=note))
+        else:
+            known = KNOWN.get((name, cfg.scale, "acc"), "")  # the source run is at that preset
+            claim = accuracy_claim(net, setting, acc, printed, cfg.scale == "paper",
+                                   f"{note}; {known}" if known else note)
+            # The source run was checked to be the paper preset, so its printed value stays beside it even
+            # when this table is built with --set (e.g. runs_dir).
+            claim.any_scale = cfg.scale == "paper"
+            claims.append(claim)
+        rows.append({"setting": setting, "net": net, "measured": acc, "printed": printed, "source": name,
+                     "scale": cfg.scale, "note": note})
+    table = pd.DataFrame(rows)
+    return Result(claims, {"accuracy_table": figures.accuracy_table(table, cfg.scale)}, table,
+                  [f"Read from the runs in {base} (scale {cfg.scale}); no network is trained here."])
+
 
 
 _PAPER = {"words_per_concept": 400, "length": 15, "n_classes": 1000, "dim": 100, "paper_numbers": True,
@@ -382,3 +701,7 @@ register(Experiment("collapse-theorem3", "collapse",
                     "Theorem 3: h* collapses fully (type II) on a fully sampled Zipf instance (exact risk)",
                     FullySampledConfig, run_theorem3, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
                     "about 10 min (estimate)"))
+register(Experiment("collapse-accuracy", "collapse",
+                    "Accuracy table (Secs. 2.1-2.2): h, h* on uniform, Zipf n_spl=500 and 5 (from the runs above)",
+                    AccuracyTableConfig, run_accuracy_table, {"paper": {"scale": "paper"}},
+                    "seconds (reads the other runs)"))
