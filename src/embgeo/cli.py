@@ -332,22 +332,65 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_out_dir(option: str, path: str | Path | None) -> None:
+    """Refuse an output directory that cannot be written, before any computing.
+
+    A path that is a file, lies under a file, or sits in a directory without write permission is
+    an :class:`InputError` naming ``option``; a missing directory is fine (it is created on writing).
+    """
+    if path is None:
+        return
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path}: is a file; expected a directory (existing or to be created)")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(f"{option} {path}: {probe} is a file, so no directory can be created under it")
+    import os
+
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: {probe} is not writable")
+
+
+def _check_outputs(args) -> None:
+    """Every command's --out, checked up front (``run`` defaults to runs/NAME)."""
+    if args.command == "run":
+        check_out_dir("--out", args.out or Path("runs") / args.name)
+    elif args.command in ("reproduce", "ntp"):
+        check_out_dir("--out", getattr(args, "out", None))
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; bad input is one line ``embgeo: error: ...`` with exit 2, Ctrl-C one line with 130."""
     parser = build_parser()
     args = parser.parse_args(argv)
     import matplotlib
 
     matplotlib.use("Agg")  # the CLI writes figures to files; library modules leave the backend to the user
+    import warnings
+
+    # Warnings as one line each, without the source line they were raised from.
+    warnings.formatwarning = lambda message, category, *_, **__: f"embgeo: warning: {message}\n"
     if args.threads < 1:
         parser.error(f"--threads: expected a positive integer, got {args.threads}")
+    if getattr(args, "seed", 0) is not None and getattr(args, "seed", 0) < 0:
+        parser.error(f"--seed: expected a non-negative integer, got {args.seed}")
     from embgeo.core.threads import limit_threads
+    from embgeo.errors import MissingDependencyError
 
     try:
+        _check_outputs(args)
         with limit_threads(args.threads):
             args.func(args)
-    except InputError as exc:
+    except (InputError, MissingDependencyError) as exc:
         print(f"embgeo: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("embgeo: interrupted (Ctrl-C); finished work and checkpoints are kept, run the same command "
+              "again to resume", file=sys.stderr)
+        return 130
     return 0
 
 

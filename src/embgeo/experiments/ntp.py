@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from embgeo.experiments.registry import Experiment, Result, at_least, at_most, close, holds, register
+from embgeo.experiments.registry import Experiment, Result, at_least, at_most, close, finished, holds, register
 from embgeo.ntp import figures
 from embgeo.ntp.data import synthetic, toy2d
 from embgeo.ntp.metrics import Reference, compute_reference
@@ -173,7 +173,7 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     W_mm = svm.W
     lr = cfg.lr if cfg.lr is not None else 1 / (2 * smoothness(data))
     ref = Reference(Ws, W_mm, F)
-    trace = train(data, "gd", lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref)
+    trace = finished(train(data, "gd", lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref))
     df = trace.to_frame()
 
     claims = [holds("toy data are NTP-separable and compatible", bool(svm.separability),
@@ -301,7 +301,8 @@ class GDConfig(Fig4Data):
 def run_gd(cfg: GDConfig) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
-    trace = train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref)
+    trace = finished(train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False,
+                           reference=ref))
     df = trace.to_frame()
     L = smoothness(data)
     claims = gd_loss_claim(data, ref, df, cfg.lr) + convergence_claims("GD", df, "Thm. 2")
@@ -324,8 +325,8 @@ def run_ngd_adam(cfg: NGDAdamConfig) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
     runs = {"GD": ("gd", cfg.lr_gd), "NGD": ("ngd", cfg.lr_ngd), "Adam": ("adam", cfg.lr_adam)}
-    traces = {label: train(data, opt, lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref,
-                           betas=(0.9, 0.99)) for label, (opt, lr) in runs.items()}
+    traces = {label: finished(train(data, opt, lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False,
+                                    reference=ref, betas=(0.9, 0.99))) for label, (opt, lr) in runs.items()}
     frames = {label: t.to_frame() for label, t in traces.items()}
     claims = []
     for label in ("NGD", "Adam"):

@@ -9,6 +9,7 @@ the measured value side by side with the tolerance it was held to and the verdic
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import math
@@ -44,12 +45,18 @@ def checkpoint_path(tag: str, cfg) -> Path | None:
 
 
 def finished(trace):
-    """``trace`` of a completed training; a Ctrl-C'd one (``trace.interrupted``) re-raises KeyboardInterrupt.
+    """``trace`` of a completed training; a Ctrl-C'd one (``trace.interrupted``) re-raises KeyboardInterrupt,
+    a diverged one (``trace.meta["diverged_at_step"]``) is an :class:`InputError` saying so.
 
-    Training functions return a partial trace on Ctrl-C; an experiment must not turn it into results.
+    Training functions return a partial trace on Ctrl-C or divergence; an experiment must not turn it
+    into results (or into figures of non-finite values).
     """
     if getattr(trace, "interrupted", False):
         raise KeyboardInterrupt("training interrupted; its checkpoint is kept, run again to resume")
+    step = getattr(trace, "meta", {}).get("diverged_at_step")
+    if step is not None:
+        raise InputError(f"training diverged at step {step} (the iterate or the loss is no longer finite, "
+                         f"lr = {trace.meta.get('lr')}); lower the step size (--set lr=...)")
     return trace
 
 
@@ -154,7 +161,9 @@ class Experiment:
         hints = typing.get_type_hints(self.config_cls)
         for key, value in (overrides or {}).items():
             if key not in fields:
-                raise InputError(f"--set {key}: {self.name} has no such setting; known: {', '.join(fields)}")
+                close_names = difflib.get_close_matches(key, list(fields), n=1)
+                hint = f"did you mean {close_names[0]!r}? " if close_names else ""
+                raise InputError(f"--set {key}: {self.name} has no such setting; {hint}known: {', '.join(fields)}")
             values[key] = _coerce(key, value, *_field_kind(hints[key]))
         return self.config_cls(**values)
 
@@ -220,7 +229,11 @@ def _coerce(key: str, value, kind: type, optional: bool = False):
             return tuple(float(v) if "." in v or "e" in v else int(v) for v in value.split(",") if v)
         return kind(value)
     except ValueError:
-        raise InputError(f"--set {key}={value}: expected a value of type {kind.__name__}") from None
+        if kind is tuple:
+            raise InputError(f"--set {key}={value}: expected comma-separated numbers without brackets or spaces, "
+                             f"e.g. {key}=64,128") from None
+        raise InputError(f"--set {key}={value}: expected a value of type {kind.__name__}"
+                         + (" or 'none'" if optional else "")) from None
 
 
 def _jsonable(value):

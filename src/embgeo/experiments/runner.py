@@ -141,13 +141,13 @@ def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/
         echo(f"[{i}/{len(selected)}] {name} ({scale}) ...")
         try:
             record = run(name, scale, out=out / name, resume=resume)
-        except KeyboardInterrupt:
-            echo("interrupted: finished experiments are kept; run the same command again to resume")
+        except KeyboardInterrupt:  # finished experiments are kept; the caller says so (the CLI in one line)
             raise
         except Exception as exc:  # noqa: BLE001 - one broken experiment must not hide the others
             record = RunRecord(name, scale, {}, [], [], 0.0, package_versions(), str(out / name),
                                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-        status = "error" if record.error else f"{record.passed}/{len(record.claims)} claims hold"
+        status = (f"error: {record.error.splitlines()[0]}" if record.error
+                  else f"{record.passed}/{len(record.claims)} claims hold")
         echo(f"    {status}, {record.seconds:.1f} s" + (" (reused)" if record.reused else ""))
         records.append(record)
     path = write_report(records, out / "report.html", title=f"embgeo reproduction: {paper}, {scale} scale")

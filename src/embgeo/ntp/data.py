@@ -292,6 +292,9 @@ def limit_vocabulary(sequences: Sequence[Sequence], max_vocab: int | None = None
     return id_sequences, vocabulary, info
 
 
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
 def read_token_file(path) -> list[list[int]]:
     """Read integer token sequences from a UTF-8 text file: one sequence per line, ids separated
     by whitespace; blank lines are skipped. Errors name the file, line and offending text."""
@@ -300,11 +303,11 @@ def read_token_file(path) -> list[list[int]]:
         fields = line.split()
         if not fields:
             continue
-        try:
-            seq = [int(f) for f in fields]
-        except ValueError:
-            bad = next(f for f in fields if not f.lstrip("-").isdigit())
-            raise InputError(f"{path}:{lineno}: expected integer token ids, found {bad!r}") from None
+        # ASCII digits only: int() would also read '٣' and str.isdigit() accepts '²', which int() refuses.
+        bad = next((f for f in fields if not _ASCII_INT.fullmatch(f)), None)
+        if bad is not None:
+            raise InputError(f"{path}:{lineno}: expected integer token ids (ASCII digits), found {bad!r}")
+        seq = [int(f) for f in fields]
         if min(seq) < 0:
             raise InputError(f"{path}:{lineno}: negative token id {min(seq)}")
         seqs.append(seq)

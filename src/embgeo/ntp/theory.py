@@ -106,11 +106,21 @@ def kl_gap(data: NTPData, W) -> float:
     Zrel = Z - Z[np.arange(data.m), data.anchors][:, None]  # logits relative to the anchor
     p_anchor = P.max(axis=1).toarray().ravel()
     r = Zrel[ctx, P.indices] - (np.log(P.data) - np.log(p_anchor[ctx]))
-    s1 = np.bincount(ctx, weights=P.data * np.expm1(r), minlength=data.m)
+    # log Σ_S p̂ e^r: as log1p(Σ p̂ expm1(r)) for the precision near W*, shifted by max r where r is
+    # large (far from W*, e.g. a diverging run) so that nothing overflows.
+    rmax = np.full(data.m, -np.inf)
+    np.maximum.at(rmax, ctx, r)
+    far = rmax > 1.0
+    with np.errstate(over="ignore"):
+        s1 = np.bincount(ctx, weights=P.data * np.expm1(np.minimum(r, 1.0)), minlength=data.m)
+    log_in = np.log1p(s1)
+    if far.any():
+        shifted = np.bincount(ctx, weights=P.data * np.exp(r - rmax[ctx]), minlength=data.m)
+        log_in[far] = rmax[far] + np.log(shifted[far])
     s2 = np.bincount(ctx, weights=P.data * r, minlength=data.m)
-    in_support = np.maximum(np.log1p(s1) - s2, 0.0)  # a KL between two distributions on S_j: ≥ 0
+    in_support = np.maximum(log_in - s2, 0.0)  # a KL between two distributions on S_j: ≥ 0
     # lse_S(ℓ) − ℓ_anchor = log Σ_S e^{Zrel} = log(Σ p̂ e^r / p̂_anchor) = log1p(s1) − log p̂_anchor
-    lse_in = np.log1p(s1) - np.log(p_anchor)
+    lse_in = log_in - np.log(p_anchor)
     off = np.ones((data.m, data.V), dtype=bool)
     off[ctx, P.indices] = False
     X = np.where(off, Zrel - lse_in[:, None], -np.inf)

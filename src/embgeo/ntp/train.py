@@ -281,12 +281,14 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
     def record(done: int) -> dict | None:
         """The row after ``done`` updates; None (stop) if W is no longer finite (diverged)."""
         Wn = W.detach().numpy().copy()
-        if not np.all(np.isfinite(Wn)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = trace_metrics(data, Wn, ref) if np.all(np.isfinite(Wn)) else None
+        if values is None or not (np.isfinite(values["ce"]) and np.isfinite(values["norm"])):
             trace.meta["diverged_at_step"] = done
-            warnings.warn(StepSizeWarning(f"training diverged: W has non-finite entries at step {done} "
+            warnings.warn(StepSizeWarning(f"training diverged: W or the loss is no longer finite at step {done} "
                                           f"(lr={lr:g}); stopping"), stacklevel=5)
             return None
-        row = trace.record(done, **trace_metrics(data, Wn, ref))
+        row = trace.record(done, **values)
         trace.W = Wn
         return {"kl_gap": row["kl_gap"], "norm": row["norm"]}
 

@@ -1,0 +1,85 @@
+"""The CLI as a new user meets it: bad input, odd --out paths and Ctrl-C give one line, never a traceback.
+
+Each case runs ``embgeo`` in a subprocess and checks the exit status (2 for bad input, 130 for
+Ctrl-C), that stderr is one ``embgeo: error: ...`` line naming the input, and that nothing was
+computed or half-written first.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EMBGEO = [sys.executable, "-m", "embgeo.cli"]
+
+
+def _run(args, cwd):
+    return subprocess.run([*EMBGEO, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def _one_error_line(proc, *needles):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("embgeo: error:")]
+    assert len(errors) == 1, proc.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "latin1.txt").write_bytes(b"1 2 3\n4 \xff 5\n")
+    (tmp_path / "superscript.txt").write_text("1 2 3\n4 \u00b2 5\n", encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["run", "ntp-gd", "--out", "afile"], ["--out afile", "is a file"]),
+    (["run", "ntp-gd", "--out", "afile/sub"], ["afile is a file"]),
+    (["reproduce", "--paper", "ntp", "--out", "afile"], ["--out afile"]),
+    (["ntp", "analyze", "--out", "afile"], ["--out afile"]),
+    (["ntp", "analyze", "--tokens", "latin1.txt", "-k", "1"], ["latin1.txt:2", "UTF-8"]),
+    (["ntp", "analyze", "--tokens", "superscript.txt", "-k", "1"], ["superscript.txt:2", "'\u00b2'"]),
+    (["ntp", "analyze", "--seed", "-1"], ["--seed", "-1"]),
+    (["ntp", "analyze", "--synthetic", "100000,100000,100000,5"], ["GiB"]),
+    (["run", "ntp-gd", "--set", "stepz=3"], ["did you mean 'steps'"]),
+    (["run", "ntp-overparam", "--set", "ratios=[0.5,1]"], ["ratios=64,128"]),
+    (["run", "ntp-gd", "--set", "lr=1e300", "--set", "steps=20"], ["diverged at step", "lower the step size"]),
+])
+def test_bad_input_is_one_line_and_exit_2(files, args, needles):
+    _one_error_line(_run(args, files), *needles)
+
+
+def test_unwritable_out_is_refused_before_computing(files):
+    locked = files / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # e.g. running as root: permissions are not enforced
+            pytest.skip("this user can write to a read-only directory (root); nothing to test")
+        proc = _run(["run", "ntp-gd", "--out", str(locked / "gd")], files)
+        _one_error_line(proc, "not writable")
+        assert not (locked / "gd").exists()
+    finally:
+        locked.chmod(0o700)
+
+
+def test_ctrl_c_is_one_line_and_exit_130(files):
+    proc = subprocess.Popen([*EMBGEO, "run", "ntp-gd", "--set", "steps=100000000", "--out", str(files / "gd")],
+                            cwd=files, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (files / "gd").exists() and time.time() < deadline:  # the run has started once its folder exists
+        time.sleep(0.2)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("embgeo:")]
+    assert lines[-1].startswith("embgeo: interrupted") and not any("error" in line for line in lines)
+    assert not Path(files / "gd" / "claims.json").exists()  # nothing half-written as a result
