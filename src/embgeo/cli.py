@@ -265,6 +265,13 @@ def cmd_run(args) -> None:
     print(f"{args.name} ({args.scale}): {record.passed}/{len(record.claims)} claims hold, "
           f"{record.seconds:.1f} s, written to {record.out}")
     _print_claims(record.claims)
+    print(_failing_line({args.name: record.claims}))
+
+
+def _failing_line(claims_by_run: dict) -> str:
+    """The last line of ``run`` / ``reproduce``: the failing claims by name, or that all hold."""
+    failing = [f"{run}: {c['name']}" for run, claims in claims_by_run.items() for c in claims if not c["ok"]]
+    return ("failing claims: " + "; ".join(failing)) if failing else "all claims hold"
 
 
 def cmd_reproduce(args) -> None:
@@ -273,6 +280,13 @@ def cmd_reproduce(args) -> None:
 
     path = reproduce(args.paper, args.scale, args.out, resume=not args.fresh)
     print(f"report: {path.resolve()}")
+    from embgeo.experiments import names
+    from embgeo.experiments.runner import load
+
+    records = {name: load(Path(args.out) / name) for name in names(args.paper)}
+    errors = [name for name, rec in records.items() if rec is None]
+    print(_failing_line({name: rec.claims for name, rec in records.items() if rec is not None})
+          + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
 
 
 def build_parser() -> argparse.ArgumentParser:

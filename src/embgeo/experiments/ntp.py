@@ -173,7 +173,7 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     W_mm = svm.W
     lr = cfg.lr if cfg.lr is not None else 1 / (2 * smoothness(data))
     ref = Reference(Ws, W_mm, F)
-    trace = finished(train(data, "gd", lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False, reference=ref))
+    trace = finished(train(data, "gd", lr, cfg.steps, init="lecun", seed=cfg.seed, progress=True, reference=ref))
     df = trace.to_frame()
 
     claims = [holds("toy data are NTP-separable and compatible", bool(svm.separability),
@@ -301,7 +301,7 @@ class GDConfig(Fig4Data):
 def run_gd(cfg: GDConfig) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
-    trace = finished(train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False,
+    trace = finished(train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=True,
                            reference=ref))
     df = trace.to_frame()
     L = smoothness(data)
@@ -325,7 +325,7 @@ def run_ngd_adam(cfg: NGDAdamConfig) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
     runs = {"GD": ("gd", cfg.lr_gd), "NGD": ("ngd", cfg.lr_ngd), "Adam": ("adam", cfg.lr_adam)}
-    traces = {label: finished(train(data, opt, lr, cfg.steps, init="lecun", seed=cfg.seed, progress=False,
+    traces = {label: finished(train(data, opt, lr, cfg.steps, init="lecun", seed=cfg.seed, progress=True,
                                     reference=ref, betas=(0.9, 0.99))) for label, (opt, lr) in runs.items()}
     frames = {label: t.to_frame() for label, t in traces.items()}
     claims = []
