@@ -164,3 +164,10 @@ def test_threads_reach_torch_inside_training(tmp_path, monkeypatch, argv):
     assert seen == [2]
     assert torch.get_num_threads() == before  # restored afterwards
 
+
+
+def test_show_lists_every_setting_at_both_scales(capsys):
+    assert main(["show", "ntp-regpath"]) == 0
+    out = capsys.readouterr().out
+    assert "b_max" in out and "30.0" in out and "points" in out  # paper preset: b_max 30, 12 points
+    assert main(["show", "ntp-nope"]) == 2

@@ -249,6 +249,23 @@ def cmd_list(args) -> None:
                                                           if exp.paper_runtime else ""))
 
 
+def cmd_show(args) -> None:
+    """Print one experiment's title, paper-scale run time and every setting at both scales."""
+    import dataclasses
+
+    from embgeo.experiments import get
+
+    exp = get(args.name)
+    quick, paper = exp.config("quick"), exp.config("paper")
+    print(f"{exp.name} [{exp.paper}]: {exp.title}")
+    if exp.paper_runtime:
+        print(f"paper scale: {exp.paper_runtime}")
+    print(f"{'setting (--set KEY=VALUE)':<28} {'quick':<24} paper")
+    for f in dataclasses.fields(quick):
+        q, p = getattr(quick, f.name), getattr(paper, f.name)
+        print(f"{f.name:<28} {q!s:<24} {'(same)' if p == q else p}")
+
+
 def _print_claims(claims: list[dict]) -> None:
     for c in claims:
         verdict = "holds" if c["ok"] else "FAILS"
@@ -290,8 +307,10 @@ def cmd_reproduce(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="embgeo", description=__doc__.splitlines()[0])
-    threads_help = "torch and BLAS threads (default 1; DESIGN.md: one per process on small machines)"
+    parser = argparse.ArgumentParser(
+        prog="embgeo", description="Reproduce three papers on the geometry of learned embeddings, and compute "
+                                   "their theoretical objects on your own data.")
+    threads_help = "torch and BLAS threads (default 1: one per process is fastest on small shared machines)"
     parser.add_argument("--threads", type=int, default=1, help=threads_help)
     # --threads is accepted after the subcommand too; given there, it wins (SUPPRESS: absent = not set).
     common = argparse.ArgumentParser(add_help=False)
@@ -331,15 +350,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list the registered experiments", parents=[common])
     ls.set_defaults(func=cmd_list)
+    sh = sub.add_parser("show", help="one experiment: its settings at quick and paper scale", parents=[common])
+    sh.add_argument("name", help="experiment name (see 'embgeo list')")
+    sh.set_defaults(func=cmd_show)
     rn = sub.add_parser("run", help="run one experiment", parents=[common])
     rn.add_argument("name", help="experiment name (see 'embgeo list')")
-    rn.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    scale_help = "quick (minutes, the default) or paper (the paper's sizes; see 'embgeo show NAME')"
+    rn.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
     rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value (repeatable)")
     rn.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME)")
     rn.set_defaults(func=cmd_run)
     rp = sub.add_parser("reproduce", help="run every experiment of a paper and write report.html", parents=[common])
-    rp.add_argument("--paper", default="all", help="ntp or all (default all)")
-    rp.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    rp.add_argument("--paper", default="all", choices=["all", "ntp", "collapse", "attention"],
+                    help="all (default), ntp, collapse or attention")
+    rp.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
     rp.add_argument("--out", default="runs/reproduce", metavar="DIR", help="output directory (default runs/reproduce)")
     rp.add_argument("--fresh", action="store_true", help="re-run experiments that already finished in DIR")
     rp.set_defaults(func=cmd_reproduce)
