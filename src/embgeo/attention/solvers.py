@@ -114,7 +114,7 @@ SCORE_MIN_DIAG = 1e-6
 
 # -- 1. constraint pairs ---------------------------------------------------------------------------
 
-def constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int):
+def constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Distinct inequality pairs (s, t), distinct tie pairs (s < s') and the raw inequality count.
 
     tokens[i] : sorted distinct token ids of sequence i; sel[i] : its sorted selected ids.
@@ -339,26 +339,26 @@ class ScoreSpace:
         Rinv = sla.solve_triangular(red.R, np.eye(self.g))
         self.M = Rinv @ Rinv.T
 
-    def hess(self, x):
+    def hess(self, x: np.ndarray) -> np.ndarray:
         return self.M @ x
 
-    def scores(self, x):
+    def scores(self, x: np.ndarray) -> np.ndarray:
         return x
 
-    def scores_t(self, c):
+    def scores_t(self, c: np.ndarray) -> np.ndarray:
         return c
 
-    def newton(self, w, edges):
+    def newton(self, w: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, bool]:
         """Cholesky factor of M + Bᵀ diag(w) B (g × g)."""
         N = _laplacian_dense(w, edges, self.g)
         N += self.M
         return sla.cho_factor(N, overwrite_a=True, check_finite=False)
 
-    def y_of(self, x):
+    def y_of(self, x: np.ndarray) -> np.ndarray:
         """y = Fᵀ M a = R⁻ᵀ a (min-norm y with F y = a)."""
         return sla.solve_triangular(self.red.R, x, trans="T")
 
-    def dual(self, a):
+    def dual(self, a: np.ndarray) -> np.ndarray:
         """c = M a = R⁻¹R⁻ᵀ a by two triangular solves (backward stable, unlike the product with M)."""
         return sla.solve_triangular(self.red.R, self.y_of(a))
 
@@ -373,22 +373,22 @@ class EmbeddingSpace:
         self.F = red.F
         self.g, self.n = red.F.shape
 
-    def hess(self, x):
+    def hess(self, x: np.ndarray) -> np.ndarray:
         return x
 
-    def scores(self, x):
+    def scores(self, x: np.ndarray) -> np.ndarray:
         return self.F @ x
 
-    def scores_t(self, c):
+    def scores_t(self, c: np.ndarray) -> np.ndarray:
         return self.F.T @ c
 
-    def newton(self, w, edges):
+    def newton(self, w: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, bool]:
         """Cholesky factor of I + Fᵀ(Bᵀ diag(w) B)F (k × k)."""
         N = self.F.T @ (_laplacian_sparse(w, edges, self.g) @ self.F)
         N[np.diag_indices_from(N)] += 1.0
         return sla.cho_factor(N, overwrite_a=True, check_finite=False)
 
-    def y_of(self, x):
+    def y_of(self, x: np.ndarray) -> np.ndarray:
         return x
 
 
@@ -419,7 +419,7 @@ def _direction(space, edges, state, rc):
     return dx, ds, (rc - lam * ds) / s
 
 
-def interior_point(space, edges: np.ndarray, max_iter: int = IPM_MAX_ITER) -> IPMResult:
+def interior_point(space: ScoreSpace | EmbeddingSpace, edges: np.ndarray, max_iter: int = IPM_MAX_ITER) -> IPMResult:
     """Mehrotra predictor–corrector for min ½xᵀHx s.t. B G x − s = 1, s ≥ 0 (multipliers λ ≥ 0).
 
     Newton system (normal equations): (H + Gᵀ Bᵀ W B G) Δx = −r_d + GᵀBᵀ(S⁻¹r_c − W r_p), W = Λ S⁻¹,
@@ -517,7 +517,8 @@ def _grounded_solve(L: np.ndarray, rhs: np.ndarray, hts: Heights) -> np.ndarray:
     return zeta
 
 
-def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray):
+def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray
+                 ) -> tuple[tuple[np.ndarray, np.ndarray] | None, np.ndarray | None]:
     """Exact solution of the active equalities ``act`` (q, 2) in score space.
 
     Returns ((a, μ on act), None), or (None, indices into act of edges whose heights disagree).
@@ -549,7 +550,8 @@ def finish_score(space: ScoreSpace, act: np.ndarray, lam_act: np.ndarray):
     return (a, lam_act + _edge_diff(zeta, act)), None
 
 
-def finish_embedding(space: EmbeddingSpace, act: np.ndarray, lam_act: np.ndarray):
+def finish_embedding(space: EmbeddingSpace, act: np.ndarray, lam_act: np.ndarray
+                     ) -> tuple[tuple[np.ndarray, np.ndarray] | None, np.ndarray | None]:
     """Exact solution of the active equalities ``act`` (q, 2) in embedding space.
 
     y = argmin ‖y‖ s.t. (f_node − f_pred)ᵀy = h_node − h_pred on a spanning forest of the active
@@ -573,7 +575,8 @@ def finish_embedding(space: EmbeddingSpace, act: np.ndarray, lam_act: np.ndarray
     return (y, lam_act + _edge_diff(F @ z, act)), None
 
 
-def exact_finish(space, edges: np.ndarray, ipm: IPMResult, rounds: int = 6):
+def exact_finish(space: ScoreSpace | EmbeddingSpace, edges: np.ndarray, ipm: IPMResult,
+                 rounds: int = 6) -> tuple[np.ndarray, np.ndarray] | None:
     """Active-set finish: (y, μ per edge) with every edge's margin ≥ 1, or None.
 
     Start from the edges with slack < multiplier; remove edges whose heights disagree or whose
@@ -644,13 +647,14 @@ def _combination(E, pairs, w) -> np.ndarray:
     return E[nz].T @ coef[nz]
 
 
-def embedding_scale(E, pairs, eq_pairs) -> float:
+def embedding_scale(E: np.ndarray, pairs: np.ndarray, eq_pairs: np.ndarray) -> float:
     """max ‖E_s‖ over the tokens of the pairs (the scale of FARKAS_RTOL and of the tie residual)."""
     toks = np.unique(np.concatenate([pairs.ravel(), eq_pairs.ravel()]))
     return float(np.max(np.linalg.norm(E[toks], axis=1)))
 
 
-def certify(E, pairs, eq_pairs, tree, p, mu) -> dict:
+def certify(E: np.ndarray, pairs: np.ndarray, eq_pairs: np.ndarray, tree: np.ndarray, p: np.ndarray,
+            mu: np.ndarray) -> dict:
     """The KKT certificate of (p, μ), recomputed from E (independent of how p and μ were found).
 
     margins = (E_s − E_t)ᵀp from the scores E p; ν = least squares of p − Σμ_j(E_s − E_t) on the
@@ -687,7 +691,7 @@ def certified(cert: dict, mu: np.ndarray) -> bool:
                 and cert["gap"] <= CERT_RTOL and np.all(mu >= 0))
 
 
-def farkas_residual(E, pairs, eq_pairs, tree, w) -> float:
+def farkas_residual(E: np.ndarray, pairs: np.ndarray, eq_pairs: np.ndarray, tree: np.ndarray, w: np.ndarray) -> float:
     """‖P⊥ Σ_j w_j (E_s − E_t)‖ with P⊥ the projection off the span of the tie rows (from E)."""
     v = _combination(E, pairs, w)
     D = _tie_rows(E, eq_pairs, tree)
