@@ -13,23 +13,28 @@ import pandas as pd
 import pytest
 
 from embgeo.attention.data import PAPER_DELTAS
+from embgeo.attention.metrics import direction_measures, lemma41_table, level_summary
+from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
 from embgeo.experiments import names, run
 from embgeo.experiments.attention import (
     RANK_EFFECT,
-    base_rate_centre,
     cos_level,
-    direction_measures,
     level_claims,
-    level_summary,
     one_step_claims,
-    one_step_rows,
     rank_claim,
     score_claims,
     selection_claims,
 )
 
 FIXTURES = Path(__file__).parent / "attention" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch/BLAS thread, as ``embgeo run`` uses by default (the trainers keep the caller's setting)."""
+    with limit_threads(1):
+        yield
 
 
 def _claims(path) -> dict:
@@ -156,14 +161,14 @@ def _first_order_updates(dims=(64, 256, 1024, 4096), V=300, eta0=2.0, seed=0):
 
 def test_one_step_claims_hold_on_the_first_order_update_and_fail_for_a_slope_of_eta0():
     dims, updates, alpha, vs, norms, eta0 = _first_order_updates()
-    right = one_step_claims(one_step_rows(dims, updates, alpha, vs, norms, eta0))
+    right = one_step_claims(lemma41_table(dims, updates, alpha, vs, norms, eta0))
     assert [c.ok for c in right] == [True, True, True], right
-    wrong = one_step_claims(one_step_rows(dims, updates, alpha, vs, norms, 2 * eta0))  # theory slope η0
+    wrong = one_step_claims(lemma41_table(dims, updates, alpha, vs, norms, 2 * eta0))  # theory slope η0
     assert [c.ok for c in wrong] == [False, False, False], wrong
     assert wrong[0].measured == pytest.approx(0.5, rel=0.02)  # slope/(η0_ref/2)
     assert wrong[1].measured == pytest.approx(0.5, rel=0.02)  # residual relative to the wrong prediction
     # a slope 10 % off also fails the residual claim at d = 4096 (tolerance ≈ 0.12 relative of 0.022)
-    off = one_step_claims(one_step_rows(dims, [1.1 * u for u in updates], alpha, vs, norms, eta0))
+    off = one_step_claims(lemma41_table(dims, [1.1 * u for u in updates], alpha, vs, norms, eta0))
     assert not off[0].ok and not off[1].ok
 
 
@@ -184,13 +189,6 @@ def test_rank_claim_known_answers():
     few = rank_claim("too few", x[:5], x[:5], level=1e-3)
     assert not few.ok and "p = 0.00833" in few.note  # ρ = 1 but the exact p = 1/5! > 1e-3
     assert "p = 0.0167" in rank_claim("ties", [0, 1, 2, 3, 3], [0, 1, 2, 3, 4]).note  # 2 of 120: the tie swaps
-
-
-def test_base_rate_centre():
-    X = np.array([[1, 2, 2], [3, 0, 0]])
-    y = np.array([1, -1])
-    assert base_rate_centre(X, y, 4) == pytest.approx((3 - 3) / 6)
-    assert base_rate_centre(X, y, 4, pad_id=0) == pytest.approx((3 - 1) / 4)
 
 
 def test_score_claims_centre_on_the_base_rate_and_fail_on_a_shuffled_posterior():

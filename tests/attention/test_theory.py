@@ -1,4 +1,5 @@
-"""Tests of embgeo.attention.theory: eq. (10) selections, the max-margin problem (12), Lemma 4.5 helper."""
+"""Tests of embgeo.attention.theory: Lemma 4.1's α and bound, eq. (10) selections, the max-margin problem (12),
+Lemma 4.5 helper."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from embgeo.attention.theory import compare_selections, max_margin_selection, selection
+from embgeo.attention.data import signed_frequency
+from embgeo.attention.theory import compare_selections, lemma41_alpha, lemma41_bound, max_margin_selection, selection
 from embgeo.errors import InputError, ShapeError, TooLargeError
 
 from .reference_selection import cvxpy_selection as reference
@@ -323,3 +325,26 @@ def test_bad_inputs_name_the_field():
         compare_selections(E, X, [{1}, {5}])
     with pytest.raises(InputError, match="direction"):
         _ = max_margin_selection(E, np.array([[0, 1], [1, 0]]), [{0}, {1}]).direction
+
+
+def test_lemma41_alpha_eq3_and_padding():
+    X = np.array([[0, 1, 1], [2, 1, 0]])
+    y = np.array([1, -1])
+    alpha = lemma41_alpha(X, y, 4)
+    np.testing.assert_allclose(alpha, np.array([1 - 1, 2 - 1, -1, 0]) / 6)  # (1/(nT)) Σ y Σ_i 1{x_i=s}
+    np.testing.assert_allclose(alpha, signed_frequency(X, y, 4))  # equal lengths: eq. (3) of data.py
+    padded = np.array([[0, 1, -1], [2, 1, 0]])  # the first sequence has 2 tokens
+    alpha = lemma41_alpha(padded, y, 4, pad_id=-1)
+    np.testing.assert_allclose(alpha, np.array([1 / 2 - 1 / 3, 1 / 2 - 1 / 3, -1 / 3, 0]) / 2)
+    with pytest.raises(InputError, match=r"X: sequence 1 contains only padding"):
+        lemma41_alpha(np.array([[0, 1], [-1, -1]]), y, 4, pad_id=-1)
+    with pytest.raises(InputError, match=r"X: token ids must lie in \[0, vocab_size=4\)"):
+        lemma41_alpha(padded, y, 4)  # without pad_id, -1 is an id outside [0, 4)
+
+
+def test_lemma41_bound_formula_and_why_it_is_not_a_test():
+    """eq. (7): 11 η0 d^(-1/4); the prediction itself (|α_s| ≤ 1) is below it for d < 22⁴."""
+    assert lemma41_bound(2.0, 16) == pytest.approx(11.0)
+    assert lemma41_bound(1.0, 22**4 - 1) > 0.5  # a zero update's error, (η0/2)·max|α_s| ≤ η0/2
+    with pytest.raises(InputError, match="eta0"):
+        lemma41_bound(0.0, 16)

@@ -5,10 +5,11 @@ Paper: ``attention-trained-embeddings.txt`` (digest: ``notes/attention-trained-e
 Conventions
 -----------
 - A dataset is ``X`` (n, T) of integer token ids in ``[0, vocab_size)`` and labels ``y`` (n,) in
-  {−1, +1}. Variable-length sequences are right- (or anywhere-) padded with ``pad_id``; entries
-  equal to ``pad_id`` are ignored everywhere (they are not tokens).
+  {−1, +1}. Padding follows the package convention (:mod:`embgeo.attention`): variable-length
+  sequences are right- (or anywhere-) padded with ``pad_id``; entries equal to ``pad_id`` are
+  ignored everywhere (they are not tokens).
 - ``pad_id`` may lie inside ``[0, vocab_size)`` (then that id gets count 0, α = 0) or outside
-  it (e.g. −1).
+  it (e.g. −1). :func:`check_pad_id` and :func:`check_dataset` are the checks every module uses.
 
 Contents
 --------
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from embgeo.core.validate import as_float_array, check_dense_size, check_positive_int, make_rng
 from embgeo.errors import InputError, ShapeError
@@ -42,8 +44,23 @@ READINGS = ("corrected", "printed")
 
 # -- validation ---------------------------------------------------------------------------------
 
-def _check_xy(X, y, vocab_size, pad_id) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """Validate a dataset; return (X int64, y int64 in ±1, vocab_size, mask of real tokens)."""
+def check_pad_id(pad_id: int | None) -> int | None:
+    """``pad_id`` as an int, or None (no padding); bools, floats and strings are refused."""
+    if pad_id is None:
+        return None
+    if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)):
+        raise InputError(f"pad_id: expected an integer or None, got {pad_id!r}")
+    return int(pad_id)
+
+
+def check_dataset(X: ArrayLike, y: ArrayLike, vocab_size: int, pad_id: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Validate a dataset; return (X int64 (n, T), y int64 (n,) in ±1, vocab_size, real (n, T) bool).
+
+    ``real`` is True at the entries that are tokens (``X != pad_id``). Raises :class:`ShapeError`
+    on a ragged or non-2-D ``X`` or a ``y`` of the wrong length, and :class:`InputError` naming
+    ``X``, ``y`` or ``pad_id`` otherwise (ids outside ``[0, vocab_size)``, labels not ±1, no token).
+    """
     vocab_size = check_positive_int("vocab_size", vocab_size)
     try:
         X = np.asarray(X)
@@ -61,10 +78,9 @@ def _check_xy(X, y, vocab_size, pad_id) -> tuple[np.ndarray, np.ndarray, int, np
         raise ShapeError(f"X: expected at least one sequence and one position, got shape {X.shape}")
     X = X.astype(np.int64, copy=False)
 
+    pad_id = check_pad_id(pad_id)
     if pad_id is not None:
-        if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)):
-            raise InputError(f"pad_id: expected an integer or None, got {pad_id!r}")
-        mask = X != int(pad_id)
+        mask = X != pad_id
     else:
         mask = np.ones(X.shape, dtype=bool)
     real = X[mask]
@@ -91,7 +107,8 @@ def _check_xy(X, y, vocab_size, pad_id) -> tuple[np.ndarray, np.ndarray, int, np
 
 # -- token statistics ---------------------------------------------------------------------------
 
-def token_counts(X, y, vocab_size: int, pad_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def token_counts(X: ArrayLike, y: ArrayLike, vocab_size: int,
+                 pad_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Occurrences of every token in positive and in negative sequences.
 
     Parameters
@@ -111,7 +128,7 @@ def token_counts(X, y, vocab_size: int, pad_id: int | None = None) -> tuple[np.n
         ``pos[s] = Σ_{(X,y): y=+1} Σ_i 1{x_i=s}`` and likewise for y = −1. Repeated occurrences
         count with multiplicity.
     """
-    X, y, vocab_size, mask = _check_xy(X, y, vocab_size, pad_id)
+    X, y, vocab_size, mask = check_dataset(X, y, vocab_size, pad_id)
     pos_rows = (y == 1)[:, None] & mask
     neg_rows = (y == -1)[:, None] & mask
     pos = np.bincount(X[pos_rows], minlength=vocab_size).astype(np.int64)
@@ -119,7 +136,7 @@ def token_counts(X, y, vocab_size: int, pad_id: int | None = None) -> tuple[np.n
     return pos, neg
 
 
-def signed_frequency(X, y, vocab_size: int, pad_id: int | None = None) -> np.ndarray:
+def signed_frequency(X: ArrayLike, y: ArrayLike, vocab_size: int, pad_id: int | None = None) -> np.ndarray:
     """Average signed frequency α_s of eq. (3), for every token.
 
     ``α_s = (1/N) Σ_{(X,y)} y Σ_i 1{x_i = s}``: occurrences of s in positive sequences minus its
@@ -134,7 +151,7 @@ def signed_frequency(X, y, vocab_size: int, pad_id: int | None = None) -> np.nda
     return (pos - neg).astype(np.float64) / total
 
 
-def posterior_difference(X, y, vocab_size: int, pad_id: int | None = None) -> np.ndarray:
+def posterior_difference(X: ArrayLike, y: ArrayLike, vocab_size: int, pad_id: int | None = None) -> np.ndarray:
     """Posterior difference p(1|s) − p(0|s) of eq. (18), for every token.
 
     ``(Σ_{(X,y)} y Σ_i 1{x_i=s}) / (Σ_{(X,y)} Σ_i 1{x_i=s})`` = (pos − neg)/(pos + neg) ∈ [−1, 1].
@@ -254,7 +271,8 @@ def level_token_law(K: int = 8, n_irrelevant: int = PAPER_N_IRRELEVANT,
     return probs, levels
 
 
-def synthetic_levels(n: int, *, seed, T: int = 256, K: int = 8, n_irrelevant: int = PAPER_N_IRRELEVANT,
+def synthetic_levels(n: int, *, seed: int | np.random.Generator, T: int = 256, K: int = 8,
+                     n_irrelevant: int = PAPER_N_IRRELEVANT,
                      deltas: Sequence[float] = PAPER_DELTAS, delta_tilde: float = PAPER_DELTA_TILDE,
                      reading: str = "corrected", sizes: Sequence[int] | None = None) -> LevelData:
     """Sample n sequences of the K-level model (eqs. 14-16), the data of Figure 2.
@@ -299,7 +317,8 @@ class Assumption1Data(NamedTuple):
     """Sorted int64 ids of S_c, the completely positive and completely negative tokens."""
 
 
-def assumption1_data(n_pairs: int, T: int, *, seed, n_irrelevant: int = 8, n_positive: int = 1,
+def assumption1_data(n_pairs: int, T: int, *, seed: int | np.random.Generator, n_irrelevant: int = 8,
+                     n_positive: int = 1,
                      n_negative: int = 1) -> Assumption1Data:
     """Data satisfying Assumption 1 exactly (paper Sec. 4).
 

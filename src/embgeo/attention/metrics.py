@@ -1,0 +1,284 @@
+"""Trained or measured vs predicted: the quantities the attention paper's claims are made of.
+
+Pure numpy/scipy/pandas (no torch; tensors are accepted where noted and converted):
+
+* Lemma 4.1: :func:`lemma41_slope` (the fitted slope of the step-1 update along v on α_s),
+  :func:`lemma41_residual` (the update against the prediction (η0/2)α_s v of
+  :func:`~embgeo.attention.theory.lemma41_prediction`) and :func:`lemma41_table` (both across d,
+  beside the first-order error and the paper's bound).
+* Figs. 1-3: :func:`rank_test` (Spearman ρ with a one-sided p-value, exact for at most
+  :data:`EXACT_RANK_TEST` tokens), :func:`base_rate_centre` (the vertex of the V of ⟨E_s, p⟩),
+  :func:`level_summary` and :func:`level_statistics` (Fig. 2 per level of the K-level data).
+* Theorem 4.3: :func:`direction_measures` (the last iterate p_T against the max-margin p̂ and
+  other candidates' directions, and the growth of ‖p_t‖).
+
+Padding follows the package convention (``pad_id``, :mod:`embgeo.attention`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from scipy.stats import rankdata, spearmanr
+
+from embgeo.attention.data import token_counts
+from embgeo.attention.theory import as_vector, lemma41_bound, lemma41_error_scale, lemma41_prediction
+from embgeo.core.validate import as_float_array
+from embgeo.errors import InputError, ShapeError
+
+__all__ = ["EXACT_RANK_TEST", "LevelStatistics", "RankTest", "base_rate_centre", "direction_measures",
+           "lemma41_residual", "lemma41_slope", "lemma41_table", "level_statistics", "level_summary", "rank_test"]
+
+
+# -- Lemma 4.1 ----------------------------------------------------------------------------------------
+
+def _update_arrays(dE: ArrayLike, alpha: ArrayLike, v: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    dE = as_float_array("dE", dE, ndim=2)
+    alpha = as_vector("alpha", alpha)
+    v = as_vector("v", v)
+    if alpha.shape != (dE.shape[0],) or v.shape != (dE.shape[1],):
+        raise ShapeError(f"dE (|S|, d), alpha (|S|,), v (d,): got shapes {dE.shape}, {alpha.shape}, {v.shape}")
+    return dE, alpha, v
+
+
+def lemma41_slope(dE: ArrayLike, alpha: ArrayLike, v: ArrayLike) -> dict:
+    """Least-squares fit of the projections ``(E¹_s − E⁰_s)·v/‖v‖²`` on α_s (prediction: slope η0/2, intercept 0).
+
+    ``dE`` (|S|, d) the step-1 update, ``alpha`` (|S|,), ``v`` (d,). Returns dict ``slope``,
+    ``intercept``, ``corr`` (Pearson) and ``max_residual_norm`` = max_s ‖dE_s − slope·α_s v‖
+    (residual against the FITTED slope; for the residual against the lemma's prediction use
+    :func:`lemma41_residual`).
+    """
+    dE, alpha, v = _update_arrays(dE, alpha, v)
+    proj = dE @ v / (v @ v)
+    slope, intercept = np.polyfit(alpha, proj, 1)
+    res = dE - slope * alpha[:, None] * v[None, :]
+    return {"slope": float(slope), "intercept": float(intercept), "corr": float(np.corrcoef(alpha, proj)[0, 1]),
+            "max_residual_norm": float(np.linalg.norm(res, axis=1).max())}
+
+
+def lemma41_residual(dE: ArrayLike, alpha: ArrayLike, v: ArrayLike, eta0: float) -> dict:
+    """The update's residual against Lemma 4.1's prediction ``(η0/2) α_s v`` (eq. 6), not a fitted slope.
+
+    With ``P = (η0/2) α vᵀ`` (|S|, d) and ``R = dE − P``:
+
+    - ``relative`` = ‖R‖_F / ‖P‖_F, the residual relative to the prediction (RMS over tokens,
+      weighted by the signal); compare with :func:`~embgeo.attention.theory.lemma41_error_scale`;
+    - ``relative_along_v`` = the same for the components along v only;
+    - ``max_residual_norm`` = max_s ‖R_s‖ (the quantity bounded by eq. 7) and
+      ``max_prediction_norm`` = max_s ‖P_s‖.
+
+    ``eta0`` is the step size whose half is the predicted slope; passing a wrong one (e.g. 2η0,
+    i.e. a slope of η0) makes ``relative`` ≈ 1/2 instead of O(d^(−1/2)).
+    """
+    dE, alpha, v = _update_arrays(dE, alpha, v)
+    P = lemma41_prediction(alpha, v, eta0)
+    R = dE - P
+    p_norm = float(np.linalg.norm(P))
+    if p_norm == 0:
+        raise InputError("alpha: every α_s is 0, so the prediction is 0 and no relative residual exists")
+    u = v / np.linalg.norm(v)
+    return {"relative": float(np.linalg.norm(R)) / p_norm,
+            "relative_along_v": float(np.linalg.norm(R @ u) / np.linalg.norm(P @ u)),
+            "max_residual_norm": float(np.linalg.norm(R, axis=1).max()),
+            "max_prediction_norm": float(np.linalg.norm(P, axis=1).max())}
+
+
+def lemma41_table(dims: Sequence[int], updates: Sequence[ArrayLike], alpha: ArrayLike, vs: Sequence[ArrayLike],
+                  p0_norms: Sequence[float], eta0: float) -> pd.DataFrame:
+    """Per d, the step-1 update ``dE`` (|S|, d) measured against Lemma 4.1's prediction (η0/2)α_s v.
+
+    ``updates[i]``, ``vs[i]`` and ``p0_norms[i]`` belong to ``dims[i]``; ``eta0`` is the reference:
+    the step size whose half is the predicted slope (pass a wrong one to see the claims fail).
+    Columns: ``d``, ``slope_ratio`` = fitted slope/(η0/2), ``corr``, ``relative_residual``
+    (:func:`lemma41_residual`), ``first_order`` (:func:`~embgeo.attention.theory.lemma41_error_scale`),
+    ``slope_bound`` = ‖p⁰‖/√d, ``max_residual_norm``, ``max_prediction_norm``, ``paper_bound``
+    (11·η0·d^(−1/4), eq. 7) and ``m_eff`` = (Σα²)²/Σα⁴.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    m_eff = float(np.sum(alpha**2) ** 2 / np.sum(alpha**4))
+    rows = []
+    for d, dE, v, norm_p0 in zip(dims, updates, vs, p0_norms, strict=True):
+        fit = lemma41_slope(dE, alpha, v)
+        res = lemma41_residual(dE, alpha, v, eta0)
+        rows.append({"d": int(d), "slope_ratio": fit["slope"] / (eta0 / 2), "corr": fit["corr"],
+                     "relative_residual": res["relative"], "first_order": lemma41_error_scale(int(d), norm_p0),
+                     "slope_bound": float(norm_p0) / np.sqrt(d), "max_residual_norm": res["max_residual_norm"],
+                     "max_prediction_norm": res["max_prediction_norm"], "paper_bound": lemma41_bound(eta0, int(d)),
+                     "m_eff": m_eff})
+    return pd.DataFrame(rows)
+
+
+# -- Figs. 1-3: rank tests --------------------------------------------------------------------------
+
+#: Up to this many tokens the rank test's p-value is exact (all n! pairings); above, scipy's t approximation.
+EXACT_RANK_TEST = 8
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """Spearman ρ of (x, y) and the one-sided p-value of ρ > 0 (NaN for < 3 values or a constant side)."""
+
+    rho: float
+    pvalue: float
+    n: int
+    exact: bool
+
+
+def _exact_spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Spearman ρ and its exact one-sided p-value P(ρ* ≥ ρ) over all n! pairings (small n only)."""
+    rx, ry = rankdata(x), rankdata(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    perms = np.array(list(itertools.permutations(range(ry.size))))
+    stats = (ry[perms] @ rx) / (np.linalg.norm(rx) * np.linalg.norm(ry))
+    rho = float(rx @ ry / (np.linalg.norm(rx) * np.linalg.norm(ry)))
+    return rho, float(np.mean(stats >= rho - 1e-12))
+
+
+def rank_test(x: ArrayLike, y: ArrayLike) -> RankTest:
+    """Does x increase with y? Spearman ρ and the one-sided p-value of ρ > 0.
+
+    Exact over all pairings for at most :data:`EXACT_RANK_TEST` values (scipy's t approximation would
+    call ρ = 1 over 5 values significant at 1e-24); scipy's t approximation above. x and y are 1-D
+    of one length.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ShapeError(f"x, y: expected two 1-D arrays of one length, got shapes {x.shape} and {y.shape}")
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return RankTest(float("nan"), float("nan"), int(x.size), False)
+    if x.size <= EXACT_RANK_TEST:
+        rho, p = _exact_spearman(x, y)
+        return RankTest(rho, p, int(x.size), True)
+    res = spearmanr(x, y, alternative="greater")
+    return RankTest(float(res.statistic), float(res.pvalue), int(x.size), False)
+
+
+def base_rate_centre(X: ArrayLike, y: ArrayLike, n_tokens: int, pad_id: int | None = None) -> float:
+    """(P − N)/(P + N) over all token occurrences: the posterior difference (18) of a token that occurs
+    independently of the label, where the V of ⟨E_s, p⟩ has its vertex (0 only for a corpus whose
+    positive and negative sequences hold equally many tokens)."""
+    pos, neg = token_counts(X, y, n_tokens, pad_id=pad_id)
+    return float((pos.sum() - neg.sum()) / (pos.sum() + neg.sum()))
+
+
+# -- Fig. 2: per level --------------------------------------------------------------------------------
+
+def level_summary(post: ArrayLike, levels: ArrayLike, deltas: ArrayLike) -> pd.DataFrame:
+    """Per level k = 0 (irrelevant), 1..K: centre 1 − 2δ_k (0 for k = 0), the RMS distance of its tokens'
+    signed posterior differences from ±(1 − 2δ_k), and half the gap to the nearest other centre."""
+    post, levels = np.asarray(post, dtype=np.float64), np.asarray(levels)
+    centres = np.concatenate([[0.0], 1.0 - 2.0 * np.asarray(deltas, dtype=np.float64)])
+    rows = []
+    for k, c in enumerate(centres):
+        sel = np.abs(levels) == k
+        signed = post[sel] * (np.sign(levels[sel]) if k else 1.0)
+        others = np.delete(centres, k)
+        if k:
+            others = np.concatenate([others, [-c]])  # the same level of the other sign
+        rows.append({"level": k, "centre": c, "n_tokens": int(sel.sum()),
+                     "rms": float(np.sqrt(np.mean((signed - c) ** 2))) if sel.any() else float("nan"),
+                     "half_gap": float(np.min(np.abs(others - c)) / 2)})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class LevelStatistics:
+    """Fig. 2's per-level numbers (:func:`level_statistics`); K levels, arrays indexed k − 1.
+
+    table : :func:`level_summary`.
+    cluster : max over the levels of RMS / half gap (< 1: the levels' posterior differences are resolved);
+        worst_level, worst_rms, worst_half_gap : the level attaining it.
+    median_p : (K,) median ⟨E_s, p⟩ per level; median_p_irrelevant : over the irrelevant tokens.
+    rising : fraction of adjacent levels (k, k+1) whose median ⟨E_s, p⟩ rises.
+    sign_fraction : (K,) fraction of each level's tokens with sign⟨E_s, v⟩ = sign(level);
+        wrong_sign : indices of the level tokens with the other sign.
+    irrelevant_bound : (1 − 2δ_1) / median over the level tokens of (1 − 2δ_k), where the irrelevant
+        tokens' |scores| would sit relative to the level tokens' were the scores proportional to the
+        posterior difference.
+    abs_medians : "v" / "p" → (median |⟨E_s, ·⟩| over the irrelevant tokens, over the level tokens).
+    """
+
+    table: pd.DataFrame
+    cluster: float
+    worst_level: int
+    worst_rms: float
+    worst_half_gap: float
+    median_p: np.ndarray
+    median_p_irrelevant: float
+    rising: float
+    sign_fraction: np.ndarray
+    wrong_sign: np.ndarray
+    irrelevant_bound: float
+    abs_medians: dict
+
+
+def level_statistics(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: ArrayLike,
+                     deltas: ArrayLike) -> LevelStatistics:
+    """Fig. 2 per level from the scores ⟨E_s, p⟩ (``Ep``), ⟨E_s, v⟩ (``Ev``), the posterior differences
+    (``post``) and the signed levels of the tokens (``levels``: 0 irrelevant, ±k), all (|S|,);
+    ``deltas`` (K,) the δ_k."""
+    Ep, Ev = np.asarray(Ep, dtype=np.float64), np.asarray(Ev, dtype=np.float64)
+    levels = np.asarray(levels)
+    deltas = np.asarray(deltas, dtype=np.float64)
+    post = np.asarray(post, dtype=np.float64)
+    if not (Ep.shape == Ev.shape == post.shape == levels.shape) or Ep.ndim != 1:
+        raise ShapeError(f"Ep, Ev, post, levels: expected four (|S|,) arrays, got shapes {Ep.shape}, {Ev.shape}, "
+                         f"{post.shape}, {levels.shape}")
+    K = deltas.size
+    table = level_summary(post, levels, deltas)
+    spread = table["rms"] / table["half_gap"]
+    worst = table.loc[spread.idxmax()]
+    irr, lev = levels == 0, levels != 0
+    median_p = np.array([np.median(Ep[np.abs(levels) == k]) for k in range(1, K + 1)])
+    sign_fraction = np.array([np.mean(np.sign(Ev[np.abs(levels) == k]) == np.sign(levels[np.abs(levels) == k]))
+                              for k in range(1, K + 1)])
+    centre_of = (1.0 - 2.0 * deltas)[np.abs(levels[lev]) - 1]
+    return LevelStatistics(
+        table=table, cluster=float(spread.max()), worst_level=int(worst["level"]), worst_rms=float(worst["rms"]),
+        worst_half_gap=float(worst["half_gap"]), median_p=median_p, median_p_irrelevant=float(np.median(Ep[irr])),
+        rising=float(np.mean(np.diff(median_p) > 0)), sign_fraction=sign_fraction,
+        wrong_sign=np.flatnonzero(lev & (np.sign(Ev) != np.sign(levels))),
+        irrelevant_bound=float(np.min(1.0 - 2.0 * deltas) / np.median(centre_of)),
+        abs_medians={what: (np.median(np.abs(values[irr])), np.median(np.abs(values[lev])))
+                     for what, values in (("v", Ev), ("p", Ep))})
+
+
+# -- Theorem 4.3: direction and norm ----------------------------------------------------------------
+
+def _unit(u: ArrayLike) -> np.ndarray:
+    u = np.asarray(u, dtype=np.float64)
+    return u / np.linalg.norm(u)
+
+
+def direction_measures(p_T: ArrayLike, p_hat: ArrayLike, alternatives: Mapping[str, ArrayLike], steps: ArrayLike,
+                       norms: ArrayLike) -> dict:
+    """How the last iterate p_T relates to the max-margin solution p̂ of (12), and how ‖p_t‖ grows.
+
+    Parameters
+    ----------
+    p_T : (d,) the last GD iterate.
+    p_hat : (d,) the reference max-margin solution (its norm ‖p̂‖ matters, not only its direction).
+    alternatives : name → (d,) max-margin solutions of other candidate selections.
+    steps, norms : the recorded GD steps t > 0 and ‖p_t‖ there.
+
+    Returns dict ``cos_end`` = cos(p_T, p̂); ``cos_alt_end`` = the largest cos(p_T, p̂′) and
+    ``nearest_alt`` its name; ``alt_cos_hat`` = the largest cos(p̂, p̂′); ``norm_slope`` = slope of
+    ‖p_t‖ against ln t over the last decade [T/10, T] and ``norm_slope_ratio`` = norm_slope/‖p̂‖
+    (≈ 1 when ‖p_t‖ ≈ ‖p̂‖ ln t + const; 0 for a bounded ‖p_t‖).
+    """
+    u, u_hat = _unit(p_T), _unit(p_hat)
+    cos_alt = {name: float(u @ _unit(q)) for name, q in alternatives.items()}
+    nearest = max(cos_alt, key=cos_alt.get) if cos_alt else ""
+    steps, norms = np.asarray(steps, dtype=np.float64), np.asarray(norms, dtype=np.float64)
+    last = steps >= steps.max() / 10
+    slope = float(np.polyfit(np.log(steps[last]), norms[last], 1)[0]) if last.sum() >= 3 else float("nan")
+    return {"cos_end": float(u @ u_hat), "cos_alt_end": cos_alt.get(nearest, float("nan")), "nearest_alt": nearest,
+            "alt_cos_hat": max((float(u_hat @ _unit(q)) for q in alternatives.values()), default=float("nan")),
+            "norm_slope": slope, "norm_slope_ratio": slope / float(np.linalg.norm(p_hat))}
