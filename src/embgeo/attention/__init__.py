@@ -7,7 +7,8 @@ the max-margin problem (12), Lemmas 4.4/4.5; solver in :mod:`~embgeo.attention.s
 :mod:`~embgeo.attention.model` (models (1) and (17)) and :mod:`~embgeo.attention.train` (the
 two-stage theory protocol, AdamW); :mod:`~embgeo.attention.metrics` (Lemma 4.1's slope and
 residual, rank tests, per-level statistics, the direction of p_t); :mod:`~embgeo.attention.figures`.
-Training is not re-exported here, as in :mod:`embgeo.ntp`.
+Training is not re-exported here, as in :mod:`embgeo.ntp`; the package, its data, text, theory,
+metrics and figures import without torch (the models are loaded on first access).
 
 Padding convention (every module)
 ---------------------------------
@@ -22,8 +23,9 @@ that is only padding, or a real id outside ``[0, |S|)`` raises an
 :class:`~embgeo.errors.InputError` naming ``pad_id`` or ``X``.
 """
 
+from importlib import import_module
+
 from embgeo.attention.data import assumption1_data, posterior_difference, signed_frequency, synthetic_levels
-from embgeo.attention.model import OneLayerAttention, TwoLayerAttention
 from embgeo.attention.theory import (
     compare_selections,
     lemma41_alpha,
@@ -34,6 +36,16 @@ from embgeo.attention.theory import (
     selection,
 )
 
+#: Names that need torch, and the submodule each comes from (imported on first access, so that the
+#: package, its data, theory and metrics import without torch).
+_TORCH_NAMES = {"OneLayerAttention": "model", "TwoLayerAttention": "model"}
+
 __all__ = ["OneLayerAttention", "TwoLayerAttention", "assumption1_data", "compare_selections", "lemma41_alpha",
            "lemma41_bound", "lemma41_error_scale", "lemma41_prediction", "max_margin_selection",
            "posterior_difference", "selection", "signed_frequency", "synthetic_levels"]
+
+
+def __getattr__(name: str):
+    if name in _TORCH_NAMES:
+        return getattr(import_module(f"embgeo.attention.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module 'embgeo.attention' has no attribute {name!r}")
