@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 import embgeo.collapse.train as train_mod
-from embgeo.collapse import CollapseNet, generate, layer_norm
+from embgeo.collapse import CollapseNet, generate, theory
+from embgeo.collapse.model import layer_norm
 from embgeo.collapse.train import TrainingInterrupted, evaluate, sgd_step, train
 from embgeo.errors import InputError, ShapeError
 
@@ -68,6 +69,9 @@ def test_lemma_L(eps):
         assert np.allclose(np.linalg.norm(hs.word_representations(), axis=1), math.sqrt(8))
     ref = nn.functional.layer_norm(hs.W, (8,), eps=eps)  # PyTorch's LayerNorm without affine parameters
     assert torch.allclose(layer_norm(hs.W, eps), ref, rtol=1e-10, atol=1e-12)
+    # the numpy φ of the theory is the same function (one LayerNorm per backend)
+    np.testing.assert_allclose(theory.layer_norm(hs.word_embeddings(), eps), ref.detach().numpy(), rtol=1e-10,
+                               atol=1e-12)
 
 
 def _reference_step(m, x, y, lr, wd_W, wd_U):

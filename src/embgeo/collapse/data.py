@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from embgeo.core.validate import as_float_array, check_dense_size, check_positive_int, make_rng
 from embgeo.errors import DistributionError, InputError, ShapeError, TooLargeError
@@ -140,7 +141,7 @@ class CollapseData:
 
 # -- frequencies and latents ---------------------------------------------------------------------
 
-def make_freqs(freqs, words_per_concept: int) -> tuple[np.ndarray, str]:
+def make_freqs(freqs: str | tuple | ArrayLike, words_per_concept: int) -> tuple[np.ndarray, str]:
     """The within-concept law μ (s_c,) and a short name for it.
 
     ``"uniform"``: 1/s_c; ``"zipf"``: μ_β ∝ 1/β (β = 1..s_c); ``("power", s)``: μ_β ∝ 1/β^s
@@ -235,8 +236,8 @@ def sample_sentences(latent: np.ndarray, freqs: np.ndarray, per_class: int,
 
 
 def generate(n_concepts: int = 3, words_per_concept: int = 400, length: int = 15, n_classes: int = 1000,
-             freqs="uniform", n_train_per_class: int = 5, n_test_per_class: int = 5, latent: str = "random",
-             seed=0) -> CollapseData:
+             freqs: str | tuple | ArrayLike = "uniform", n_train_per_class: int = 5, n_test_per_class: int = 5,
+             latent: str = "random", seed: int | np.random.Generator = 0) -> CollapseData:
     """Sample a feature-collapse data set (paper Sec. 2, digest §1.2).
 
     Parameters
@@ -317,7 +318,7 @@ class SymmetryReport:
         return self.max_rel_deviation == 0.0
 
 
-def symmetry_diagnostic(latent, n_concepts: int) -> SymmetryReport:
+def symmetry_diagnostic(latent: ArrayLike, n_concepts: int) -> SymmetryReport:
     """How far latent sequences are from Assumption 1 (latent symmetry; paper eq. 6/35).
 
     For every k, r ∈ {1..L}, ℓ, α the count |{k' : dist(z_k, z_k') = r, z_{k',ℓ} = α}| is

@@ -25,6 +25,7 @@ or the blocks u_{k,ℓ} reshaped to (K·L, d) with labels z_{k,ℓ}.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.stats import spearmanr
 
 from embgeo.core.validate import as_float_array
@@ -42,13 +43,13 @@ def _rows_and_labels(X, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, labels, groups
 
 
-def group_means(X, labels) -> np.ndarray:
+def group_means(X: ArrayLike, labels: ArrayLike) -> np.ndarray:
     """Mean vector of each group, in sorted label order: array (n_groups, d)."""
     X, labels, groups = _rows_and_labels(X, labels)
     return np.stack([X[labels == g].mean(axis=0) for g in groups])
 
 
-def variance_ratio(X, labels) -> float:
+def variance_ratio(X: ArrayLike, labels: ArrayLike) -> float:
     """Within-group variance / between-group variance of the rows of X (an NC1-like score).
 
     within = mean over rows of ‖x − mean of its group‖², between = mean over rows of
@@ -64,7 +65,7 @@ def variance_ratio(X, labels) -> float:
     return float(within / between)
 
 
-def norm_spread(X, labels=None) -> float:
+def norm_spread(X: ArrayLike, labels: ArrayLike | None = None) -> float:
     """Pooled coefficient of variation of the row norms of X within groups.
 
     X is (n, d) with one vector per row, labels (n,) (``None``: one group). With ``m_g`` the mean
@@ -88,7 +89,7 @@ def norm_spread(X, labels=None) -> float:
     return float(np.sqrt(np.mean((norms / mean[idx] - 1.0) ** 2)))
 
 
-def direction_spread(X, labels) -> float:
+def direction_spread(X: ArrayLike, labels: ArrayLike) -> float:
     """Rms distance of the unit directions x/‖x‖ from their group's mean direction, pooled over groups.
 
     X is (n, d) with one (non-zero) vector per row, labels (n,). For group g with unit rows x̂_i and
@@ -113,7 +114,7 @@ def equiangular_gram(n: int) -> np.ndarray:
     return (n / (n - 1)) * np.eye(n) - np.ones((n, n)) / (n - 1)
 
 
-def equiangular_distance(X, labels) -> float:
+def equiangular_distance(X: ArrayLike, labels: ArrayLike) -> float:
     """‖Ĝ − G_eq‖_F / ‖G_eq‖_F, Ĝ the normalized Gram matrix of the (uncentered) group means.
 
     The theory's configurations put the group means at c·f_α with (f_α) an equiangular frame, whose
@@ -128,20 +129,20 @@ def equiangular_distance(X, labels) -> float:
     return float(np.linalg.norm(G - target) / np.linalg.norm(target))
 
 
-def pca_singular_values(X, k: int = 3) -> np.ndarray:
+def pca_singular_values(X: ArrayLike, k: int = 3) -> np.ndarray:
     """The k largest singular values of the column-centered X (scikit-learn PCA convention)."""
     X = as_float_array("X", X, ndim=2)
     s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
     return s[:k]
 
 
-def norm_stats(X) -> tuple[float, float]:
+def norm_stats(X: ArrayLike) -> tuple[float, float]:
     """(mean, standard deviation) of the row norms of X."""
     norms = np.linalg.norm(as_float_array("X", X, ndim=2), axis=1)
     return float(norms.mean()), float(norms.std())
 
 
-def norm_frequency_correlation(X, frequency) -> float:
+def norm_frequency_correlation(X: ArrayLike, frequency: ArrayLike) -> float:
     """Spearman rank correlation between the row norms of X (n_w, d) and the words' frequencies (n_w,)."""
     X = as_float_array("X", X, ndim=2)
     frequency = as_float_array("frequency", frequency, ndim=1)
@@ -152,7 +153,7 @@ def norm_frequency_correlation(X, frequency) -> float:
     return float(spearmanr(np.linalg.norm(X, axis=1), frequency).statistic)
 
 
-def collapse_scores(X, labels, frequency=None) -> dict:
+def collapse_scores(X: ArrayLike, labels: ArrayLike, frequency: ArrayLike | None = None) -> dict:
     """All scalar metrics of one set of vectors, as a flat dict (for claims tables and CSV)."""
     mean, std = norm_stats(X)
     out = {"variance_ratio": variance_ratio(X, labels), "equiangular_distance": equiangular_distance(X, labels),

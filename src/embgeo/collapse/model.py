@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from embgeo.core.validate import check_positive_int
+from embgeo.collapse import theory
+from embgeo.core.validate import check_bool, check_float, check_positive_int, check_seed
 from embgeo.errors import InputError
 
 DTYPES = (torch.float32, torch.float64)
@@ -26,28 +27,13 @@ DTYPES = (torch.float32, torch.float64)
 def layer_norm(v: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """φ(v) = (v − mean(v)) / sqrt(var(v) + eps) over the last axis (biased variance, no affine).
 
-    ``eps = 0`` is the paper's φ (‖φ(v)‖ = √d); ``eps = 1e-5`` is PyTorch's LayerNorm default.
+    ``eps = 0`` is the paper's φ (‖φ(v)‖ = √d); ``eps = 1e-5`` is PyTorch's LayerNorm default. The
+    numpy version (float64, for the theory and the trained weights) is :func:`embgeo.collapse.theory.layer_norm`.
     """
     mean = v.mean(dim=-1, keepdim=True)
     c = v - mean
     var = (c * c).mean(dim=-1, keepdim=True)
     return c / torch.sqrt(var + eps)
-
-
-def layer_norm_np(v: np.ndarray, eps: float = 0.0) -> np.ndarray:
-    """:func:`layer_norm` for numpy arrays (float64)."""
-    v = np.asarray(v, dtype=np.float64)
-    c = v - v.mean(axis=-1, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps)
-
-
-def _check_nonneg_float(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(f"{name}: expected a finite number >= 0, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise InputError(f"{name}: expected a finite number >= 0, got {value}")
-    return value
 
 
 class CollapseNet(nn.Module):
@@ -85,13 +71,10 @@ class CollapseNet(nn.Module):
         self.dim = check_positive_int("dim", dim)
         self.length = check_positive_int("length", length)
         self.n_classes = check_positive_int("n_classes", n_classes)
-        if not isinstance(layernorm, bool):
-            raise InputError(f"layernorm: expected True or False, got {layernorm!r}")
-        self.layernorm = layernorm
-        self.ln_eps = _check_nonneg_float("ln_eps", ln_eps)
-        init_scale = _check_nonneg_float("init_scale", init_scale)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise InputError(f"seed: expected an integer (seeds are explicit), got {seed!r}")
+        self.layernorm = check_bool("layernorm", layernorm)
+        self.ln_eps = check_float("ln_eps", ln_eps, positive=False)
+        init_scale = check_float("init_scale", init_scale, positive=False)
+        seed = check_seed(seed)
         if dtype not in DTYPES:
             raise InputError(f"dtype: expected torch.float32 or torch.float64, got {dtype!r}")
         gen = torch.Generator().manual_seed(int(seed))
@@ -128,7 +111,7 @@ class CollapseNet(nn.Module):
     def word_representations(self) -> np.ndarray:
         """(n_w, d) float64: φ(w_j) for h* (the collapsed objects of Fig. 4c), else w_j."""
         W = self.word_embeddings()
-        return layer_norm_np(W, self.ln_eps) if self.layernorm else W
+        return theory.layer_norm(W, self.ln_eps) if self.layernorm else W
 
     def u_matrix(self) -> np.ndarray:
         """(K, L·d) float64: U."""

@@ -23,7 +23,8 @@ Contents:
 * Frames and configurations (eq. 4, Defs. 1-3): :func:`equiangular_frame`, :func:`layer_norm`,
   :func:`type1_configuration`, :func:`type2_configuration`, :func:`type3_configuration`,
   :func:`full_latent_space`, :func:`predicted_pca_singular_values`.
-* The exact population risks (5) and (10) by enumeration: :func:`true_risk`.
+* The exact population risks (5) and (10) by enumeration: :func:`true_risk`, :func:`true_risk_gradient`
+  (minimized in :mod:`embgeo.collapse.solvers`).
 
 Everything involving n_c^L or (1 + (n_c − 1)e^{−a})^L is evaluated in log space (digest §7.1.1).
 """
@@ -35,10 +36,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
-from embgeo.core.validate import as_float_array, check_positive_int
+from embgeo.core.validate import as_float_array, check_bool, check_float, check_positive_int, make_rng
 from embgeo.errors import DistributionError, InputError, ShapeError, SolverError, TooLargeError
 
 #: :func:`true_risk` refuses to enumerate more sentences than this (all classes together).
@@ -52,20 +54,6 @@ _EXP_SAFE = 700.0
 
 
 # -- validation ------------------------------------------------------------------------------
-
-def _check_real(name: str, value, *, positive: bool = False, nonnegative: bool = False) -> float:
-    """Return ``value`` as a finite float (optionally > 0 or >= 0); the message names ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(f"{name}: expected a real number, got {value!r}")
-    x = float(value)
-    if not math.isfinite(x):
-        raise InputError(f"{name}: expected a finite number, got {x}")
-    if positive and x <= 0:
-        raise InputError(f"{name}: expected a number > 0, got {x}")
-    if nonnegative and x < 0:
-        raise InputError(f"{name}: expected a number >= 0, got {x}")
-    return x
-
 
 def _check_concepts(n_concepts) -> int:
     """n_c >= 2 (γ = 1/(n_c − 1) must exist)."""
@@ -167,11 +155,12 @@ def _check_type1(n_concepts, n_words, length, n_classes, weight_decay):
         raise InputError(f"n_words: must be a multiple of n_concepts = {n_c} (equal-size concepts), got {n_w}")
     L = check_positive_int("length", length)
     K = _check_classes(n_classes, n_c, L)
-    lam = _check_real("weight_decay", weight_decay, positive=True)
+    lam = check_float("weight_decay", weight_decay)
     return n_c, n_w, L, K, lam
 
 
-def h_objective(t, n_concepts, n_words, length, n_classes, weight_decay):
+def h_objective(t: ArrayLike, n_concepts: int, n_words: int, length: int, n_classes: int,
+                weight_decay: float) -> float | np.ndarray:
     """H(t) = log(1 − K/n_c^L + (K/n_c^L)(1 + (n_c − 1)e^{−ηt})^L) + λt (Theorem 1).
 
     ``t``: scalar or array (any shape, t >= 0 meaningful); returns the same shape (float or ndarray).
@@ -204,7 +193,7 @@ class Type1Constants:
     weight_decay: float
 
 
-def type1_constants(n_concepts, n_words, length, n_classes, weight_decay) -> Type1Constants:
+def type1_constants(n_concepts: int, n_words: int, length: int, n_classes: int, weight_decay: float) -> Type1Constants:
     """Theorem 1 constants τ, c, c' for network h with uniform frequencies.
 
     Solves H'(τ) = 0 by bracketing (H is strictly convex), with H' = λ − η·L q e(1+e)^{L−1}/S in
@@ -223,13 +212,13 @@ def type1_constants(n_concepts, n_words, length, n_classes, weight_decay) -> Typ
                           n_classes=K, weight_decay=lam)
 
 
-def type1_risk(c, n_concepts, n_words, length, n_classes, weight_decay) -> float:
+def type1_risk(c: float, n_concepts: int, n_words: int, length: int, n_classes: int, weight_decay: float) -> float:
     """Lemma K: true risk (5) of a type-I configuration w = c f, u = c√(n_w/(KL)) f (set Ω^I_c).
 
     R = log(1 − K/n_c^L + (K/n_c^L)(1 + (n_c − 1)e^{−η n_w c²})^L) + λ n_w c² = H(n_w c²).
     Exact under Assumption A (e.g. K = n_c^L, all latent variables used) with uniform μ.
     """
-    c = _check_real("c", c, nonnegative=True)
+    c = check_float("c", c, positive=False)
     return float(h_objective(n_words * c * c, n_concepts, n_words, length, n_classes, weight_decay))
 
 
@@ -248,11 +237,12 @@ def _check_type2(n_concepts, length, n_classes, dim, weight_decay):
     if d < n_c:
         raise InputError(f"dim: a mean-zero equiangular frame of {n_c} vectors needs dim >= n_concepts = {n_c}, "
                          f"got {d}")
-    lam = _check_real("weight_decay", weight_decay, positive=True)
+    lam = check_float("weight_decay", weight_decay)
     return n_c, L, K, d, lam
 
 
-def h_star_objective(t, n_concepts, length, n_classes, dim, weight_decay):
+def h_star_objective(t: ArrayLike, n_concepts: int, length: int, n_classes: int, dim: int,
+                     weight_decay: float) -> float | np.ndarray:
     """H*(t) = log(1 − K/n_c^L + (K/n_c^L)(1 + (n_c − 1)e^{−η* t})^L) + (λ/2)t² (Theorem 3).
 
     ``t``: scalar or array; returns the same shape. t = √(KL) c = ‖U‖_F at a type-II point (Lemma R).
@@ -283,7 +273,7 @@ class Type2Constants:
     weight_decay: float
 
 
-def type2_constants(n_concepts, length, n_classes, dim, weight_decay) -> Type2Constants:
+def type2_constants(n_concepts: int, length: int, n_classes: int, dim: int, weight_decay: float) -> Type2Constants:
     """Theorem 3 constants τ*, c for network h* (LayerNorm); independent of μ.
 
     Digest example: d = 100, K = 1000, L = 15, n_c = 3, λ = 1e-3 → τ* ≈ 11.947, c ≈ 0.09755.
@@ -300,12 +290,12 @@ def type2_constants(n_concepts, length, n_classes, dim, weight_decay) -> Type2Co
                           residual=dH(tau), n_concepts=n_c, length=L, n_classes=K, dim=d, weight_decay=lam)
 
 
-def type2_risk(c, n_concepts, length, n_classes, dim, weight_decay) -> float:
+def type2_risk(c: float, n_concepts: int, length: int, n_classes: int, dim: int, weight_decay: float) -> float:
     """Lemma R: true risk (10) of a type-II configuration φ(w) = √d f, u = c f.
 
     R* = log(1 − K/n_c^L + (K/n_c^L)(1 + (n_c − 1)e^{−η*√(KL) c})^L) + (λ/2)KL c² = H*(√(KL) c).
     """
-    c = _check_real("c", c, nonnegative=True)
+    c = check_float("c", c, positive=False)
     _, L, K, _, _ = _check_type2(n_concepts, length, n_classes, dim, weight_decay)
     return float(h_star_objective(math.sqrt(K * L) * c, n_concepts, length, n_classes, dim, weight_decay))
 
@@ -329,7 +319,7 @@ class Type3Magnitudes:
     weight_decay: float
 
 
-def type3_lambda_max(freqs, n_concepts, length) -> float:
+def type3_lambda_max(freqs: ArrayLike, n_concepts: int, length: int) -> float:
     """Largest λ allowed by condition (9): λ² < (L/n_c^{L+1}) Σ_β μ_β² (Thm 2; Φ(0) > L n_c^{L−1}, Prop. D)."""
     mu = _check_freqs(freqs)
     n_c = _check_concepts(n_concepts)
@@ -358,7 +348,7 @@ def _type3_p(c: float, mu: np.ndarray, n_c: int, L: int, lam: float) -> np.ndarr
     return out
 
 
-def type3_magnitudes(freqs, n_concepts, length, weight_decay) -> Type3Magnitudes:
+def type3_magnitudes(freqs: ArrayLike, n_concepts: int, length: int, weight_decay: float) -> Type3Magnitudes:
     """Solve the Theorem 2 system for the type-III magnitudes (c, r), as in Prop. D.
 
     Equations (7)-(8), for 1 <= β <= s_c:
@@ -372,7 +362,7 @@ def type3_magnitudes(freqs, n_concepts, length, weight_decay) -> Type3Magnitudes
     mu = _check_freqs(freqs)
     n_c = _check_concepts(n_concepts)
     L = check_positive_int("length", length)
-    lam = _check_real("weight_decay", weight_decay, positive=True)
+    lam = check_float("weight_decay", weight_decay)
     lam_max = type3_lambda_max(mu, n_c, L)
     if not lam < lam_max:
         raise InputError(f"weight_decay: Theorem 2 needs the smallness condition (9) λ² < (L/n_c^(L+1)) Σ μ_β², "
@@ -417,7 +407,7 @@ def _type3_residual(c: float, r: np.ndarray, mu: np.ndarray, n_c: int, L: int, l
     return float(max(np.max(np.abs(lhs7 / mu - 1)), abs(lhs8 - 1)))
 
 
-def type3_risk(c, r, freqs, n_concepts, length, weight_decay) -> float:
+def type3_risk(c: float, r: ArrayLike, freqs: ArrayLike, n_concepts: int, length: int, weight_decay: float) -> float:
     """True risk (5) of a type-III configuration w_(α,β) = r_β f_α, u = c f, when K = n_c^L and {z} = Z.
 
     [inference, derived here] With all n_c^L latent variables the softmax sum factorises over positions:
@@ -427,8 +417,8 @@ def type3_risk(c, r, freqs, n_concepts, length, weight_decay) -> float:
     mu = _check_freqs(freqs)
     n_c = _check_concepts(n_concepts)
     L = check_positive_int("length", length)
-    lam = _check_real("weight_decay", weight_decay, nonnegative=True)
-    c = _check_real("c", c, nonnegative=True)
+    lam = check_float("weight_decay", weight_decay, positive=False)
+    c = check_float("c", c, positive=False)
     r = as_float_array("r", r, ndim=1)
     if r.shape != mu.shape:
         raise ShapeError(f"r: expected shape {mu.shape} (one magnitude per word rank), got {r.shape}")
@@ -449,7 +439,8 @@ def _helmert(m: int) -> np.ndarray:
     return H
 
 
-def equiangular_frame(n, dim=None, *, mean_zero: bool = False, seed=None) -> np.ndarray:
+def equiangular_frame(n: int, dim: int | None = None, *, mean_zero: bool = False,
+                      seed: int | np.random.Generator | None = None) -> np.ndarray:
     """n equiangular unit vectors (simplex ETF, eq. 4): Σ_α f_α = 0, ⟨f_α, f_α'⟩ = −1/(n − 1) for α ≠ α'.
 
     Returns F: (n, dim), row α = f_α, with Gram F Fᵀ = (n/(n−1)) I − (1/(n−1)) 11ᵀ (Def. D/F).
@@ -467,8 +458,6 @@ def equiangular_frame(n, dim=None, *, mean_zero: bool = False, seed=None) -> np.
     H = _helmert(n)
     coords = math.sqrt(n / (n - 1)) * (np.eye(n) - 1.0 / n) @ H.T  # (n, n-1), an ETF in R^{n-1}
     if seed is not None:
-        from embgeo.core.validate import make_rng
-
         G = make_rng(seed).standard_normal((d, n - 1))
         if mean_zero:
             G -= G.mean(axis=0)
@@ -504,7 +493,8 @@ def _word_rows(frame: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return (frame[:, None, :] * scales[None, :, None]).reshape(-1, frame.shape[1])
 
 
-def type1_configuration(Z, n_concepts, words_per_concept, c, c_prime, *, dim=None, frame=None):
+def type1_configuration(Z: ArrayLike, n_concepts: int, words_per_concept: int, c: float, c_prime: float, *,
+                        dim: int | None = None, frame: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Type-I configuration (Def. 1): w_(α,β) = c f_α, u_{k,ℓ} = c' f_{z_{k,ℓ}}.
 
     ``Z``: (K, L) concepts; ``frame``: (n_c, d) equiangular rows (default :func:`equiangular_frame`
@@ -514,13 +504,14 @@ def type1_configuration(Z, n_concepts, words_per_concept, c, c_prime, *, dim=Non
     n_c = _check_concepts(n_concepts)
     s_c = check_positive_int("words_per_concept", words_per_concept)
     Z = _check_latents(Z, n_c)
-    c = _check_real("c", c, nonnegative=True)
-    c_prime = _check_real("c_prime", c_prime, nonnegative=True)
+    c = check_float("c", c, positive=False)
+    c_prime = check_float("c_prime", c_prime, positive=False)
     F = _check_frame(frame, n_c, dim, mean_zero=False)
     return _word_rows(F, np.full(s_c, c)), c_prime * F[Z]
 
 
-def type3_configuration(Z, n_concepts, r, c, *, dim=None, frame=None):
+def type3_configuration(Z: ArrayLike, n_concepts: int, r: ArrayLike, c: float, *, dim: int | None = None,
+                        frame: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Type-III configuration (Def. 3): w_(α,β) = r_β f_α, u_{k,ℓ} = c f_{z_{k,ℓ}}.
 
     ``r``: (s_c,) positive magnitudes (from :func:`type3_magnitudes` for the Theorem 2 critical point).
@@ -531,12 +522,13 @@ def type3_configuration(Z, n_concepts, r, c, *, dim=None, frame=None):
     if r.size == 0 or np.any(r < 0):
         raise InputError("r: expected a non-empty array of non-negative magnitudes")
     Z = _check_latents(Z, n_c)
-    c = _check_real("c", c, nonnegative=True)
+    c = check_float("c", c, positive=False)
     F = _check_frame(frame, n_c, dim, mean_zero=False)
     return _word_rows(F, r), c * F[Z]
 
 
-def type2_configuration(Z, n_concepts, words_per_concept, c, *, dim, frame=None, word_scale=1.0):
+def type2_configuration(Z: ArrayLike, n_concepts: int, words_per_concept: int, c: float, *, dim: int,
+                        frame: ArrayLike | None = None, word_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Type-II configuration (Def. 2) for h*: φ(w_(α,β)) = √d f_α, u_{k,ℓ} = c f_{z_{k,ℓ}}.
 
     f is a mean-zero equiangular frame in R^d (d >= n_c). W is returned as ``word_scale`` √d f_α
@@ -546,13 +538,13 @@ def type2_configuration(Z, n_concepts, words_per_concept, c, *, dim, frame=None,
     s_c = check_positive_int("words_per_concept", words_per_concept)
     d = check_positive_int("dim", dim)
     Z = _check_latents(Z, n_c)
-    c = _check_real("c", c, nonnegative=True)
-    scale = _check_real("word_scale", word_scale, positive=True)
+    c = check_float("c", c, positive=False)
+    scale = check_float("word_scale", word_scale)
     F = _check_frame(frame, n_c, d, mean_zero=True)
     return _word_rows(F, np.full(s_c, scale * math.sqrt(d))), c * F[Z]
 
 
-def full_latent_space(n_concepts, length, max_classes: int = MAX_SENTENCES) -> np.ndarray:
+def full_latent_space(n_concepts: int, length: int, max_classes: int = MAX_SENTENCES) -> np.ndarray:
     """All n_c^L latent variables (the fully sampled case K = n_c^L, {z_k} = Z): (n_c^L, L) int64."""
     n_c = _check_concepts(n_concepts)
     L = check_positive_int("length", length)
@@ -569,7 +561,8 @@ class PCASingularValues:
     U: np.ndarray
 
 
-def predicted_pca_singular_values(constants, n_components: int = 3, *, n_words=None) -> PCASingularValues:
+def predicted_pca_singular_values(constants: Type1Constants | Type2Constants | Type3Magnitudes, n_components: int = 3,
+                                  *, n_words: int | None = None) -> PCASingularValues:
     """Top singular values of centred W (or φ(W)) and of the K·L vectors u_{k,ℓ} at a collapse point.
 
     [inference, digest §4.1] Words sit on n_c equiangular directions, each concept equally often
@@ -601,22 +594,36 @@ def predicted_pca_singular_values(constants, n_components: int = 3, *, n_words=N
 
 # -- exact population risk (eqs. 5, 10) -----------------------------------------------------
 
-def layer_norm(V) -> np.ndarray:
-    """Parameter-free LayerNorm φ(v) = (v − mean v)/σ(v) of each row (§2.3; biased σ, no ε); ‖φ(v)‖ = √d.
+def layer_norm(V: ArrayLike, eps: float = 0.0) -> np.ndarray:
+    """Parameter-free LayerNorm φ(v) = (v − mean v)/√(var v + ε) over the last axis (§2.3; biased variance).
 
-    ``V``: (m, d); raises :class:`InputError` if a row is constant (φ undefined).
+    ``eps = 0`` is the paper's φ (‖φ(v)‖ = √d; a constant row is an :class:`InputError`, φ being
+    undefined); ``eps = 1e-5`` is PyTorch's LayerNorm default, used by the trained h*. ``V``: (..., d),
+    returned as float64 of the same shape. The torch version, for training, is
+    :func:`embgeo.collapse.model.layer_norm`.
     """
-    V = as_float_array("W", V, ndim=2)
-    C = V - V.mean(axis=1, keepdims=True)
-    sd = np.sqrt(np.mean(C * C, axis=1, keepdims=True))
-    if np.any(sd == 0):
-        i = int(np.flatnonzero(sd[:, 0] == 0)[0])
-        raise InputError(f"W: row {i} is constant, LayerNorm φ(w) = (w − mean)/σ is undefined (σ = 0)")
+    V = as_float_array("V", V)
+    eps = check_float("eps", eps, positive=False)
+    if V.ndim == 0 or V.shape[-1] == 0:
+        raise ShapeError(f"V: expected an array of shape (..., d) with d >= 1, got shape {V.shape}")
+    C = V - V.mean(axis=-1, keepdims=True)
+    sd = np.sqrt(np.mean(C * C, axis=-1, keepdims=True) + eps)
+    if eps == 0 and np.any(sd == 0):
+        row = tuple(int(i) for i in np.argwhere(sd[..., 0] == 0)[0])
+        raise InputError(f"V: row {row} is constant, LayerNorm φ(w) = (w − mean)/σ is undefined (σ = 0)")
     return C / sd
 
 
-def true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm: bool = False,
-              max_sentences: int = MAX_SENTENCES) -> float:
+def _layer_norm_backward(V: np.ndarray, dY: np.ndarray) -> np.ndarray:
+    """∂/∂V of ⟨dY, φ(V)⟩ for φ = :func:`layer_norm` (ε = 0): (dY − mean dY − φ·mean(dY·φ))/σ, row-wise."""
+    C = V - V.mean(axis=-1, keepdims=True)
+    sd = np.sqrt(np.mean(C * C, axis=-1, keepdims=True))
+    Y = C / sd
+    return (dY - dY.mean(axis=-1, keepdims=True) - Y * np.mean(dY * Y, axis=-1, keepdims=True)) / sd
+
+
+def true_risk(W: ArrayLike, U: ArrayLike, Z: ArrayLike, freqs: ArrayLike, n_concepts: int, weight_decay: float,
+              layernorm: bool = False, max_sentences: int = MAX_SENTENCES) -> float:
     """Exact population risk R (eq. 5) or R* (eq. 10, ``layernorm=True``) by enumerating all sentences.
 
     h(x)_j = Σ_ℓ ⟨u_{j,ℓ}, v_{x_ℓ}⟩ with v = w (h) or φ(w) (h*, Lemma L). The loss is the cross-entropy
@@ -624,15 +631,35 @@ def true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm: bool = False,
     k), plus (λ/2)(‖W‖² + ‖U‖²) for h or (λ/2)‖U‖² for h*.
 
     Shapes: W (n_c s_c, d), U (K, L, d), Z (K, L), freqs (s_c,). Refuses (TooLargeError) more than
-    ``max_sentences`` sentences over all classes or more than MAX_LOGITS logits.
+    ``max_sentences`` sentences over all classes or more than MAX_LOGITS logits. Cost: K² s_c^L
+    logits. Its gradient: :func:`true_risk_gradient`; its minimizer:
+    :func:`embgeo.collapse.solvers.minimize_true_risk`.
     """
+    return _true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm, max_sentences, gradient=False)[0]
+
+
+def true_risk_gradient(W: ArrayLike, U: ArrayLike, Z: ArrayLike, freqs: ArrayLike, n_concepts: int,
+                       weight_decay: float, layernorm: bool = False,
+                       max_sentences: int = MAX_SENTENCES) -> tuple[float, np.ndarray, np.ndarray]:
+    """(R, ∂R/∂W (n_w, d), ∂R/∂U (K, L, d)) of :func:`true_risk`, exactly (same arguments, same value).
+
+    The derivative of the cross-entropy in the logit h(x)_j is D_{z_k}(x)(softmax_j(h(x)) − δ_jk);
+    summed over the sentences with word v at position ℓ it gives ∂R/∂⟨u_{j,ℓ}, v_v⟩, hence the
+    gradients in U and in the word representations (through φ for h*). Twice the cost of the value.
+    """
+    return _true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm, max_sentences, gradient=True)
+
+
+def _true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm: bool, max_sentences: int, gradient: bool):
+    """The risk, and with ``gradient`` its derivatives in W and U: (R, dW, dU) or (R, None, None)."""
     n_c = _check_concepts(n_concepts)
     mu = _check_freqs(freqs)
     s_c = mu.size
     W = as_float_array("W", W, ndim=2)
     U = as_float_array("U", U, ndim=3)
     Z = _check_latents(Z, n_c)
-    lam = _check_real("weight_decay", weight_decay, nonnegative=True)
+    lam = check_float("weight_decay", weight_decay, positive=False)
+    layernorm = check_bool("layernorm", layernorm)
     K, L, d = U.shape
     if W.shape != (n_c * s_c, d):
         raise ShapeError(f"W: expected shape ({n_c * s_c}, {d}) = (n_concepts·len(freqs), U.shape[2]), got {W.shape}")
@@ -645,6 +672,7 @@ def true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm: bool = False,
                             "estimate the risk by sampling sentences instead")
     V = layer_norm(W) if layernorm else W
     G = np.einsum("kld,vd->klv", U, V)  # G[j, ℓ, v] = ⟨u_{j,ℓ}, v_v⟩
+    dG = np.zeros_like(G) if gradient else None
     prob = _sentence_probs(mu, L)
     total = 0.0
     for k in range(K):
@@ -652,10 +680,25 @@ def true_risk(W, U, Z, freqs, n_concepts, weight_decay, layernorm: bool = False,
         for ell in range(L):
             start = Z[k, ell] * s_c
             block = G[:, ell, start:start + s_c]
-            logits = (logits[:, :, None] + block[:, None, :]).reshape(K, -1)
-        total += float(prob @ (logsumexp(logits, axis=0) - logits[k]))
+            logits = (logits[:, :, None] + block[:, None, :]).reshape(K, -1)  # sentences in row-major (β_1..β_ℓ)
+        lse = logsumexp(logits, axis=0)
+        total += float(prob @ (lse - logits[k]))
+        if gradient:  # A[j, x] = D(x)(softmax_j(h(x)) − δ_jk), then summed over all positions but ℓ
+            A = np.exp(logits - lse) * prob
+            A[k] -= prob
+            A = A.reshape((K,) + (s_c,) * L)
+            for ell in range(L):
+                start = Z[k, ell] * s_c
+                dG[:, ell, start:start + s_c] += A.sum(axis=tuple(1 + m for m in range(L) if m != ell))
     reg = float(np.sum(U * U)) + (0.0 if layernorm else float(np.sum(W * W)))
-    return total / K + 0.5 * lam * reg
+    risk = total / K + 0.5 * lam * reg
+    if not gradient:
+        return risk, None, None
+    dG /= K
+    dU = np.einsum("klv,vd->kld", dG, V) + lam * U
+    dV = np.einsum("klv,kld->vd", dG, U)
+    dW = _layer_norm_backward(W, dV) if layernorm else dV + lam * W
+    return risk, dW, dU
 
 
 def _sentence_probs(mu: np.ndarray, L: int) -> np.ndarray:

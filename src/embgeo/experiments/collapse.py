@@ -11,7 +11,7 @@ variance ratio and norm spread), to *directions* (Fig. 4a/4b left, Theorem 2: th
 word's direction within its concept), or not at all (Fig. 4b right). The thresholds derive from the
 paper's own "1.41 ± 0.13" (see :data:`PAPER_NORM_SPREAD`); σ3/σ1 (planarity) is only reported.
 Theorems 2 and 3 are checked exactly on fully sampled instances by minimizing the population risk
-(:mod:`embgeo.collapse.population`), where the closed forms must hold to solver precision.
+(:func:`embgeo.collapse.solvers.minimize_true_risk`), where the closed forms must hold to solver precision.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from embgeo.collapse import figures
 from embgeo.collapse.data import generate, make_freqs
@@ -36,9 +35,15 @@ from embgeo.collapse.metrics import (
     pca_singular_values,
     variance_ratio,
 )
-from embgeo.collapse.model import CollapseNet, layer_norm
-from embgeo.collapse.population import PopulationRisk, minimize_population_risk
-from embgeo.collapse.theory import full_latent_space, type1_constants, type2_constants, type3_magnitudes
+from embgeo.collapse.model import CollapseNet
+from embgeo.collapse.solvers import minimize_true_risk
+from embgeo.collapse.theory import (
+    full_latent_space,
+    layer_norm,
+    type1_constants,
+    type2_constants,
+    type3_magnitudes,
+)
 from embgeo.collapse.train import train
 from embgeo.errors import InputError
 from embgeo.experiments.registry import (
@@ -75,12 +80,12 @@ class FullySampledConfig:
 
 
 def _minimize_exact(cfg: FullySampledConfig, layernorm: bool):
-    """(μ, Z, W, U, gradient norm, iterations) of a minimizer of the exact risk of h or h*."""
+    """(μ, Z, W, U, gradient norm, iterations) of a minimizer of the exact risk of h (eq. 5) or h* (eq. 10)."""
     mu, _ = make_freqs("zipf", cfg.words_per_concept)
     Z = full_latent_space(cfg.n_concepts, cfg.length)
-    risk = PopulationRisk(Z, mu, cfg.n_concepts, layernorm=layernorm,
-                          weight_decay_W=0.0 if layernorm else cfg.weight_decay, weight_decay_U=cfg.weight_decay)
-    return (mu, Z, *minimize_population_risk(risk, cfg.dim, seed=cfg.seed, tol=cfg.tol))
+    m = minimize_true_risk(Z, mu, cfg.n_concepts, cfg.weight_decay, cfg.dim, layernorm=layernorm, seed=cfg.seed,
+                           tol=cfg.tol)
+    return mu, Z, m.W, m.U, m.grad_norm, m.iterations
 
 
 def run_theorem2(cfg: FullySampledConfig) -> Result:
@@ -121,7 +126,7 @@ def run_theorem3(cfg: FullySampledConfig) -> Result:
     """Minimize the exact risk of h* (Zipf, K = n_c^L): full collapse with c = τ*/√(KL) (Theorem 3)."""
     mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=True)
     const = type2_constants(cfg.n_concepts, cfg.length, len(Z), cfg.dim, cfg.weight_decay)
-    phi = layer_norm(torch.tensor(W)).numpy()
+    phi = layer_norm(W)
     concept = np.repeat(np.arange(cfg.n_concepts), cfg.words_per_concept)
     u = U.reshape(-1, cfg.dim)
     z = Z.reshape(-1)
