@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from embgeo.core.threads import limit_threads
 from embgeo.experiments import get, names, reproduce, run
 from embgeo.experiments.collapse import KNOWN
 
@@ -25,10 +26,18 @@ def test_registry_has_every_figure_of_the_issue():
         assert paper.n_classes == (50 if name == "collapse-norms" else 1000)
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch/BLAS thread, as ``embgeo run`` uses by default (the trainers keep the caller's setting)."""
+    with limit_threads(1):
+        yield
+
+
 @pytest.fixture(scope="module")
 def collapse_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("collapse")
-    return out, reproduce("collapse", "quick", out, echo=lambda s: None)
+    with limit_threads(1):
+        return out, reproduce("collapse", "quick", out, echo=lambda s: None)
 
 
 #: Claims that fail at the quick scale, reported as failing in the report (not hidden), each with

@@ -9,7 +9,9 @@ from torch import nn
 import embgeo.collapse.train as train_mod
 from embgeo.collapse import CollapseNet, generate, theory
 from embgeo.collapse.model import layer_norm
-from embgeo.collapse.train import TrainingInterrupted, evaluate, sgd_step, train
+from embgeo.collapse.train import CHECKPOINT_KIND, DivergenceWarning, TrainingInterrupted, evaluate, sgd_step, train
+from embgeo.core.loop import CHECKPOINT_VERSION, Checkpoint
+from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError, ShapeError
 
 F64 = torch.float64
@@ -207,3 +209,44 @@ def test_zero_epochs_and_bad_inputs(small):
             CollapseNet(**{"n_words": 30, "dim": 16, "length": 4, "n_classes": 20, **kwargs})
     with pytest.raises(InputError, match="x"):
         m(torch.zeros(3, 5, dtype=torch.long))
+
+
+def test_checkpoint_is_a_core_checkpoint_of_kind_collapse(small, tmp_path):
+    path = tmp_path / "ck.pt"
+    train(CollapseNet(30, 16, 4, 20, seed=1), small, 2, batch_size=50, checkpoint=path, progress=False)
+    state = torch.load(path, weights_only=True)
+    assert (state["version"], state["kind"], state["epoch"]) == (CHECKPOINT_VERSION, CHECKPOINT_KIND, 2)
+    other = tmp_path / "other.pt"
+    Checkpoint(other, "embgeo.attention", {}).save({"epoch": 0})
+    with pytest.raises(InputError, match="not an embgeo.collapse checkpoint"):
+        train(CollapseNet(30, 16, 4, 20, seed=1), small, 2, checkpoint=other, progress=False)
+
+
+@pytest.mark.parametrize("kwargs", [{"lr": 1e6}, {"weight_decay_W": 1e9}])
+def test_divergence_stops_and_says_where(small, kwargs):
+    """A step size (or decay) far too large: the loss or the weights overflow; training stops there."""
+    m = CollapseNet(30, 16, 4, 20, seed=0)
+    with pytest.warns(DivergenceWarning, match="diverged"):
+        tr = train(m, small, 50, batch_size=10, progress=False, **kwargs)
+    k = tr.meta["diverged_at_step"]
+    assert 0 < k < 50 * 10 and not tr.interrupted
+    df = tr.to_frame()
+    assert (df["step"] <= k).all() and np.isfinite(df["train_loss"]).all()  # no row of non-finite values
+    assert df["step"].iloc[-1] < k  # the last row is a recorded epoch before the divergence
+
+
+def test_threads_none_keeps_the_callers_setting(small, monkeypatch):
+    seen = []
+    real = train_mod.sgd_step
+
+    def step(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "sgd_step", step)
+    before = torch.get_num_threads()
+    with limit_threads(2):
+        train(CollapseNet(30, 16, 4, 20), small, 1, batch_size=50, progress=False)  # threads=None
+    with limit_threads(2):
+        train(CollapseNet(30, 16, 4, 20), small, 1, batch_size=50, progress=False, threads=1)
+    assert seen == [2, 2, 1, 1] and torch.get_num_threads() == before

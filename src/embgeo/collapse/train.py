@@ -16,27 +16,27 @@ from __future__ import annotations
 import math
 import warnings
 from os import PathLike
-from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from numpy.typing import ArrayLike
 
 from embgeo.collapse.data import CollapseData
 from embgeo.collapse.model import CollapseNet
-from embgeo.core.checkpoint import save_atomic
+from embgeo.core.loop import Checkpoint, TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
-from embgeo.core.validate import check_positive_int
+from embgeo.core.validate import check_bool, check_float, check_positive_int, check_seed, check_threads
 from embgeo.errors import InputError, ShapeError
 
 #: Batch size used to evaluate the full train / test sets (exact; independent of training).
 EVAL_BATCH = 1000
-CHECKPOINT_VERSION = 1
+#: The ``kind`` of the collapse trainer's checkpoint files (:class:`embgeo.core.loop.Checkpoint`).
+CHECKPOINT_KIND = "embgeo.collapse"
 
 
-class TrainingInterrupted(UserWarning):
-    """Training was stopped by Ctrl-C; the partial trace was returned."""
+class DivergenceWarning(UserWarning):
+    """Training stopped because the loss or the weights are no longer finite (the step size is too large)."""
 
 
 # -- one step --------------------------------------------------------------------------------------
@@ -82,7 +82,8 @@ def sgd_step(model: CollapseNet, x: torch.Tensor, y: torch.Tensor, lr: float, we
 
 
 @torch.no_grad()
-def evaluate(model: CollapseNet, x, y, batch_size: int = EVAL_BATCH) -> tuple[float, float]:
+def evaluate(model: CollapseNet, x: ArrayLike | torch.Tensor, y: ArrayLike | torch.Tensor,
+             batch_size: int = EVAL_BATCH) -> tuple[float, float]:
     """(mean CE, accuracy) of ``model`` on word ids x (N, L) and labels y (N,), exactly, in batches.
 
     Accuracy counts ``argmax == y`` (ties go to the first maximal class, as ``torch.argmax``).
@@ -101,18 +102,7 @@ def evaluate(model: CollapseNet, x, y, batch_size: int = EVAL_BATCH) -> tuple[fl
     return loss_sum / n, correct / n
 
 
-# -- checks ----------------------------------------------------------------------------------------
-
-def _check_float(name: str, value, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(f"{name}: expected a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise InputError(f"{name}: expected a finite number {'> 0' if positive else '>= 0'}, got {value}")
-    return value
-
-
-def _check_model_data(model, data) -> None:
+def _check_model_data(model: CollapseNet, data: CollapseData) -> None:
     if not isinstance(model, CollapseNet):
         raise InputError(f"model: expected an embgeo.collapse.CollapseNet, got {type(model).__name__}")
     if not isinstance(data, CollapseData):
@@ -123,39 +113,11 @@ def _check_model_data(model, data) -> None:
             raise ShapeError(f"model.{name}: is {m} but the data have {name} = {dv}")
 
 
-# -- checkpoints -----------------------------------------------------------------------------------
-
-def _save_checkpoint(path: Path, model: CollapseNet, gen: torch.Generator, trace: Trace, epoch: int,
-                     step: int, settings: dict) -> None:
-    state = {"version": CHECKPOINT_VERSION, "epoch": epoch, "step": step, "settings": settings,
-             "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
-             "generator": gen.get_state(), "rows": [dict(r) for r in trace.rows]}
-    save_atomic(path, state)
-
-
-def _load_checkpoint(path: Path, model: CollapseNet, settings: dict) -> dict:
-    try:
-        state = torch.load(path, weights_only=True)
-    except Exception as exc:  # corrupt or foreign file
-        raise InputError(f"checkpoint: cannot read {str(path)!r} ({exc})") from None
-    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
-        raise InputError(f"checkpoint: {str(path)!r} is not an embgeo.collapse checkpoint (version "
-                         f"{CHECKPOINT_VERSION})")
-    saved = state["settings"]
-    diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
-    if diff:
-        detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
-        raise InputError(f"checkpoint: {str(path)!r} was written by a run with other settings ({detail}); "
-                         "use another path or the same settings to resume")
-    model.load_state_dict(state["model"])
-    return state
-
-
 # -- train -----------------------------------------------------------------------------------------
 
 def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.1, batch_size: int = 100,
           weight_decay_W: float = 1e-3, weight_decay_U: float = 1e-3, seed: int = 0, log_every: int = 1,
-          checkpoint: str | PathLike | None = None, progress: bool = True, threads: int = 1) -> Trace:
+          checkpoint: str | PathLike | None = None, progress: bool = True, threads: int | None = None) -> Trace:
     """Train ``model`` (in place) on ``data.train_x/train_y`` with the paper's SGD protocol (digest §5.1).
 
     Parameters
@@ -177,13 +139,15 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
     log_every : int
         Record every ``log_every`` epochs (plus epoch 0, before training, and the last epoch).
     checkpoint : path, optional
-        Save model, generator state, trace rows and epoch there (atomically) at every recorded
-        epoch. If the file exists, training RESUMES from it (the settings must match) and ends
-        with the same weights as an uninterrupted run.
+        Save model, generator state, trace rows and epoch there atomically
+        (:class:`embgeo.core.loop.Checkpoint`, kind ``"embgeo.collapse"``) at every recorded epoch.
+        If the file exists, training RESUMES from it (the settings must match) and ends with the
+        same weights as an uninterrupted run.
     progress : bool
         tqdm progress bar over epochs (shown only on a terminal).
-    threads : int
-        torch / BLAS thread count during training (restored afterwards).
+    threads : int, optional
+        torch / BLAS thread count during training (restored afterwards); None (default) keeps the
+        caller's settings (``embgeo --threads N``).
 
     Returns
     -------
@@ -192,10 +156,16 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
         epoch's minibatches, measured before each update; at epoch 0 the exact values on the full
         training set), ``test_acc`` (exact, full test set; NaN without test data). ``meta`` holds
         the settings and ``best_test_acc``; ``trace.W`` is the final (n_w, d) embedding table.
+
+        Divergence: when a minibatch loss or, at the end of an epoch, W or U is no longer finite,
+        training stops, ``meta["diverged_at_step"]`` is the number of SGD steps after which it was
+        seen (no row is recorded for it) and a :class:`DivergenceWarning` is issued.
+
         Ctrl-C: the current state is recorded (epoch = completed epochs, train metrics over the
-        partial epoch), ``trace.interrupted`` is set, a :class:`TrainingInterrupted` warning is
-        issued and the partial trace is returned (the last checkpoint stays valid; a Ctrl-C that
-        lands inside a step may leave that one step half-applied in ``model``).
+        partial epoch), ``trace.interrupted`` and ``meta["interrupted_at_step"]`` are set, a
+        :class:`~embgeo.core.loop.TrainingInterrupted` warning is issued and the partial trace is
+        returned (the last checkpoint stays valid; a Ctrl-C that lands inside a step may leave that
+        one step half-applied in ``model``).
 
     Examples
     --------
@@ -207,44 +177,40 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
     """
     _check_model_data(model, data)
     epochs = check_positive_int("epochs", epochs, 0)
-    lr = _check_float("lr", lr, positive=True)
+    lr = check_float("lr", lr)
     batch_size = check_positive_int("batch_size", batch_size)
-    wd_W = _check_float("weight_decay_W", weight_decay_W, positive=False)
-    wd_U = _check_float("weight_decay_U", weight_decay_U, positive=False)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"seed: expected a non-negative integer (seeds are explicit), got {seed!r}")
-    seed = int(seed)
+    wd_W = check_float("weight_decay_W", weight_decay_W, positive=False)
+    wd_U = check_float("weight_decay_U", weight_decay_U, positive=False)
+    seed = check_seed(seed)
     log_every = check_positive_int("log_every", log_every)
-    threads = check_positive_int("threads", threads)
-    if not isinstance(progress, bool):
-        raise InputError(f"progress: expected True or False, got {progress!r}")
-    if checkpoint is not None and not isinstance(checkpoint, (str, PathLike)):
-        raise InputError(f"checkpoint: expected None or a file path, got {type(checkpoint).__name__}")
+    threads = check_threads(threads)
+    progress = check_bool("progress", progress)
 
     N = len(data.train_y)
     settings = {"lr": lr, "batch_size": batch_size, "weight_decay_W": wd_W, "weight_decay_U": wd_U,
                 "seed": seed, "log_every": log_every, "n_train": N, "n_words": model.n_words, "dim": model.dim,
                 "length": model.length, "n_classes": model.n_classes, "layernorm": model.layernorm,
                 "ln_eps": model.ln_eps, "dtype": str(model.W.dtype)}
+    ckpt = Checkpoint(checkpoint, CHECKPOINT_KIND, settings)
     steps_per_epoch = -(-N // batch_size)
     trace = Trace({**settings, "epochs": epochs, "steps_per_epoch": steps_per_epoch, "threads": threads,
                    "optimizer": "sgd (no momentum)", "init_scale": model.init_scale, "model_seed": model.seed,
                    "data": dict(data.meta)})
     gen = torch.Generator().manual_seed(seed)
     start = 0
-    path = None if checkpoint is None else Path(checkpoint)
-    if path is not None and path.exists():
-        state = _load_checkpoint(path, model, settings)
+    state = ckpt.load()
+    if state is not None:
         if state["epoch"] > epochs:
-            raise InputError(f"epochs: the checkpoint {str(path)!r} is already at epoch {state['epoch']} > {epochs}")
+            raise InputError(f"epochs: the checkpoint {str(ckpt.path)!r} is already at epoch {state['epoch']} > "
+                             f"{epochs}")
+        model.load_state_dict(state["model"])
         gen.set_state(state["generator"])
         trace.rows.extend(dict(r) for r in state["rows"])
         start = int(state["epoch"])
         trace.meta["resumed_from_epoch"] = start
 
     with limit_threads(threads):
-        _run(trace, model, data, epochs, start, lr, batch_size, wd_W, wd_U, log_every, gen, path, settings,
-             progress)
+        _run(trace, model, data, epochs, start, lr, batch_size, wd_W, wd_U, log_every, gen, ckpt, progress)
     test = trace.column("test_acc") if trace.rows else np.array([])
     trace.meta["best_test_acc"] = float(np.nanmax(test)) if np.any(np.isfinite(test)) else math.nan
     trace.W = model.word_embeddings()
@@ -252,61 +218,73 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
 
 
 def _run(trace: Trace, model: CollapseNet, data: CollapseData, epochs: int, start: int, lr: float,
-         batch_size: int, wd_W: float, wd_U: float, log_every: int, gen: torch.Generator, path: Path | None,
-         settings: dict, progress: bool) -> None:
-    """The epoch loop; fills ``trace`` in place."""
+         batch_size: int, wd_W: float, wd_U: float, log_every: int, gen: torch.Generator, ckpt: Checkpoint,
+         progress: bool) -> None:
+    """The epoch loop (:func:`embgeo.core.loop.run_loop`, one unit = one epoch); fills ``trace`` in place."""
     X = torch.from_numpy(np.array(data.train_x))
     Y = torch.from_numpy(np.array(data.train_y))
     Xt = torch.from_numpy(np.array(data.test_x))
     Yt = torch.from_numpy(np.array(data.test_y))
     N = len(Y)
     steps_per_epoch = -(-N // batch_size)
-
-    def record(epoch: int, step: int, loss: float, acc: float) -> None:
-        test_acc = evaluate(model, Xt, Yt)[1]
-        trace.record(step, epoch=epoch, train_loss=loss, train_acc=acc, test_acc=test_acc)
-        bar.set_postfix(loss=f"{loss:.4g}", train=f"{acc:.3f}", test=f"{test_acc:.3f}", refresh=False)
-
-    bar = tqdm(total=epochs, initial=start, desc="train[collapse]", disable=None if progress else True, leave=False)
-    steps_done = start * steps_per_epoch
+    # Running state of the current epoch: SGD steps done in all, the minibatches and sentences of this
+    # epoch, the sums of their losses and correct predictions, and the step where training diverged.
+    run = {"steps": start * steps_per_epoch, "nb": 0, "seen": 0, "diverged": None}
     loss_sum = torch.zeros((), dtype=torch.float64)
     correct = torch.zeros((), dtype=torch.int64)
-    nb = seen = 0  # minibatches / sentences of the current epoch
-    try:
-        try:
-            if start == 0 and not trace.rows:
-                loss0, acc0 = evaluate(model, X, Y)
-                record(0, 0, loss0, acc0)
-                if path is not None:
-                    _save_checkpoint(path, model, gen, trace, 0, 0, settings)
-            for epoch in range(start, epochs):
-                perm = torch.randperm(N, generator=gen)
-                loss_sum.zero_()
-                correct.zero_()
-                nb = seen = 0
-                for i in range(0, N, batch_size):
-                    idx = perm[i:i + batch_size]
-                    loss, c = sgd_step(model, X[idx], Y[idx], lr, wd_W, wd_U)
-                    steps_done += 1
-                    loss_sum += loss
-                    correct += c
-                    nb += 1
-                    seen += len(idx)
-                e = epoch + 1
-                if e % log_every == 0 or e == epochs:
-                    record(e, steps_done, float(loss_sum) / nb, int(correct) / seen)
-                    if path is not None:
-                        _save_checkpoint(path, model, gen, trace, e, steps_done, settings)
-                nb = seen = 0
-                bar.update(1)
-        except KeyboardInterrupt:
-            trace.interrupted = True
-            trace.meta["interrupted_at_step"] = steps_done
-            if trace.last is None or trace.last["step"] != steps_done:
-                record(steps_done // steps_per_epoch, steps_done, float(loss_sum) / nb if nb else math.nan,
-                       int(correct) / seen if seen else math.nan)
-            warnings.warn(TrainingInterrupted(f"training interrupted by Ctrl-C at step {steps_done} (epoch "
-                                              f"{steps_done / steps_per_epoch:.2f} of {epochs}); returning the "
-                                              "partial trace (trace.interrupted is True)"), stacklevel=3)
-    finally:
-        bar.close()
+
+    def epoch(_i: int) -> None:
+        loss_sum.zero_()
+        correct.zero_()
+        run["nb"] = run["seen"] = 0
+        perm = torch.randperm(N, generator=gen)
+        for i in range(0, N, batch_size):
+            idx = perm[i:i + batch_size]
+            loss, c = sgd_step(model, X[idx], Y[idx], lr, wd_W, wd_U)  # loss before this step's update
+            if not torch.isfinite(loss):
+                run["diverged"] = run["steps"]
+                run["steps"] += 1
+                return
+            run["steps"] += 1
+            loss_sum.add_(loss)
+            correct.add_(c)
+            run["nb"] += 1
+            run["seen"] += len(idx)
+        if not (torch.isfinite(model.W).all() and torch.isfinite(model.U).all()):
+            run["diverged"] = run["steps"]
+
+    def add_row(epoch: int, loss: float, acc: float) -> dict:
+        test_acc = evaluate(model, Xt, Yt)[1]
+        trace.record(run["steps"], epoch=epoch, train_loss=loss, train_acc=acc, test_acc=test_acc)
+        return {"loss": loss, "train": acc, "test": test_acc}
+
+    def record(e: int) -> dict | None:
+        """The row after ``e`` epochs, then the checkpoint; None (stop) if training diverged."""
+        if run["diverged"] is not None:
+            trace.meta["diverged_at_step"] = run["diverged"]
+            warnings.warn(DivergenceWarning(f"training diverged: the loss or the weights are no longer finite at "
+                                            f"step {run['diverged']} (lr={lr:g}, weight_decay_W={wd_W:g}, "
+                                            f"weight_decay_U={wd_U:g}); stopping"), stacklevel=5)
+            return None
+        if e == 0:
+            values = add_row(0, *evaluate(model, X, Y))
+        else:
+            values = add_row(e, float(loss_sum) / run["nb"], int(correct) / run["seen"])
+        ckpt.save({"epoch": e, "step": run["steps"],
+                   "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                   "generator": gen.get_state(), "rows": [dict(r) for r in trace.rows]})
+        return values
+
+    def on_interrupt(_done: int) -> None:
+        steps, nb, seen = run["steps"], run["nb"], run["seen"]
+        trace.meta["interrupted_at_step"] = steps
+        if trace.last is None or trace.last["step"] != steps:
+            add_row(steps // steps_per_epoch, float(loss_sum) / nb if nb else math.nan,
+                    int(correct) / seen if seen else math.nan)
+
+    run_loop(trace, epochs, epoch, record, record_at=lambda e: e % log_every == 0 or run["diverged"] is not None,
+             start=start, desc="train[collapse]", unit="epoch", progress=progress, on_interrupt=on_interrupt)
+
+
+__all__ = ["CHECKPOINT_KIND", "DivergenceWarning", "EVAL_BATCH", "TrainingInterrupted", "evaluate", "sgd_step",
+           "train"]
