@@ -1,12 +1,18 @@
 """Feature-collapse experiments: each quick preset runs and its claims hold; the paper's report."""
 
 import json
+import shutil
 
 import pytest
 
+from embgeo.collapse.theory import type1_constants
 from embgeo.core.threads import limit_threads
-from embgeo.experiments import get, names, reproduce, run
-from embgeo.experiments.collapse import KNOWN
+from embgeo.errors import InputError
+from embgeo.experiments import get, load, names, reproduce, run
+from embgeo.experiments.collapse import KNOWN, LEGACY_COMPUTED, read_accuracy
+
+#: A collapse-norms run of a few seconds.
+TINY = {"n_classes": "20", "n_train_per_class": "10", "epochs": "6", "log_every": "2", "dim": "8"}
 
 COLLAPSE = names("collapse")
 SLOW = {"collapse-uniform", "collapse-zipf-small"}
@@ -80,7 +86,7 @@ def test_an_interrupted_run_resumes_its_training_from_the_checkpoint(tmp_path, m
     """Ctrl-C inside a run keeps a checkpoint; the same command resumes and ends as an uninterrupted run."""
     import embgeo.collapse.train as collapse_train
 
-    tiny = {"n_classes": "20", "n_train_per_class": "10", "epochs": "6", "log_every": "2", "dim": "8"}
+    tiny = TINY
     reference = run("collapse-norms", overrides=tiny, out=tmp_path / "reference")
 
     real_step, calls = collapse_train.sgd_step, []
@@ -106,3 +112,60 @@ def test_an_interrupted_run_resumes_its_training_from_the_checkpoint(tmp_path, m
     assert len(calls) == 2 * steps_per_epoch  # epochs 5 and 6 only
     assert not (out / "checkpoints").exists()
     assert [c["measured"] for c in resumed.claims] == [c["measured"] for c in reference.claims]
+
+
+def test_theorem1_uses_the_one_weight_decay_of_w_and_u(tmp_path):
+    """Theorem 1 (eq. 5) has one λ on W and U: the checked c follows it when both are set alike."""
+    rec = run("collapse-norms", overrides={**TINY, "weight_decay_W": "0.002", "weight_decay_U": "0.002"},
+              out=tmp_path / "norms")
+    (claim,) = rec.claims
+    assert claim["theory"] == type1_constants(3, 3 * 40, 8, 20, 0.002).c != type1_constants(3, 120, 8, 20, 1e-3).c
+
+
+@pytest.mark.parametrize(("name", "overrides", "field"), [
+    ("collapse-norms", {"weight_decay_U": "0.01"}, "weight_decay_U"),
+    ("collapse-norms", {"weight_decay_W": "1e9"}, "weight_decay_W"),
+    ("collapse-norms", {"weight_decay_W": "0", "weight_decay_U": "0"}, "λ > 0"),
+    ("collapse-uniform", {"weight_decay_U": "0"}, "weight_decay_U"),
+    ("collapse-uniform", {"layernorm": "true"}, "layernorm"),
+    ("collapse-norms", {"freqs": "zipf"}, "freqs"),
+])
+def test_runs_theorem1_does_not_cover_are_refused_before_training(tmp_path, monkeypatch, name, overrides, field):
+    import embgeo.experiments.collapse as mod
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(mod, "train", no_training)
+    with pytest.raises(InputError, match=field) as err:
+        run(name, overrides={**TINY, **overrides}, out=tmp_path / name)
+    assert "Theorem 1" in str(err.value)
+
+
+def test_epochs_hstar_is_computed_when_none(tmp_path):
+    cfg = get("collapse-uniform").config("quick")
+    assert cfg.epochs_hstar is None and get("collapse-uniform").config("paper").epochs_hstar == 500
+    assert get("collapse-uniform").config("quick", {"epochs_hstar": "7"}).epochs_hstar == 7
+    assert get("collapse-uniform").config("paper", {"epochs_hstar": "none"}).epochs_hstar is None
+
+
+def test_accuracy_table_accepts_runs_recorded_with_the_old_computed_default(tmp_path):
+    """Runs made when epochs_hstar's "computed" default was spelled 0 still match the preset."""
+    assert LEGACY_COMPUTED == {"epochs_hstar": 0}
+    src = tmp_path / "collapse-zipf-small"
+    run("collapse-zipf-small", overrides={"epochs": "2", "log_every": "1", "n_classes": "20", "dim": "8"}, out=src)
+    assert load(src).config["epochs_hstar"] is None
+
+    def recorded_as(epochs_hstar, where):
+        """The run's directory copied to ``where`` with the quick preset's config and this epochs_hstar."""
+        shutil.copytree(src, where)
+        doc = json.loads((where / "config.json").read_text())
+        preset = json.loads(json.dumps(vars(get("collapse-zipf-small").config("quick")), default=str))
+        doc["config"] = {**preset, "epochs_hstar": epochs_hstar}
+        (where / "config.json").write_text(json.dumps(doc))
+        return where
+
+    acc, note = read_accuracy(recorded_as(0, tmp_path / "old"), "collapse-zipf-small", None, "quick")
+    assert acc is not None, note
+    acc, note = read_accuracy(recorded_as(3, tmp_path / "other"), "collapse-zipf-small", None, "quick")
+    assert acc is None and "epochs_hstar" in note

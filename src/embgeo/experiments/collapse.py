@@ -12,6 +12,11 @@ word's direction within its concept), or not at all (Fig. 4b right). The thresho
 paper's own "1.41 ± 0.13" (see :data:`PAPER_NORM_SPREAD`); σ3/σ1 (planarity) is only reported.
 Theorems 2 and 3 are checked exactly on fully sampled instances by minimizing the population risk
 (:func:`embgeo.collapse.solvers.minimize_true_risk`), where the closed forms must hold to solver precision.
+
+Theorem 1 (the norms and PCA values of Figs. 3 and Sec. 3) is stated for the network h with one weight
+decay λ on W and U (eq. 5); a run with ``weight_decay_W`` ≠ ``weight_decay_U``, or with LayerNorm, is
+refused by the experiments that check it (:func:`theorem1_weight_decay`). Theorem 3's h* penalizes U
+alone (eq. 10): its λ is ``weight_decay_U``.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from embgeo.collapse import figures
-from embgeo.collapse.data import generate, make_freqs
+from embgeo.collapse.data import CollapseData, generate, make_freqs
 from embgeo.collapse.metrics import (
     direction_spread,
     equiangular_distance,
@@ -38,6 +46,7 @@ from embgeo.collapse.metrics import (
 from embgeo.collapse.model import CollapseNet
 from embgeo.collapse.solvers import minimize_true_risk
 from embgeo.collapse.theory import (
+    Type1Constants,
     full_latent_space,
     layer_norm,
     type1_constants,
@@ -186,7 +195,7 @@ FIG4B_TOL, FIG4B_EPOCH_TOL = 3.0, 100
 FAILS_TO_GENERALIZE = FIG4B_PEAK
 
 
-def point_collapse_claims(what: str, X, labels, *, norms: bool = True, note: str = "") -> list:
+def point_collapse_claims(what: str, X: ArrayLike, labels: ArrayLike, *, norms: bool = True, note: str = "") -> list:
     """Claims that the rows of X (n, d) collapse to one point per label (n,): types I / II of the paper.
 
     Two claims: the within/between variance ratio ≤ :data:`POINT_RATIO` and (``norms``) the pooled
@@ -210,7 +219,7 @@ def point_collapse_claims(what: str, X, labels, *, norms: bool = True, note: str
     return claims
 
 
-def dispersed_claims(what: str, X, labels, *, note: str = "") -> list:
+def dispersed_claims(what: str, X: ArrayLike, labels: ArrayLike, *, note: str = "") -> list:
     """Claims that the rows of X (n, d) do NOT collapse by label (n,): Fig. 4b's dispersed u_{k,ℓ}.
 
     The variance ratio ≥ :data:`DISPERSED_RATIO` and the norm spread ≥ :data:`DISPERSED_NORM_SPREAD`
@@ -228,8 +237,8 @@ def dispersed_claims(what: str, X, labels, *, note: str = "") -> list:
                           f"mechanism: u_{{k,ℓ}} of one concept get different magnitudes{extra}")]
 
 
-def direction_collapse_claim(what: str, X, labels, bound: float = DIRECTION_SPREAD, note: str = "",
-                             why: str = "") -> list:
+def direction_collapse_claim(what: str, X: ArrayLike, labels: ArrayLike, bound: float = DIRECTION_SPREAD,
+                             note: str = "", why: str = "") -> list:
     """Claim that the unit directions of the rows of X (n, d) agree within each label (type III).
 
     Measured: :func:`~embgeo.collapse.metrics.direction_spread` (rms angle about the group
@@ -273,7 +282,7 @@ def accuracy_claim(net: str, setting: str, acc: float, printed: float, paper_num
                     note=(f"{note}; " if note else "") + "99.5 is the printed precision of 100%")
 
 
-def peak_decline_claims(df, paper_numbers: bool) -> list:
+def peak_decline_claims(df: pd.DataFrame, paper_numbers: bool) -> list:
     """Fig. 4b's non-monotone test accuracy from a trace (columns ``epoch``, ``test_acc`` in [0, 1]).
 
     Paper scale: the peak (66 ± 3%, the authors' runs 65.5% and 66.3%), its epoch (400 ± 100) and the
@@ -385,7 +394,9 @@ class SGDConfig:  # noqa: D101 - documented below
     layernorm: bool = False
     ln_eps: float = 1e-5
     epochs: int = 2000
-    epochs_hstar: int = 0  # Fig. 3's h* run (0: a third of ``epochs``); the paper preset uses Fig. 4c's 500
+    # Epochs of the h* run beside h (Figs. 3, 4a). None: a third of ``epochs`` in Fig. 3, ``epochs`` in
+    # Fig. 4a; the Fig. 3 paper preset uses Fig. 4c's 500.
+    epochs_hstar: int | None = None
     lr: float = 0.1
     batch_size: int = 100
     weight_decay_W: float = 1e-3
@@ -443,10 +454,32 @@ def _accuracy_claims(cfg: SGDConfig, df, net: str, row: tuple[str, int], known: 
     return [accuracy_claim(net, setting, acc, printed, cfg.paper_numbers, note)]
 
 
-def _norm_claims(cfg: SGDConfig, model, printed: float, known: str = "") -> tuple[list, str]:
+def theorem1_constants(cfg: SGDConfig) -> Type1Constants:
+    """Theorem 1's τ, c, c' for the run ``cfg``, refusing the runs the theorem does not cover.
+
+    Theorem 1 (``feature-collapse.txt``, eq. 5) is about the network h (no LayerNorm) on uniform
+    frequencies, with one weight decay λ > 0 on W and on U (penalty (λ/2)(‖W‖² + ‖U‖²)). A config with
+    LayerNorm, other frequencies, or ``weight_decay_W`` ≠ ``weight_decay_U`` is an :class:`InputError`
+    naming the setting; the experiments call this before training.
+    """
+    theorem = "Theorem 1, which this experiment checks,"
+    if cfg.layernorm:
+        raise InputError(f"layernorm: {theorem} is about the network h without LayerNorm; set layernorm=false")
+    if cfg.freqs != "uniform":
+        raise InputError(f"freqs: {theorem} needs uniform word frequencies, got {cfg.freqs!r}")
+    if cfg.weight_decay_W != cfg.weight_decay_U:
+        raise InputError(f"weight_decay_W = {cfg.weight_decay_W:g}, weight_decay_U = {cfg.weight_decay_U:g}: {theorem} "
+                         "is stated for one weight decay λ on W and U (eq. 5, penalty (λ/2)(‖W‖² + ‖U‖²)); set both "
+                         "to the same value")
+    if not cfg.weight_decay_W > 0:
+        raise InputError(f"weight_decay_W, weight_decay_U: {theorem} needs λ > 0 (without weight decay the risk has "
+                         f"no minimizer), got {cfg.weight_decay_W:g}")
+    return type1_constants(cfg.n_concepts, cfg.n_concepts * cfg.words_per_concept, cfg.length, cfg.n_classes,
+                           cfg.weight_decay_W)
+
+
+def _norm_claims(const: Type1Constants, model: CollapseNet, printed: float, known: str = "") -> tuple[list, str]:
     """‖w‖ mean against c = √(τ/n_w) of Theorem 1 (uniform frequencies, network h)."""
-    const = type1_constants(cfg.n_concepts, cfg.n_concepts * cfg.words_per_concept, cfg.length, cfg.n_classes,
-                            cfg.weight_decay_W)
     mean, std = norm_stats(model.word_embeddings())
     claim = norm_claim("mean word-embedding norm = Theorem 1's c", mean, std, const.c, paper=printed)
     if known:
@@ -454,10 +487,8 @@ def _norm_claims(cfg: SGDConfig, model, printed: float, known: str = "") -> tupl
     return [claim], f"Theorem 1: τ = {const.tau:.4g}, c = {const.c:.5f}, c' = {const.c_prime:.5f}"
 
 
-def _pca_claims(cfg: SGDConfig, model, data) -> list:
+def _pca_claims(cfg: SGDConfig, const: Type1Constants, model: CollapseNet, data: CollapseData) -> list:
     """Fig. 3: point collapse of W and of the u_{k,ℓ}; their PCA σ1, σ2 = √(τ/2) (Theorem 1); printed σ3."""
-    const = type1_constants(cfg.n_concepts, cfg.n_concepts * cfg.words_per_concept, cfg.length, cfg.n_classes,
-                            cfg.weight_decay_W)
     target = float(np.sqrt(const.tau / 2))
     claims = []
     printed = {"W": (34.9, 34.7, 0.001), "U": (34.9, 34.6, 0.0003)}
@@ -480,12 +511,18 @@ def _pca_claims(cfg: SGDConfig, model, data) -> list:
 
 
 def run_uniform(cfg: SGDConfig) -> Result:
-    """Fig. 3: h and h* on uniform frequencies; norms, PCA values and point collapse against Theorems 1, 3."""
+    """Fig. 3: h and h* on uniform frequencies; norms, PCA values and point collapse against Theorems 1, 3.
+
+    h is trained with ``cfg`` and checked against Theorem 1 (:func:`theorem1_constants`: one weight decay
+    on W and U, no LayerNorm, uniform frequencies, else an :class:`InputError` before training), then h*
+    on the same data (:func:`_train_hstar`) for ``epochs_hstar`` epochs and checked for point collapse.
+    """
+    const = theorem1_constants(cfg)
     data, model, df = _train(cfg)
     claims = _accuracy_claims(cfg, df, "h", ("uniform", 5))
-    norm_claims, note = _norm_claims(cfg, model, printed=1.41)
-    claims += norm_claims + _pca_claims(cfg, model, data)
-    ln_epochs = cfg.epochs_hstar or max(1, cfg.epochs // 3)
+    norm_claims, note = _norm_claims(const, model, printed=1.41)
+    claims += norm_claims + _pca_claims(cfg, const, model, data)
+    ln_epochs = cfg.epochs_hstar if cfg.epochs_hstar is not None else max(1, cfg.epochs // 3)
     ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, ln_epochs)
     claims += _accuracy_claims(ln_cfg, df_ln, "h*", ("uniform", 5))
     claims += point_collapse_claims("h*: word representations φ(w)", model_ln.word_representations(),
@@ -524,7 +561,7 @@ def run_zipf_large(cfg: SGDConfig) -> Result:
     claims += direction_collapse_claim("h: word embeddings", W, data.word_concept)
     claims += point_collapse_claims("h: u_{k,ℓ} (by z_{k,ℓ})", model.u_blocks().reshape(-1, cfg.dim),
                                     data.latent.reshape(-1), note=_known("collapse-zipf-large", cfg, "u"))
-    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, cfg.epochs_hstar or cfg.epochs)
+    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, cfg.epochs if cfg.epochs_hstar is None else cfg.epochs_hstar)
     claims += _accuracy_claims(ln_cfg, df_ln, "h*", ("zipf", 500))
     phi = model_ln.word_representations()
     s = pca_singular_values(phi)
@@ -563,12 +600,16 @@ def run_zipf_small(cfg: SGDConfig) -> Result:
 
 
 def run_norms(cfg: SGDConfig) -> Result:
-    """The K=50, n_spl=100 norm check of Sec. 3: 0.61 ± 0.06 measured vs 0.61602 predicted."""
-    data, model, df = _train(cfg)
-    claims, note = _norm_claims(cfg, model, printed=0.61, known=_known("collapse-norms", cfg, "norm"))
+    """The K=50, n_spl=100 norm check of Sec. 3: 0.61 ± 0.06 measured vs 0.61602 predicted.
+
+    Trains h with ``cfg`` and compares the mean word norm with Theorem 1's c
+    (:func:`theorem1_constants`, which refuses configs the theorem does not cover before training).
+    """
+    const = theorem1_constants(cfg)
+    _, model, df = _train(cfg)
+    claims, note = _norm_claims(const, model, printed=0.61, known=_known("collapse-norms", cfg, "norm"))
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
     norms = np.linalg.norm(model.word_embeddings(), axis=1)
-    const = type1_constants(cfg.n_concepts, data.n_words, cfg.length, cfg.n_classes, cfg.weight_decay_W)
     ax.hist(norms, bins=40, color="0.5", edgecolor="black")
     ax.axvline(const.c, color="k", linestyle="--", label=f"Theorem 1: c = {const.c:.5f}")
     ax.set_xlabel("word-embedding norm ‖w‖")
@@ -591,23 +632,26 @@ TABLE_SOURCES = {("uniform", 5, "h"): ("collapse-uniform", "h"), ("uniform", 5, 
 class AccuracyTableConfig:
     """The accuracy table of Secs. 2.1-2.2 read from finished runs of the other experiments (no training).
 
-    ``runs_dir``: the directory holding ``collapse-uniform/``, ``collapse-zipf-large/``, ... (empty:
+    ``runs_dir``: the directory holding ``collapse-uniform/``, ``collapse-zipf-large/``, ... (None:
     the directory of this run's parent, i.e. the other experiments of the same reproduction).
     ``scale``: the scale those runs must have been made at (``paper`` compares with the printed values).
     """
 
-    runs_dir: str = ""
+    runs_dir: str | None = None
     scale: str = "quick"
 
 
-def read_accuracy(run_dir, name: str, net: str | None, scale: str) -> tuple[float | None, str]:
+#: How runs recorded before a "computed" default became None spelled it: field -> old value. Such a
+#: run computed the same setting, so it still matches the preset.
+LEGACY_COMPUTED = {"epochs_hstar": 0}
+
+
+def read_accuracy(run_dir: str | PathLike, name: str, net: str | None, scale: str) -> tuple[float | None, str]:
     """(final test accuracy in %, note) of experiment ``name``'s run in ``run_dir``, or (None, why not).
 
     The run must be finished (``claims.json``), have a ``trace.csv`` with ``test_acc`` (rows of
     ``net`` when given), and have been made at ``scale`` with that scale's preset (no ``--set``).
     """
-    from pathlib import Path
-
     from embgeo.experiments.registry import get
     from embgeo.experiments.runner import load
 
@@ -616,8 +660,10 @@ def read_accuracy(run_dir, name: str, net: str | None, scale: str) -> tuple[floa
     if record is None or not (path / "trace.csv").exists():
         return None, f"no finished run of {name} in {path} (run it first; nothing is re-trained here)"
     preset = json.loads(json.dumps(dataclasses.asdict(get(name).config(scale)), default=str))
-    if record.scale != scale or record.config != preset:
-        changed = sorted(k for k in preset if record.config.get(k) != preset[k])
+    config = {k: None if LEGACY_COMPUTED.get(k, ...) == v and preset.get(k) is None else v
+              for k, v in record.config.items()}
+    if record.scale != scale or config != preset:
+        changed = sorted(k for k in preset if config.get(k) != preset[k])
         return None, (f"{path} holds {name} at scale {record.scale!r}"
                       + (f" with settings differing from the {scale} preset ({', '.join(changed)})" if changed else "")
                       + f"; the table needs the {scale} preset")
@@ -632,12 +678,19 @@ def read_accuracy(run_dir, name: str, net: str | None, scale: str) -> tuple[floa
 
 
 def run_accuracy_table(cfg: AccuracyTableConfig) -> Result:
-    """The paper's table: h / h* × {uniform n_spl=5, Zipf n_spl=500, Zipf n_spl=5} = 100/100, 100/100, 45/100."""
-    from pathlib import Path
+    """The paper's table: h / h* × {uniform n_spl=5, Zipf n_spl=500, Zipf n_spl=5} = 100/100, 100/100, 45/100.
 
+    Nothing is trained: each cell is the final test accuracy of a finished run of another collapse
+    experiment (:data:`TABLE_SOURCES`, read by :func:`read_accuracy`) in ``cfg.runs_dir``, made at
+    ``cfg.scale`` with that scale's preset; a missing or differently configured run fails its claim
+    with a note saying why.
+    """
     if cfg.scale not in ("quick", "paper"):
         raise InputError(f"scale: expected 'quick' or 'paper', got {cfg.scale!r}")
-    base = Path(cfg.runs_dir) if cfg.runs_dir else (RUN_DIR.get() or Path("runs") / "collapse-accuracy").parent
+    if cfg.runs_dir is not None:
+        base = Path(cfg.runs_dir)
+    else:
+        base = (RUN_DIR.get() or Path("runs") / "collapse-accuracy").parent
     claims, rows = [], []
     for (freqs, n_spl, net), (name, column) in TABLE_SOURCES.items():
         printed = PAPER_ACCURACY[(freqs, n_spl)][1 if net == "h*" else 0]
