@@ -56,7 +56,8 @@ def finished(trace):
     step = getattr(trace, "meta", {}).get("diverged_at_step")
     if step is not None:
         raise InputError(f"training diverged at step {step} (the iterate or the loss is no longer finite, "
-                         f"lr = {trace.meta.get('lr')}); lower the step size (--set lr=...)")
+                         f"lr = {trace.meta.get('lr')}); lower the step size (--set lr=...) or an oversized "
+                         "weight decay")
     return trace
 
 
