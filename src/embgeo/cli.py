@@ -119,7 +119,7 @@ def _print_data(data, source: str, info: dict, seconds: float) -> None:
     print(f"sizes        m={data.m} contexts, V={data.V} tokens, d={data.d}", flush=True)
 
 
-def ntp_analyze(args) -> dict:
+def ntp_analyze(args: argparse.Namespace) -> dict:
     """Compute every theory object of the NTP paper on one dataset and write them to --out."""
     from embgeo.ntp import entropy
 
@@ -240,7 +240,7 @@ def _write_analysis(out: Path, data, summary: dict, results: dict) -> None:
     print(f"written      {out}/" + ", ".join(written))
 
 
-def cmd_list(args) -> None:
+def cmd_list(args: argparse.Namespace) -> None:
     """Print every registered experiment with its paper-scale run time."""
     from embgeo.experiments import REGISTRY
 
@@ -249,7 +249,7 @@ def cmd_list(args) -> None:
                                                           if exp.paper_runtime else ""))
 
 
-def cmd_show(args) -> None:
+def cmd_show(args: argparse.Namespace) -> None:
     """Print one experiment's title, paper-scale run time and every setting at both scales."""
     import dataclasses
 
@@ -274,7 +274,7 @@ def _print_claims(claims: list[dict]) -> None:
               + (f", theory {c['theory']}" if c.get("theory") is not None else ""))
 
 
-def cmd_run(args) -> None:
+def cmd_run(args: argparse.Namespace) -> None:
     """Run one experiment and write config.json, claims.json, trace.csv and figures to --out."""
     from embgeo.experiments import parse_overrides, run
 
@@ -291,7 +291,7 @@ def _failing_line(claims_by_run: dict) -> str:
     return ("failing claims: " + "; ".join(failing)) if failing else "all claims hold"
 
 
-def cmd_reproduce(args) -> None:
+def cmd_reproduce(args: argparse.Namespace) -> None:
     """Run every experiment of a paper and write one self-contained HTML report."""
     from embgeo.experiments import reproduce
 

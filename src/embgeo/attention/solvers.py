@@ -128,7 +128,7 @@ def constraint_pairs(tokens: list[np.ndarray], sel: list[np.ndarray], V: int) ->
     ineq, eq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ineq_parts, eq_parts, buffered, n_raw = [], [], 0, 0
 
-    def flush():
+    def flush() -> None:
         nonlocal ineq, eq, ineq_parts, eq_parts, buffered
         for parts, seen in ((ineq_parts, seen_ineq), (eq_parts, seen_eq)):
             if parts and bitmap:
@@ -731,7 +731,7 @@ def solve_max_margin(E: np.ndarray, tokens: list[np.ndarray], sel: list[np.ndarr
     g, r = len(cg.nodes), len(cg.edges)
     info.update(n_rows=r, n_classes=g)
 
-    def per_pair(vec):  # a vector over edges onto one representative pair each
+    def per_pair(vec: np.ndarray) -> np.ndarray:  # a vector over edges onto one representative pair each
         out = np.zeros(m)
         out[cg.rep] = vec
         return out

@@ -11,7 +11,7 @@ from embgeo.errors import InputError, ShapeError, TooLargeError
 DENSE_BUDGET_BYTES = 4 * 1024**3
 
 
-def as_float_array(name: str, x, ndim: int | None = None) -> np.ndarray:
+def as_float_array(name: str, x: object, ndim: int | None = None) -> np.ndarray:
     """Return ``x`` as a finite float64 array, checking its number of dimensions.
 
     Raises :class:`ShapeError` on the wrong ``ndim`` and :class:`InputError` on non-numeric,
@@ -40,7 +40,7 @@ def check_dense_size(what: str, shape: tuple[int, ...], hint: str = "",
         raise TooLargeError(msg + (f"; {hint}" if hint else ""))
 
 
-def check_positive_int(name: str, value, minimum: int = 1) -> int:
+def check_positive_int(name: str, value: object, minimum: int = 1) -> int:
     """Return ``value`` as an int, requiring ``value >= minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InputError(f"{name}: expected an integer >= {minimum}, got {value!r}")
@@ -49,7 +49,7 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
-def make_rng(seed) -> np.random.Generator:
+def make_rng(seed: object) -> np.random.Generator:
     """A numpy Generator from an explicit seed (int or Generator); ``None`` is refused."""
     if isinstance(seed, np.random.Generator):
         return seed
@@ -58,7 +58,7 @@ def make_rng(seed) -> np.random.Generator:
     return np.random.default_rng(int(seed))
 
 
-def check_float(name: str, value, *, positive: bool = True) -> float:
+def check_float(name: str, value: object, *, positive: bool = True) -> float:
     """Return ``value`` as a finite float, > 0 (``positive``) or ≥ 0; the message names ``name``.
 
     The one float check of every trainer and solver (bools and strings are refused, not coerced).
@@ -72,20 +72,20 @@ def check_float(name: str, value, *, positive: bool = True) -> float:
     return value
 
 
-def check_seed(seed) -> int:
+def check_seed(seed: object) -> int:
     """A non-negative integer seed (seeds are explicit: None and bools are refused)."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed: expected a non-negative integer (seeds are explicit), got {seed!r}")
     return int(seed)
 
 
-def check_bool(name: str, value) -> bool:
+def check_bool(name: str, value: object) -> bool:
     """``value`` if it is True or False (not 0/1 or a string)."""
     if not isinstance(value, bool):
         raise InputError(f"{name}: expected True or False, got {value!r}")
     return value
 
 
-def check_threads(threads) -> int | None:
+def check_threads(threads: object) -> int | None:
     """None (keep the caller's thread settings) or a positive thread count."""
     return None if threads is None else check_positive_int("threads", threads)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from embgeo.experiments.registry import Experiment, Result, at_least, at_most, close, finished, holds, register
 from embgeo.ntp import figures
-from embgeo.ntp.data import synthetic, toy2d
+from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.metrics import Reference, compute_reference
 from embgeo.ntp.regpath import regularization_path
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
@@ -78,7 +78,7 @@ def convergence_claims(label: str, df: pd.DataFrame, ref: str) -> list:
     c = float(last["cos_corrected"])
     s0, s1 = _decade(df, "subspace_error")
 
-    def norm_at(step):
+    def norm_at(step: int) -> float:
         return float(df[df["step"] >= step]["norm"].iloc[0])
 
     grow_last, grow_prev = norm_at(k) - norm_at(k // 10), norm_at(k // 10) - norm_at(k // 100)
@@ -98,7 +98,7 @@ def convergence_claims(label: str, df: pd.DataFrame, ref: str) -> list:
     ]
 
 
-def gd_loss_claim(data, reference: Reference, df: pd.DataFrame, lr: float) -> list:
+def gd_loss_claim(data: NTPData, reference: Reference, df: pd.DataFrame, lr: float) -> list:
     """Lemma 2 (CE → 𝓗) at the rate of GD on a smooth convex loss, at the last step k.
 
     For η ≤ 1/L and any comparator U, CE(W_k) − CE(U) ≤ ‖W_0 − U‖²/(2ηk) (the descent lemma summed);
@@ -220,7 +220,7 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     return Result(claims, {"fig1_toy": fig1, "fig2_toy": fig2}, df, notes)
 
 
-def toy_geometry_claims(data, W_mm: np.ndarray) -> list:
+def toy_geometry_claims(data: NTPData, W_mm: np.ndarray) -> list:
     """Fig. 1's reading of W^mm: w_3's hyperplane separates A (word 3 follows A only) from B and C,
     and among words that follow two contexts, the wider their cone the larger ‖w_v‖."""
     H = data.embeddings
@@ -260,7 +260,7 @@ class Fig4Data:
     support_size: int = 6
     seed: int = 0
 
-    def make_data(self, seed: int | None = None):
+    def make_data(self, seed: int | None = None) -> NTPData:
         return synthetic(self.m, self.V, self.d, self.support_size, seed=self.seed if seed is None else seed)
 
 

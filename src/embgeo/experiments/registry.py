@@ -18,11 +18,14 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from embgeo.errors import InputError
+
+if TYPE_CHECKING:
+    from embgeo.core.trace import Trace
 
 SCALES = ("quick", "paper")
 
@@ -30,7 +33,7 @@ SCALES = ("quick", "paper")
 RUN_DIR: ContextVar[Path | None] = ContextVar("embgeo_run_dir", default=None)
 
 
-def checkpoint_path(tag: str, cfg) -> Path | None:
+def checkpoint_path(tag: str, cfg: Any) -> Path | None:
     """The checkpoint file of a long training inside the current run, or None outside a run.
 
     ``RUN_DIR/checkpoints/TAG-HASH.pt`` with HASH a digest of the config, so that a run repeated
@@ -44,7 +47,7 @@ def checkpoint_path(tag: str, cfg) -> Path | None:
     return Path(run_dir) / "checkpoints" / f"{tag}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.pt"
 
 
-def finished(trace):
+def finished(trace: Trace) -> Trace:
     """``trace`` of a completed training; a Ctrl-C'd one (``trace.interrupted``) re-raises KeyboardInterrupt,
     a diverged one (``trace.meta["diverged_at_step"]``) is an :class:`InputError` saying so.
 
@@ -87,8 +90,8 @@ class Claim:
         return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items() if k != "any_scale"}
 
 
-def close(name: str, measured: float, target: float, tol: float, *, paper=None, theory=None, note: str = "",
-          relative: bool = False, any_scale: bool = False) -> Claim:
+def close(name: str, measured: float, target: float, tol: float, *, paper: Any = None, theory: Any = None,
+          note: str = "", relative: bool = False, any_scale: bool = False) -> Claim:
     """Claim ``|measured - target| <= tol`` (``tol`` relative to ``|target|`` if ``relative``).
 
     A NaN or infinite ``measured`` (or ``target``) fails; ``tol`` must be finite and ≥ 0.
@@ -101,13 +104,13 @@ def close(name: str, measured: float, target: float, tol: float, *, paper=None, 
     return Claim(name, float(measured), ok, paper, theory, tol_text, note, any_scale)
 
 
-def at_least(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "",
+def at_least(name: str, measured: float, bound: float, *, paper: Any = None, theory: Any = None, note: str = "",
              any_scale: bool = False) -> Claim:
     """Claim ``measured >= bound`` (a NaN fails)."""
     return Claim(name, float(measured), bool(measured >= bound), paper, theory, f">= {bound:g}", note, any_scale)
 
 
-def at_most(name: str, measured: float, bound: float, *, paper=None, theory=None, note: str = "",
+def at_most(name: str, measured: float, bound: float, *, paper: Any = None, theory: Any = None, note: str = "",
             any_scale: bool = False) -> Claim:
     """Claim ``measured <= bound`` (a NaN fails)."""
     return Claim(name, float(measured), bool(measured <= bound), paper, theory, f"<= {bound:g}", note, any_scale)
@@ -126,7 +129,8 @@ def significant(name: str, p_value: float, level: float, *, note: str = "") -> C
     return Claim(name, p, bool(p <= level), None, None, f"p-value <= {level:g}", note)
 
 
-def holds(name: str, measured, ok: bool, *, paper=None, theory=None, note: str = "", any_scale: bool = False) -> Claim:
+def holds(name: str, measured: Any, ok: bool, *, paper: Any = None, theory: Any = None, note: str = "",
+          any_scale: bool = False) -> Claim:
     """A claim whose verdict is a yes/no statement (e.g. equal rows, every run qualifies)."""
     return Claim(name, measured, bool(ok), paper, theory, "exact statement", note, any_scale)
 
@@ -153,7 +157,7 @@ class Experiment:
     presets: dict = field(default_factory=dict)
     paper_runtime: str = ""
 
-    def config(self, scale: str = "quick", overrides: dict | None = None):
+    def config(self, scale: str = "quick", overrides: dict | None = None) -> Any:
         """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``)."""
         if scale not in SCALES:
             raise InputError(f"scale: expected one of {SCALES}, got {scale!r}")

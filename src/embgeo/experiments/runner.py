@@ -17,6 +17,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -127,7 +128,7 @@ def load(out: str | Path) -> RunRecord | None:
 
 
 def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce",
-              resume: bool = True, echo=print) -> Path:
+              resume: bool = True, echo: Callable[[str], object] = print) -> Path:
     """Run every experiment of ``paper`` and write ``out/report.html``; returns the report path.
 
     A failing experiment is recorded with its traceback and reported, not fatal to the others.

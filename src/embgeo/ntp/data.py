@@ -19,12 +19,14 @@ from __future__ import annotations
 import codecs
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
+from os import PathLike
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from embgeo.core.validate import as_float_array, check_dense_size, check_positive_int, make_rng
 from embgeo.errors import DistributionError, InputError, ShapeError
@@ -128,7 +130,8 @@ class NTPData:
 
     # -- constructors --------------------------------------------------------------------
     @classmethod
-    def from_sequences(cls, tokens: Iterable[Sequence[int]], context_length: int, embed="onehot", *,
+    def from_sequences(cls, tokens: Iterable[Sequence[int]], context_length: int,
+                       embed: str | Callable[[list[tuple[int, ...]]], ArrayLike] = "onehot", *,
                        autoregressive: bool = False, windows: bool = False, vocab_size: int | None = None,
                        token_labels: Sequence[str] | None = None, seed: int = 0) -> NTPData:
         """Build the training set from integer token sequences (paper Sec. 2 and App. C).
@@ -230,7 +233,7 @@ def split_words(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
 
 
-def read_text_file(path, max_vocab: int | None = None) -> tuple[list[list[int]], list[str], dict]:
+def read_text_file(path: str | PathLike, max_vocab: int | None = None) -> tuple[list[list[int]], list[str], dict]:
     """Read raw UTF-8 text as word-id sequences: one sequence (sentence) per line.
 
     Each line is split into words by :func:`split_words` (lowercase, :data:`WORD_PATTERN`);
@@ -295,7 +298,7 @@ def limit_vocabulary(sequences: Sequence[Sequence], max_vocab: int | None = None
 _ASCII_INT = re.compile(r"-?[0-9]+")
 
 
-def read_token_file(path) -> list[list[int]]:
+def read_token_file(path: str | PathLike) -> list[list[int]]:
     """Read integer token sequences from a UTF-8 text file: one sequence per line, ids separated
     by whitespace; blank lines are skipped. Errors name the file, line and offending text."""
     seqs = []
@@ -436,7 +439,7 @@ def synthetic_large(m: int = 20_000, V: int = 5_000, d: int = 64, mean_support: 
 TOY2D_SUPPORTS = ((1, 2, 3), (0, 1, 4), (0, 3, 4))
 
 
-def check_ntp_data(data) -> NTPData:
+def check_ntp_data(data: object) -> NTPData:
     """``data`` if it is an :class:`NTPData`, else a clear :class:`InputError`."""
     if not isinstance(data, NTPData):
         raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")

@@ -6,8 +6,16 @@ grayscale. Functions draw into the axes they are given and return them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from embgeo.ntp.data import NTPData
 
 STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "x")]
 
@@ -18,7 +26,7 @@ def style(i: int) -> dict:
     return {"linestyle": ls, "marker": mk, "color": f"C{i % 10}", "markevery": 0.1, "markersize": 4}
 
 
-def toy_geometry(data, W_mm: np.ndarray, ax):
+def toy_geometry(data: NTPData, W_mm: np.ndarray, ax: Axes) -> Axes:
     """Fig. 1 (left): context embeddings with their supports, the rows w_v of W^mm and their hyperplanes.
 
     H (m, 2), W_mm (V, 2); rows of W^mm that coincide are drawn once with a joint label ("w_1 = w_5").
@@ -59,7 +67,7 @@ def toy_geometry(data, W_mm: np.ndarray, ax):
     return ax
 
 
-def probability_matrix(data, ax):
+def probability_matrix(data: NTPData, ax: Axes) -> Axes:
     """Fig. 2 (left): P with contexts as rows, tokens as columns; off-support entries black."""
     P = data.probs.toarray()
     shown = np.ma.masked_where(P == 0, P)
@@ -75,7 +83,7 @@ def probability_matrix(data, ax):
     return ax
 
 
-def token_rows(W: np.ndarray, ax, title: str, labels=None):
+def token_rows(W: np.ndarray, ax: Axes, title: str, labels: Sequence[str] | None = None) -> Axes:
     """Fig. 2 (middle/right): the rows w_z of a (V, 2) matrix as vectors from the origin."""
     lim = 1.2 * max(np.abs(W).max(), 1e-12)
     for v, w in enumerate(W):
@@ -93,7 +101,7 @@ def token_rows(W: np.ndarray, ax, title: str, labels=None):
     return ax
 
 
-def training_panels(frames: dict, entropy: float, axes) -> None:
+def training_panels(frames: dict, entropy: float, axes: np.ndarray) -> None:
     """Figs. 1 (right), 4 and 5: loss vs 𝓗, ‖W_k‖, the two alignments, ‖P_F(W_k) − W*‖/‖W*‖.
 
     ``frames`` maps a label (e.g. "GD η=0.5") to a trace DataFrame; ``axes`` is a 2x2 array.
@@ -123,7 +131,7 @@ def training_panels(frames: dict, entropy: float, axes) -> None:
         ax.legend(fontsize=7)
 
 
-def next_token_examples(data, contexts, axes) -> None:
+def next_token_examples(data: NTPData, contexts: Iterable[int], axes: np.ndarray | Sequence[Axes]) -> None:
     """Fig. 3: next-token distributions p̂_j of the given contexts as bar charts."""
     for ax, j in zip(np.ravel(axes), contexts, strict=False):
         p = data.probs[j].toarray().ravel()

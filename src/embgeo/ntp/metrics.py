@@ -15,6 +15,7 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class Reference:
         object.__setattr__(self, "w_star", w_star)
         object.__setattr__(self, "w_mm", w_mm)
 
-    def replace(self, **changes) -> Reference:
+    def replace(self, **changes: Any) -> Reference:
         """A copy with some fields changed (e.g. a wrong W^mm for a negative control)."""
         return dataclasses.replace(self, **changes)
 
@@ -75,7 +76,7 @@ def compute_reference(data: NTPData) -> Reference:
     return Reference(comp.W, svm.W, F)
 
 
-def resolve_reference(data: NTPData, reference) -> tuple[Reference | None, str]:
+def resolve_reference(data: NTPData, reference: Reference | Literal[False] | None) -> tuple[Reference | None, str]:
     """(reference or None, status text) for the ``reference=`` argument of the trainers and paths.
 
     None: computed here (a property of the data that makes it impossible, e.g. no W^mm, skips the

@@ -11,9 +11,11 @@ import math
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 
@@ -165,8 +167,8 @@ def _fista_ball(data: NTPData, x: np.ndarray, B: float, L: float, tol: float,
     return x, it, residual, residual <= tol
 
 
-def regularization_path(data: NTPData, norms, *, tol: float = 1e-10, max_iter: int = 20000,
-                        reference=None, threads: int | None = None) -> RegPath:
+def regularization_path(data: NTPData, norms: ArrayLike, *, tol: float = 1e-10, max_iter: int = 20000,
+                        reference: Reference | Literal[False] | None = None, threads: int | None = None) -> RegPath:
     """The norm-constrained minimizers Ŵ_B = argmin_{‖W‖_F ≤ B} CE(W) of Theorem 1 (eq. 8).
 
     Each Ŵ_B is computed by accelerated projected gradient (FISTA, step 1/L with
@@ -267,8 +269,8 @@ def _newton_polish(data: NTPData, W: np.ndarray, lam: float, gtol: float, max_st
     return W, steps
 
 
-def ridge_path(data: NTPData, lambdas, *, gtol: float = 1e-10, max_iter: int = 50000, reference=None,
-               threads: int | None = None) -> RegPath:
+def ridge_path(data: NTPData, lambdas: ArrayLike, *, gtol: float = 1e-10, max_iter: int = 50000,
+               reference: Reference | Literal[False] | None = None, threads: int | None = None) -> RegPath:
     """The ridge minimizers Ŵ_λ = argmin_W CE(W) + λ/2 ‖W‖_F² along a decreasing λ grid.
 
     The NeurIPS "Contributions" paragraph states Theorem 1 for Ŵ_λ as λ → 0; it coincides with
@@ -314,7 +316,7 @@ def ridge_path(data: NTPData, lambdas, *, gtol: float = 1e-10, max_iter: int = 5
     unconverged = []
     with limit_threads(threads):
         for lam in grid:
-            def fun(v, lam=lam):
+            def fun(v: np.ndarray, lam: float = lam) -> tuple[float, np.ndarray]:
                 W = v.reshape(shape)
                 return (theory.kl_gap(data, W) + 0.5 * lam * float(v @ v),
                         theory.gradient(data, W).ravel() + lam * v)

@@ -40,6 +40,7 @@ separating (X, t), 0 ≈ Σ_g ψ_g K x_g = Σ Ψ_{gj}(x_gᵀ k_j − t_j) ≥ 1,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -619,7 +620,7 @@ class SVMDual:
     # -- the solver ------------------------------------------------------------------------------
     def solve(self, *, tol: float = 1e-12, max_iter: int = 100_000, check_every: int = 25,
               detect_infeasible: bool = True, separate_only: bool = False, max_seconds: float | None = None,
-              progress=None) -> SVMOutcome:
+              progress: Callable[[int, dict], object] | None = None) -> SVMOutcome:
         """Working-set rounds: accelerated projected gradient on the restricted dual, an exact solve on
         the guessed active set, a full pass that adds the violated pairs; until certified.
 
@@ -968,7 +969,8 @@ class SVMDual:
             return None
         return self.farkas_from(g[order], j[order], lp.mu / lp.mu.sum(), accept_any=True)
 
-    def farkas_from(self, wg: np.ndarray, wj: np.ndarray, mu: np.ndarray, accept_any: bool = False):
+    def farkas_from(self, wg: np.ndarray, wj: np.ndarray, mu: np.ndarray,
+                    accept_any: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
         """Complete μ ≥ 0 (Σμ = 1) on off-support pairs into Ψ ∈ K with the smallest ‖Ψ K‖.
 
         Ψ = −μ off the supports, plus balancing entries on the supports chosen by the (unweighted)

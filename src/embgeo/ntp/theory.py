@@ -25,11 +25,13 @@ span, r = rank H̄. For fixed t everything splits by token, so:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.special import log_softmax, logsumexp
 
 from embgeo.core.validate import as_float_array, check_dense_size
@@ -71,14 +73,14 @@ def entropy(data: NTPData) -> float:
     return float(-np.sum(data.weights[rows] * P.data * np.log(P.data)))
 
 
-def log_probs(data: NTPData, W) -> np.ndarray:
+def log_probs(data: NTPData, W: ArrayLike) -> np.ndarray:
     """log 𝕊(W h̄_j) for every context: array (m, V), computed with log-sum-exp."""
     W = _check_W(data, W)
     check_dense_size("logits", (data.m, data.V), "evaluate the loss on a subset of contexts")
     return log_softmax(data.embeddings @ W.T, axis=1)
 
 
-def cross_entropy(data: NTPData, W) -> float:
+def cross_entropy(data: NTPData, W: ArrayLike) -> float:
     """CE(W) = -Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log 𝕊_z(W h̄_j), eq. (2). W: (V, d)."""
     logq = log_probs(data, W)
     P = data.probs
@@ -86,7 +88,7 @@ def cross_entropy(data: NTPData, W) -> float:
     return float(-np.sum(data.weights[rows] * P.data * logq[rows, P.indices]))
 
 
-def kl_gap(data: NTPData, W) -> float:
+def kl_gap(data: NTPData, W: ArrayLike) -> float:
     """CE(W) - 𝓗 computed as Σ_j π̂_j KL(p̂_j ‖ 𝕊(W h̄_j)) (Sec. 2), never as a difference.
 
     Per context the KL splits exactly into an in-support part and an off-support part,
@@ -129,7 +131,7 @@ def kl_gap(data: NTPData, W) -> float:
     return float(np.sum(data.weights * (in_support + off_support)))
 
 
-def gradient(data: NTPData, W) -> np.ndarray:
+def gradient(data: NTPData, W: ArrayLike) -> np.ndarray:
     """∇CE(W) = Σ_j π̂_j (𝕊(W h̄_j) - p̂_j) h̄_jᵀ, shape (V, d) (simplified form of eq. 24)."""
     R = np.exp(log_probs(data, W))
     P = data.probs
@@ -201,7 +203,7 @@ class Subspace:
         out[self.tokens] = X
         return out
 
-    def project(self, W) -> np.ndarray:
+    def project(self, W: ArrayLike) -> np.ndarray:
         """P_F(W): orthogonal projection of W (V, d) onto F; O(Σ_j S_j · r + m²) after the factorization."""
         W = _check_W(self.data, W)
         X0 = self.coords.to_coords(W)
@@ -209,7 +211,7 @@ class Subspace:
         # P_⊥(W) = W + Δ with Δ the least-norm change that ties the in-support logits; P_F(W) = −Δ.
         return -self.coords.to_w(self._token_rows(sol.X))
 
-    def project_perp(self, W) -> np.ndarray:
+    def project_perp(self, W: ArrayLike) -> np.ndarray:
         """P_⊥(W) = W − P_F(W): orthogonal projection onto F⊥."""
         W = _check_W(self.data, W)
         return W - self.project(W)
@@ -485,7 +487,8 @@ def _problem(data: NTPData, subspace_: Subspace | None) -> _Problem:
 
 
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
-                 max_iter: int = 20_000, max_seconds: float | None = None, progress=None) -> Separability:
+                 max_iter: int = 20_000, max_seconds: float | None = None,
+                 progress: Callable[[int, dict], object] | None = None) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
 
     * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
@@ -694,7 +697,7 @@ def _ranges(n: np.ndarray) -> np.ndarray:
 
 def ntp_svm(data: NTPData, *, tol: float = 1e-12, max_iter: int = 200_000, check_every: int = 25,
             subspace_: Subspace | None = None, separability: Separability | None = None,
-            max_seconds: float | None = None, progress=None) -> NTPSVM:
+            max_seconds: float | None = None, progress: Callable[[int, dict], object] | None = None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
@@ -764,7 +767,7 @@ def _svm_residuals(pb: _Problem, out: SVMOutcome) -> dict:
 
 # -- margins -----------------------------------------------------------------------------------
 
-def ntp_margin(data: NTPData, W, subspace_: Subspace | None = None) -> float:
+def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None) -> float:
     """Normalized NTP-margin of P_⊥(W) (Def. 3, max-margin form):
 
     min_{j, z∈S_j, v∉S_j} (e_z - e_v)ᵀ P_⊥(W) h̄_j / ‖P_⊥(W)‖.

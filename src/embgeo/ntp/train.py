@@ -16,9 +16,11 @@ regularization paths of Theorem 1 are :mod:`embgeo.ntp.regpath`.
 from __future__ import annotations
 
 import warnings
+from typing import Literal
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from embgeo.core.loop import TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
@@ -49,7 +51,7 @@ class StepSizeWarning(UserWarning):
 
 # -- train -----------------------------------------------------------------------------------------
 
-def record_steps(steps: int, record_every="log") -> list[int]:
+def record_steps(steps: int, record_every: int | Literal["log"] = "log") -> list[int]:
     """The steps :func:`train` records, sorted: always 0 and ``steps``.
 
     ``"log"``: 0, 1, ..., 9, 10, 20, ..., 90, 100, 200, ... (the 1-9 × 10^k grid, ~10 points per
@@ -135,8 +137,10 @@ class _Loss:
 
 
 def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: int = 1000, *,
-          init="lecun", seed: int = 0, record_every="log", batch_size: int | None = None,
-          betas: tuple[float, float] = (0.9, 0.99), eps: float = 1e-8, reference=None,
+          init: Literal["lecun", "zeros"] | ArrayLike = "lecun", seed: int = 0,
+          record_every: int | Literal["log"] = "log", batch_size: int | None = None,
+          betas: tuple[float, float] = (0.9, 0.99), eps: float = 1e-8,
+          reference: Reference | Literal[False] | None = None,
           progress: bool = True, threads: int | None = None) -> Trace:
     """Train the decoder W (V, d) on CE of eq. (2) and record the paper's Fig. 4-5 metrics.
 

@@ -13,8 +13,13 @@ import base64
 import html
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from embgeo.experiments.runner import RunRecord
 
 #: Paper key (Experiment.paper) → (title, citation).
 PAPERS = {
@@ -92,7 +97,7 @@ def _meta(r) -> dict:
         return {}
 
 
-def write_report(records, path: str | Path, title: str = "embgeo report") -> Path:
+def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "embgeo report") -> Path:
     """Write the report of ``records`` (RunRecord objects) to ``path`` and return it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
