@@ -70,8 +70,11 @@ def test_unwritable_out_is_refused_before_computing(files):
 
 
 def test_ctrl_c_is_one_line_and_exit_130(files):
+    # A background job inherits SIGINT as ignored (and Python then installs no handler): restore the default
+    # in the child, as a terminal's Ctrl-C would find it.
     proc = subprocess.Popen([*EMBGEO, "run", "ntp-gd", "--set", "steps=100000000", "--out", str(files / "gd")],
-                            cwd=files, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=files, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not (files / "gd").exists() and time.time() < deadline:  # the run has started once its folder exists
         time.sleep(0.2)
