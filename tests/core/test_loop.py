@@ -69,3 +69,20 @@ def test_checkpoint_round_trip_and_refusals(tmp_path):
     with pytest.raises(InputError, match="file path"):
         Checkpoint(3, "embgeo.test", {})
     Checkpoint(None, "embgeo.test", {}).save({"epoch": 1})  # no path: nothing written
+
+
+def test_progress_lines_off_a_terminal(capsys, monkeypatch):
+    """Off a terminal: 'resumed from ...' and a line with the units done, the last values and the ETA."""
+    import embgeo.core.loop as loop
+
+    monkeypatch.setattr(loop, "LINE_SECONDS", 0.0)  # a line after every unit
+    trace = Trace({})
+    trace.record(2, x=2)
+    step, record = _counting(trace)
+    run_loop(trace, 4, step, record, record_at=lambda d: True, start=2, desc="train[x]", unit="epoch", progress=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "train[x]: resumed from epoch 2 of 4 (checkpoint)"
+    assert err[1].startswith("train[x]: 3/4 epochs, x 1,") and "ETA" in err[1]
+    assert err[2].startswith("train[x]: 4/4 epochs, x 2,") and "ETA" not in err[2]
+    run_loop(Trace({}), 2, *_counting(Trace({})), record_at=lambda d: True, progress=False)
+    assert capsys.readouterr().err == ""  # progress=False: silent

@@ -3,13 +3,16 @@
 Each trainer supplies what is specific to it — one unit of work (an update, an epoch), how to
 record a row of its :class:`~embgeo.core.trace.Trace`, what to save — and :func:`run_loop` does
 the rest the same way everywhere: a tqdm bar (only on a terminal) with the last recorded values,
-a record at the start and at the requested units, and on Ctrl-C a :class:`TrainingInterrupted`
+a record at the start and at the requested units, a progress line every 30 s with the ETA when stderr
+is not a terminal (and "resumed from ..." when a checkpoint is continued), and on Ctrl-C a :class:`TrainingInterrupted`
 warning with the partial trace returned (``trace.interrupted`` set). :class:`Checkpoint` writes a
 trainer's state atomically and reads it back only into a run with the same settings.
 """
 
 from __future__ import annotations
 
+import sys
+import time
 import warnings
 from collections.abc import Callable
 from os import PathLike
@@ -24,6 +27,18 @@ from embgeo.errors import InputError
 
 #: Version of every embgeo checkpoint file (one format: version, kind, settings, then the trainer's state).
 CHECKPOINT_VERSION = 2
+
+
+#: Seconds between progress lines when stderr is not a terminal.
+LINE_SECONDS = 30.0
+
+
+def _clock(seconds: float) -> str:
+    """``1h02m``, ``3m05s`` or ``12s``."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 class TrainingInterrupted(UserWarning):
@@ -43,12 +58,27 @@ def run_loop(trace: Trace, total: int, step: Callable[[int], None], record: Call
     """
     done = start
     bar = tqdm(total=total, initial=start, desc=desc, disable=None if progress else True, leave=False)
+    # Off a terminal (a log file, a batch job) tqdm is silent: a line every LINE_SECONDS instead.
+    lines = progress and not sys.stderr.isatty()
+    t0 = last_line = time.monotonic()
+    latest: dict = {}
+    if progress and start > 0:
+        print(f"{desc}: resumed from {unit} {start} of {total} (checkpoint)", file=sys.stderr, flush=True)
 
     def show(values: dict | None) -> bool:
         if values is None:
             return False
+        latest.update(values)
         bar.set_postfix({k: f"{v:.4g}" for k, v in values.items()}, refresh=False)
         return True
+
+    def line(now: float) -> None:
+        nonlocal last_line
+        last_line = now
+        rate = (done - start) / max(now - t0, 1e-9)
+        eta = f", ETA {_clock((total - done) / rate)}" if rate > 0 and done < total else ""
+        values = "".join(f", {k} {v:.4g}" for k, v in latest.items())
+        print(f"{desc}: {done}/{total} {unit}s{values}, {_clock(now - t0)} elapsed{eta}", file=sys.stderr, flush=True)
 
     try:
         if start == 0 and not trace.rows and not show(record(0)):
@@ -59,6 +89,8 @@ def run_loop(trace: Trace, total: int, step: Callable[[int], None], record: Call
             if (record_at(done) or done == total) and not show(record(done)):
                 return done
             bar.update(1)
+            if lines and (done == total or time.monotonic() - last_line >= LINE_SECONDS):
+                line(time.monotonic())
     except KeyboardInterrupt:
         trace.interrupted = True
         if on_interrupt is not None:
