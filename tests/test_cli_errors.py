@@ -35,6 +35,7 @@ def files(tmp_path):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "latin1.txt").write_bytes(b"1 2 3\n4 \xff 5\n")
     (tmp_path / "superscript.txt").write_text("1 2 3\n4 \u00b2 5\n", encoding="utf-8")
+    (tmp_path / "ten.txt").write_text("".join(f"{i} {i + 1}\n" for i in range(10)), encoding="utf-8")
     return tmp_path
 
 
@@ -47,6 +48,7 @@ def files(tmp_path):
     (["ntp", "analyze", "--tokens", "superscript.txt", "-k", "1"], ["superscript.txt:2", "'\u00b2'"]),
     (["ntp", "analyze", "--seed", "-1"], ["--seed", "-1"]),
     (["ntp", "analyze", "--synthetic", "100000,100000,100000,5"], ["GiB"]),
+    (["ntp", "analyze", "--tokens", "ten.txt", "-k", "1", "--embeddings", "random:100000000"], ["embeddings", "GiB"]),
     (["run", "ntp-gd", "--set", "stepz=3"], ["did you mean 'steps'"]),
     (["run", "ntp-overparam", "--set", "ratios=[0.5,1]"], ["ratios=64,128"]),
     (["run", "ntp-gd", "--set", "lr=1e300", "--set", "steps=20"], ["diverged at step", "lower the step size"]),
@@ -86,3 +88,17 @@ def test_ctrl_c_is_one_line_and_exit_130(files):
     lines = [line for line in err.splitlines() if line.startswith("embgeo:")]
     assert lines[-1].startswith("embgeo: interrupted") and not any("error" in line for line in lines)
     assert not Path(files / "gd" / "claims.json").exists()  # nothing half-written as a result
+
+
+def test_missing_optional_dependency_is_one_line(monkeypatch, capsys):
+    """A MissingDependencyError (e.g. the text extra) is reported like bad input, not as a traceback."""
+    from embgeo import cli
+    from embgeo.errors import MissingDependencyError
+
+    def missing(args):
+        raise MissingDependencyError("attention text pipeline: install the text extra (pip install -e '.[text]')")
+
+    monkeypatch.setattr(cli, "cmd_list", missing)
+    assert cli.main(["list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["embgeo: error: attention text pipeline: install the text extra (pip install -e '.[text]')"]

@@ -660,6 +660,7 @@ def _embed_contexts(embed, contexts: list[tuple[int, ...]], seed: int) -> np.nda
         except ValueError:
             raise InputError(f"embed: expected 'random:D' with an integer D, got {embed!r}") from None
         D = check_positive_int("embed dimension D", D)
+        check_dense_size("random context embeddings", (m, D), "use a smaller D in 'random:D'")
         return make_rng(seed).standard_normal((m, D))
     raise InputError(f"embed: expected 'onehot', 'random:D' or a callable, got {embed!r}")
 
