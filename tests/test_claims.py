@@ -78,3 +78,15 @@ def test_set_reads_the_annotation_of_computed_defaults():
     with pytest.raises(InputError, match="lr=fast"):
         exp.config("quick", {"lr": "fast"})
     assert get("ntp-overparam").config("quick", {"ratios": "0.5,1.5"}).ratios == (0.5, 1.5)
+
+
+def test_derived_experiments_are_never_reused(tmp_path):
+    """collapse-accuracy reads its sibling runs, which may have been re-made: resume must re-run it."""
+    from embgeo.experiments import get, run
+
+    assert get("collapse-accuracy").derived and not get("ntp-examples").derived
+    first = run("collapse-accuracy", out=tmp_path / "collapse-accuracy")
+    again = run("collapse-accuracy", out=tmp_path / "collapse-accuracy", resume=True)
+    assert not again.reused and first.claims == again.claims
+    examples = run("ntp-examples", out=tmp_path / "ntp-examples")
+    assert run("ntp-examples", out=tmp_path / "ntp-examples", resume=True).reused and examples.claims

@@ -762,4 +762,4 @@ register(Experiment("collapse-theorem3", "collapse",
 register(Experiment("collapse-accuracy", "collapse",
                     "Accuracy table (Secs. 2.1-2.2): h, h* on uniform, Zipf n_spl=500 and 5 (from the runs above)",
                     AccuracyTableConfig, run_accuracy_table, {"paper": {"scale": "paper"}},
-                    "seconds (reads the other runs)"))
+                    "seconds (reads the other runs)", derived=True))

@@ -156,6 +156,9 @@ class Experiment:
     run: Callable[[Any], Result]
     presets: dict = field(default_factory=dict)
     paper_runtime: str = ""
+    #: Built from other runs' outputs (e.g. a table gathered from sibling runs): never reused on
+    #: resume, since the runs it reads may have been re-made since.
+    derived: bool = False
 
     def config(self, scale: str = "quick", overrides: dict | None = None) -> Any:
         """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``)."""

@@ -68,7 +68,7 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
     cfg = exp.config(scale, overrides)
     out = Path(out) if out is not None else Path("runs") / name
     config_doc = {"name": name, "scale": scale, "config": _config_dict(cfg)}
-    if resume:
+    if resume and not exp.derived:
         previous = load(out)
         if previous is not None and previous.error is None and {
                 "name": previous.name, "scale": previous.scale, "config": previous.config} == config_doc:
