@@ -82,7 +82,12 @@ def test_ctrl_c_is_one_line_and_exit_130(files):
         time.sleep(0.2)
     time.sleep(3)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:  # never leave a training running behind a failed test
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.startswith("embgeo:")]
