@@ -725,18 +725,18 @@ register(Experiment("collapse-uniform", "collapse", "Fig. 3: h and h* on uniform
                                                        "length": 5, "n_classes": 243},
                                              "paper": {**_PAPER, "epochs": 1200, "epochs_hstar": 500,
                                                        "log_every": 100}},
-                    "about 35 min"))
+                    "about 38 min (measured, 1 thread, shared cores)"))
 register(Experiment("collapse-zipf-large", "collapse", "Fig. 4a: h on Zipf frequencies, n_spl=500",
                     SGDConfig, run_zipf_large,
                     {"quick": {"freqs": "zipf", "n_train_per_class": 500, "epochs": 10, "log_every": 1},
                      "paper": {**_PAPER, "freqs": "zipf", "n_train_per_class": 500, "epochs": 10, "log_every": 1}},
-                    "about 20 min"))
+                    "about 28 min (measured)"))
 register(Experiment("collapse-zipf-small", "collapse", "Fig. 4b: h on Zipf frequencies, n_spl=5 (fails to generalize)",
                     SGDConfig, run_zipf_small, {"quick": {"freqs": "zipf", "words_per_concept": 100, "epochs": 3000,
                                                           "log_every": 100},
                                                 "paper": {**_PAPER, "freqs": "zipf", "epochs": 3000,
                                                           "log_every": 100}},
-                    "about 60 min"))
+                    "about 60-75 min (measured)"))
 # Quick Fig. 4c keeps the paper's K, L, d and random latents with s_c = 40 and 50 epochs: at K=200,
 # L=8, d=32 the u_{k,ℓ} stop at σ3/σ1 ≈ 0.022-0.11 whatever the epochs (more epochs: worse), short
 # of the authors' standard; here 0.0127 (seeds 0 and 1) in about a minute.
@@ -758,7 +758,7 @@ register(Experiment("collapse-theorem2", "collapse",
 register(Experiment("collapse-theorem3", "collapse",
                     "Theorem 3: h* collapses fully (type II) on a fully sampled Zipf instance (exact risk)",
                     FullySampledConfig, run_theorem3, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
-                    "about 10 min (estimate)"))
+                    "about 22 min (measured, shared cores)"))
 register(Experiment("collapse-accuracy", "collapse",
                     "Accuracy table (Secs. 2.1-2.2): h, h* on uniform, Zipf n_spl=500 and 5 (from the runs above)",
                     AccuracyTableConfig, run_accuracy_table, {"paper": {"scale": "paper"}},
