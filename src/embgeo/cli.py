@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda message, category, *_, **__: f"embgeo: warning: {message}\n"
     if args.threads < 1:
         parser.error(f"--threads: expected a positive integer, got {args.threads}")
-    if getattr(args, "seed", 0) is not None and getattr(args, "seed", 0) < 0:
+    if getattr(args, "seed", 0) < 0:  # only ntp analyze has --seed (an int, default 0)
         parser.error(f"--seed: expected a non-negative integer, got {args.seed}")
     from embgeo.core.threads import limit_threads
     from embgeo.errors import MissingDependencyError

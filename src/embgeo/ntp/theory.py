@@ -110,8 +110,7 @@ def kl_gap(data: NTPData, W: ArrayLike) -> float:
     r = Zrel[ctx, P.indices] - (np.log(P.data) - np.log(p_anchor[ctx]))
     # log Σ_S p̂ e^r: as log1p(Σ p̂ expm1(r)) for the precision near W*, shifted by max r where r is
     # large (far from W*, e.g. a diverging run) so that nothing overflows.
-    rmax = np.full(data.m, -np.inf)
-    np.maximum.at(rmax, ctx, r)
+    rmax = np.maximum.reduceat(r, P.indptr[:-1])  # per context (CSR rows, every support non-empty)
     far = rmax > 1.0
     with np.errstate(over="ignore"):
         s1 = np.bincount(ctx, weights=P.data * np.expm1(np.minimum(r, 1.0)), minlength=data.m)
