@@ -107,3 +107,18 @@ def test_missing_optional_dependency_is_one_line(monkeypatch, capsys):
     assert cli.main(["list"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["embgeo: error: attention text pipeline: install the text extra (pip install -e '.[text]')"]
+
+
+def test_unwritable_out_is_refused_even_as_root(files, monkeypatch, capsys):
+    """The same refusal in-process, with the permission check answering "not writable" (root bypasses
+    file permissions, so the subprocess test above skips there): nothing is computed or created."""
+    from embgeo import cli
+
+    locked = files / "locked"
+    locked.mkdir()
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked)
+    monkeypatch.chdir(files)
+    assert cli.main(["run", "ntp-gd", "--out", str(locked / "gd")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"embgeo: error: --out {locked / 'gd'}: {locked} is not writable"]
+    assert not (locked / "gd").exists()
