@@ -292,9 +292,21 @@ def _failing_line(claims_by_run: dict) -> str:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
-    """Run every experiment of a paper and write one self-contained HTML report."""
+    """Run every experiment of a paper and write one self-contained HTML report (over seeds: a sweep)."""
     from embgeo.experiments import reproduce
 
+    if args.seeds < 1:
+        raise InputError(f"--seeds: expected a positive integer, got {args.seeds}")
+    if args.seeds > 1 or args.workers is not None or args.scheduler is not None:
+        from embgeo.sweep import reproduce_seeds
+
+        path, records = reproduce_seeds(args.paper, args.scale, args.out, args.seeds, workers=args.workers,
+                                        scheduler=args.scheduler, fresh=args.fresh)
+        print(f"report: {path.resolve()}")
+        errors = [r.name for r in records if r.error]
+        print(_failing_line({r.name: r.claims for r in records if not r.error})
+              + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
+        return
     path = reproduce(args.paper, args.scale, args.out, resume=not args.fresh)
     print(f"report: {path.resolve()}")
     from embgeo.experiments import names
@@ -304,6 +316,39 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     errors = [name for name, rec in records.items() if rec is None]
     print(_failing_line({name: rec.claims for name, rec in records.items() if rec is not None})
           + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    """Run an experiment over a grid of settings and seeds on Dask, recording every run in --store."""
+    from embgeo.experiments import parse_overrides
+    from embgeo.sweep import grid_points, load_spec, parse_grid, run_sweep
+
+    runs = args.runs or str(Path(args.store).with_name(Path(args.store).stem + "-runs"))
+    if args.spec:
+        if args.name or args.grid or args.set or args.seeds != 1 or args.scale != "quick":
+            raise InputError("--spec FILE holds the whole sweep: give no EXPERIMENT, --grid, --set, --seeds or --scale "
+                             "beside it")
+        points = load_spec(args.spec, runs_dir=runs)
+    else:
+        if not args.name:
+            raise InputError("give an EXPERIMENT (see 'embgeo list') or --spec FILE")
+        points = grid_points(args.name, parse_grid(args.grid), parse_overrides(args.set), args.seeds, args.scale, runs)
+    summary = run_sweep(points, args.store, workers=args.workers, scheduler=args.scheduler,
+                        sweep=args.name or args.spec)
+    if summary.failed:
+        print(f"{summary.failed} runs failed; their tracebacks: embgeo results --store {args.store} (column error) "
+              "or the store's error column")
+
+
+def cmd_results(args: argparse.Namespace) -> None:
+    """Print or write the run store's table: one row per run, settings, scalars and claims as columns."""
+    from embgeo.store import write_results
+
+    text = write_results(args.store, args.out, args.format, args.experiment)
+    if args.out:
+        print(f"written {text}")
+    else:
+        sys.stdout.write(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -366,7 +411,37 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
     rp.add_argument("--out", default="runs/reproduce", metavar="DIR", help="output directory (default runs/reproduce)")
     rp.add_argument("--fresh", action="store_true", help="re-run experiments that already finished in DIR")
+    rp.add_argument("--seeds", type=int, default=1, metavar="N",
+                    help="run each experiment with seeds 0..N-1 (a sweep on Dask into DIR/store.sqlite); the report "
+                         "shows each claim's mean ± spread and in how many seeds it holds")
+    rp.add_argument("--workers", type=int, metavar="N", help="local Dask workers with --seeds (default: the cores)")
+    rp.add_argument("--scheduler", metavar="ADDR", help="an existing Dask scheduler (tcp://HOST:PORT) for --seeds")
     rp.set_defaults(func=cmd_reproduce)
+    sw = sub.add_parser("sweep", help="run an experiment over a grid of settings and seeds (Dask, resumable)",
+                        parents=[common], description="Run an experiment over a grid of settings and seeds on Dask; "
+                        "every run is recorded in --store, and the same command again runs only what is missing.")
+    sw.add_argument("name", nargs="?", metavar="EXPERIMENT", help="experiment name (see 'embgeo list')")
+    sw.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
+                    help="a setting and its values (repeatable; the sweep is the product of the grids)")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE", help="a setting fixed for every run (repeatable)")
+    sw.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds 0..N-1 per grid point (default: the "
+                                                                      "config's own seed)")
+    sw.add_argument("--spec", metavar="FILE", help="a TOML file of [[sweep]] tables (several grids) instead")
+    sw.add_argument("--store", required=True, metavar="PATH", help="the SQLite run store (created if missing)")
+    sw.add_argument("--runs", metavar="DIR", help="run folders (default: STORE's name + '-runs' beside it); "
+                                                  "on a cluster, a directory every worker can write")
+    sw.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
+    sw.add_argument("--workers", type=int, metavar="N", help="local Dask workers, one thread each (default: the cores)")
+    sw.add_argument("--scheduler", metavar="ADDR",
+                    help="tcp://HOST:PORT of a running Dask scheduler ('dask scheduler'); "
+                                                        "'inline' runs in this process")
+    sw.set_defaults(func=cmd_sweep)
+    rs = sub.add_parser("results", help="the run store as a table (csv, parquet or json)", parents=[common])
+    rs.add_argument("--store", required=True, metavar="PATH", help="the SQLite run store of 'embgeo sweep'")
+    rs.add_argument("--experiment", metavar="NAME", help="only this experiment's runs")
+    rs.add_argument("--format", choices=["csv", "parquet", "json"], default="csv", help="csv (default), parquet, json")
+    rs.add_argument("--out", metavar="FILE", help="write here (default: print csv/json to stdout)")
+    rs.set_defaults(func=cmd_results)
     return parser
 
 
@@ -398,6 +473,15 @@ def _check_outputs(args) -> None:
         check_out_dir("--out", args.out or Path("runs") / args.name)
     elif args.command in ("reproduce", "ntp"):
         check_out_dir("--out", getattr(args, "out", None))
+    elif args.command == "sweep":
+        if Path(args.store).is_dir():
+            raise InputError(f"--store {args.store}: is a directory; expected a file (the SQLite store)")
+        check_out_dir("--store", Path(args.store).parent)
+        check_out_dir("--runs", args.runs)
+    elif args.command == "results" and args.out:
+        if Path(args.out).is_dir():
+            raise InputError(f"--out {args.out}: is a directory; expected a file")
+        check_out_dir("--out", Path(args.out).parent)
 
 
 def main(argv: list[str] | None = None) -> int:

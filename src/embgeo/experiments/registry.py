@@ -143,6 +143,8 @@ class Result:
     figures: dict[str, Any] = field(default_factory=dict)
     trace: Any = None  # a pandas DataFrame
     notes: list[str] = field(default_factory=list)
+    #: Named numbers of the run beyond its claims (e.g. counts of a sweep point), stored by sweeps.
+    scalars: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,9 @@ class Experiment:
     #: Built from other runs' outputs (e.g. a table gathered from sibling runs): never reused on
     #: resume, since the runs it reads may have been re-made since.
     derived: bool = False
+    #: A building block of another experiment's sweep (one grid point): listed and runnable, but not
+    #: part of ``embgeo reproduce``.
+    sweep_point: bool = False
 
     def config(self, scale: str = "quick", overrides: dict | None = None) -> Any:
         """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``)."""
@@ -195,11 +200,12 @@ def get(name: str) -> Experiment:
 
 
 def names(paper: str = "all") -> list[str]:
-    """Registered experiment names, in registration order, optionally of one paper."""
+    """The experiments ``reproduce`` runs, in registration order, optionally of one paper (sweep points,
+    the building blocks of another experiment, are left out)."""
     papers = {e.paper for e in REGISTRY.values()}
     if paper != "all" and paper not in papers:
         raise InputError(f"--paper: expected 'all' or one of {sorted(papers)}, got {paper!r}")
-    return [n for n, e in REGISTRY.items() if paper in ("all", e.paper)]
+    return [n for n, e in REGISTRY.items() if paper in ("all", e.paper) and not e.sweep_point]
 
 
 def parse_overrides(items: list[str] | None) -> dict:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from embgeo.experiments.registry import RUN_DIR, get, names
+from embgeo.experiments.registry import RUN_DIR, _jsonable, get, names
 
 
 @dataclass
@@ -40,6 +40,7 @@ class RunRecord:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     reused: bool = False
+    scalars: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> int:
@@ -85,17 +86,27 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
         RUN_DIR.reset(token)
     seconds = time.perf_counter() - t0
     figures = _save_figures(result.figures, out)
-    claims = [c.to_dict() for c in paper_column(result.claims, scale == "paper" and not overrides)]
+    claims = [c.to_dict() for c in paper_column(result.claims, scale == "paper" and _paper_config(exp, cfg))]
     if result.trace is not None:
         result.trace.to_csv(out / "trace.csv", index=False)
+    scalars = {k: _jsonable(v) for k, v in result.scalars.items()}
     record = RunRecord(name, scale, config_doc["config"], claims, figures, seconds, package_versions(), str(out),
-                       list(result.notes))
+                       list(result.notes), scalars=scalars)
     _write_json(out / "config.json", config_doc)
     _write_json(out / "claims.json", claims)
     _write_json(out / "record.json", {"seconds": seconds, "versions": record.versions, "figures": figures,
-                                      "notes": record.notes, "title": exp.title, "paper": exp.paper})
+                                      "notes": record.notes, "title": exp.title, "paper": exp.paper,
+                                      "scalars": scalars})
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the results are written: nothing left to resume
     return record
+
+
+def _paper_config(exp, cfg) -> bool:
+    """Whether ``cfg`` is the paper preset, up to the seed (a paper fixes sizes and settings, not our seed)."""
+    paper = exp.config("paper")
+    if dataclasses.is_dataclass(cfg) and any(f.name == "seed" for f in dataclasses.fields(cfg)):
+        cfg = dataclasses.replace(cfg, seed=paper.seed)
+    return cfg == paper
 
 
 def paper_column(claims: list, at_paper_config: bool) -> list:
@@ -124,7 +135,8 @@ def load(out: str | Path) -> RunRecord | None:
     except (OSError, json.JSONDecodeError):
         return None
     return RunRecord(config_doc["name"], config_doc["scale"], config_doc["config"], claims, rec["figures"],
-                     rec["seconds"], rec["versions"], str(out), rec.get("notes", []), rec.get("error"))
+                     rec["seconds"], rec["versions"], str(out), rec.get("notes", []), rec.get("error"),
+                     scalars=rec.get("scalars", {}))
 
 
 def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce",

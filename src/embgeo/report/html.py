@@ -52,7 +52,9 @@ is in the note); <i>theory</i>: the value the theory predicts for this run's con
 what this run gave (rounded here; full precision in <code>claims.json</code>); <i>tolerance</i>: the bound the
 measured value is held to and where it comes from — <i>exact statement</i> means a yes/no statement (an
 ordering, an equality of rows, every run qualifying) with no numeric slack; <i>verdict</i>: whether the
-claim holds. A failing claim is reported with its reason in the note, never tuned away.</div>"""
+claim holds. A failing claim is reported with its reason in the note, never tuned away. Over several seeds
+(<code>reproduce --seeds N</code>), <i>measured</i> is the mean ± the standard deviation over seeds and the
+verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.</div>"""
 
 
 def _fmt(value) -> str:
@@ -74,7 +76,15 @@ def _claims_table(run: str, claims: list[dict]) -> str:
     rows = []
     for i, c in enumerate(claims):
         verdict = '<span class="ok">holds</span>' if c["ok"] else '<span class="fail">fails</span>'
-        cells = [c["name"], _fmt(c.get("paper")), _fmt(c.get("theory")), _fmt(c.get("measured")),
+        measured = _fmt(c.get("measured"))
+        seeds = c.get("seeds")
+        if seeds:  # over seeds (reproduce --seeds N): mean ± spread, verdict counted per seed
+            if "std" in seeds:
+                measured = f"{_fmt(seeds['mean'])} ± {_fmt(seeds['std'])}"
+            word = "holds" if c["ok"] else "fails"
+            verdict = (f'<span class="{"ok" if c["ok"] else "fail"}">{word}</span>: holds in '
+                       f'{seeds["holds"]}/{seeds["n"]} seeds')
+        cells = [c["name"], _fmt(c.get("paper")), _fmt(c.get("theory")), measured,
                  _fmt(c.get("tolerance")), None, c.get("note", "")]
         rows.append(f"<tr id='{run}-claim-{i}'>" + "".join(
             f"<td>{verdict if v is None else html.escape(str(v))}</td>" for v in cells) + "</tr>")

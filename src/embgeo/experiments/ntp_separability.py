@@ -1,0 +1,275 @@
+"""Where NTP-separability sets in (the NTP paper's Remark 1): a sweep over (m, d, V, S), and its phase diagram.
+
+Lemma 1 shows that d > m suffices for NTP-separability; Remark 1 leaves open where it really sets in.
+``ntp-separability-point`` is one grid point: ``trials`` random instances (Gaussian embeddings,
+uniformly random supports of size S out of V tokens; :mod:`embgeo.ntp.phase`) at one (m, d, V, S),
+counted as separable and compatible. ``ntp-separability`` runs those points as a sweep into a run
+store (:mod:`embgeo.sweep`: Dask, resumable) and reads the store back to draw the fraction of
+separable instances against d/m, with binomial intervals and the probit 50 % threshold per (S, V, m).
+
+The anchor of the method: S = 1, V = 2 is homogeneous linear separability of m Gaussian points with
+random labels, whose probability is Cover's (1965) exact count 2^(1-m) Σ_{k<d} C(m-1, k): 1/2 at d/m = 1/2
+for every even m. The thresholds for S > 1 are this experiment's own measurement; no paper states them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from embgeo.errors import InputError
+from embgeo.experiments.registry import RUN_DIR, Experiment, Result, at_least, holds, register
+from embgeo.ntp import phase
+
+#: Level of every binomial and threshold interval.
+LEVEL = 0.95
+#: A curve agrees with Cover's when the χ² goodness-of-fit p-value over its grid points is above this.
+GOF_LEVEL = 0.01
+
+
+@dataclass
+class SeparabilityPointConfig:
+    """One grid point: ``trials`` instances with d = round(ratio · m) (at least 1)."""
+
+    m: int = 40
+    ratio: float = 0.5
+    V: int = 2
+    S: int = 1
+    trials: int = 40
+    seed: int = 0
+
+
+def point_dimension(m: int, ratio: float) -> int:
+    """The embedding dimension d of a grid point: round(ratio · m), at least 1."""
+    return max(1, int(round(ratio * m)))
+
+
+def run_point(cfg: SeparabilityPointConfig) -> Result:
+    """Count separable / compatible instances at one (m, d, V, S); the counts are the run's scalars."""
+    if cfg.m < 2 or cfg.trials < 1 or not cfg.ratio > 0:
+        raise InputError(f"ntp-separability-point: need m >= 2, trials >= 1 and ratio > 0, got m={cfg.m}, "
+                         f"trials={cfg.trials}, ratio={cfg.ratio}")
+    d = point_dimension(cfg.m, cfg.ratio)
+    # One stream per (seed, sizes): grid points of one sweep draw independent instances.
+    seed = int(np.random.SeedSequence([cfg.seed, cfg.m, d, cfg.V, cfg.S]).generate_state(1)[0])
+    counts = phase.trials(cfg.m, d, cfg.V, cfg.S, cfg.trials, seed)
+    claims = []
+    if d > cfg.m:
+        claims.append(holds("d > m: every instance is NTP-separable (Lemma 1)", f"{counts['separable']}/{counts['n']}",
+                            counts["separable"] == counts["n"]))
+    scalars = {"d": d, "ratio_exact": d / cfg.m, **{k: counts[k] for k in ("n", "separable", "compatible", "both")},
+               "solver_seconds": counts["seconds"]}
+    return Result(claims, scalars=scalars)
+
+
+@dataclass
+class SeparabilityConfig:
+    """The phase diagram: every m × d/m × (S, V) family, ``trials`` instances per grid point.
+
+    ``supports`` and ``vocabularies`` pair up: family i has S = supports[i], V = vocabularies[i].
+    ``scheduler``: None starts a local Dask cluster of ``workers`` processes (default: the cores),
+    'inline' runs here, 'tcp://HOST:PORT' uses a running scheduler. ``store``: the run store
+    (default: store.sqlite in the run's folder), so an interrupted diagram resumes its sweep.
+    """
+
+    ms: tuple = (20, 40)
+    ratios: tuple = (0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
+    supports: tuple = (1, 1, 3)
+    vocabularies: tuple = (2, 8, 8)
+    trials: int = 40
+    seed: int = 0
+    workers: int | None = None
+    scheduler: str | None = None
+    store: str | None = None
+
+
+def _families(cfg: SeparabilityConfig) -> list[tuple[int, int]]:
+    if len(cfg.supports) != len(cfg.vocabularies) or not cfg.supports:
+        raise InputError(f"ntp-separability: supports and vocabularies must pair up, got {cfg.supports} and "
+                         f"{cfg.vocabularies}")
+    return [(int(s), int(v)) for s, v in zip(cfg.supports, cfg.vocabularies, strict=True)]
+
+
+def sweep_points(cfg: SeparabilityConfig, runs_dir: Path) -> list:
+    """The sweep's points (experiment ``ntp-separability-point``), one per m × ratio × family."""
+    from embgeo.sweep import make_points
+
+    settings = [{"m": m, "ratio": r, "S": s, "V": v, "trials": cfg.trials, "seed": cfg.seed}
+                for s, v in _families(cfg) for m in cfg.ms for r in cfg.ratios]
+    return make_points("ntp-separability-point", settings, runs_dir=runs_dir)
+
+
+def counts_table(store, keys: list[str]) -> pd.DataFrame:
+    """The sweep's counts from the store: one row per point (m, d, ratio = d/m, S, V, n, separable, ...).
+
+    A point that failed is an error here (its traceback's last line quoted): the diagram needs all.
+    """
+    from embgeo.store import RunStore
+
+    with RunStore(store) as st:
+        rows = [st.get(k) for k in keys]
+    missing = [r for r in rows if r is None or r["status"] != "done"]
+    if missing:
+        bad = next((r for r in missing if r is not None and r.get("error")), None)
+        why = f": {bad['error'].strip().splitlines()[-1]}" if bad else ""
+        raise RuntimeError(f"{len(missing)} of {len(keys)} sweep points are not done in {store}{why}")
+    table = pd.DataFrame([{**r["config"], **r["scalars"]} for r in rows])
+    table["ratio"] = table["d"] / table["m"]
+    return table.sort_values(["S", "V", "m", "d"]).reset_index(drop=True)
+
+
+def cover_fit(table: pd.DataFrame) -> tuple[float, int]:
+    """χ² goodness of fit of separable counts to Cover's exact probabilities: (p-value, points used).
+
+    Points where Cover's probability is 0 or 1 carry no variance and are left out (a count off them
+    would be an error the LP certifies, caught by other tests).
+    """
+    p = np.array([phase.cover_probability(int(m), int(d)) for m, d in zip(table["m"], table["d"], strict=True)])
+    n, k = table["n"].to_numpy(float), table["separable"].to_numpy(float)
+    inside = (p > 1e-9) & (p < 1 - 1e-9)
+    if not inside.any():
+        return float("nan"), 0
+    chi2 = float(np.sum((k[inside] - n[inside] * p[inside]) ** 2 / (n[inside] * p[inside] * (1 - p[inside]))))
+    return float(stats.chi2.sf(chi2, int(inside.sum()))), int(inside.sum())
+
+
+def thresholds(table: pd.DataFrame, column: str = "separable") -> pd.DataFrame:
+    """Per (S, V, m): the probit 50 % threshold of ``column`` in d/m with its interval and 10–90 % width."""
+    out = []
+    for (s, v, m), g in table.groupby(["S", "V", "m"]):
+        row = {"S": s, "V": v, "m": m}
+        try:
+            t = phase.threshold(g["ratio"], g[column], g["n"], level=LEVEL)
+            row.update(threshold=t.ratio, low=t.low, high=t.high, width=t.width, converged=t.converged)
+        except InputError as exc:  # all 0 or all 1: no transition inside the grid
+            row.update(threshold=np.nan, low=np.nan, high=np.nan, width=np.nan, converged=False, why=str(exc))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def run_separability(cfg: SeparabilityConfig) -> Result:
+    """Sweep the grid into the store, read it back, draw the phase diagram and check the anchors."""
+    from embgeo.sweep import run_sweep
+
+    run_dir = RUN_DIR.get() or Path("runs") / "ntp-separability"
+    store = Path(cfg.store) if cfg.store else Path(run_dir) / "store.sqlite"
+    points = sweep_points(cfg, Path(run_dir) / "points")
+    scheduler = "inline" if _inside_dask_worker() else cfg.scheduler  # a worker cannot start a cluster
+    run_sweep(points, store, workers=cfg.workers, scheduler=scheduler, sweep="ntp-separability")
+    table = counts_table(store, [p.key for p in points])
+    sep, comp = thresholds(table), thresholds(table, "compatible")
+    claims, notes = _claims(table, sep), _notes(table, sep, comp)
+    figures = {"phase_diagram": _phase_figure(table, sep), "thresholds": _threshold_figure(sep)}
+    trace = table.merge(sep, on=["S", "V", "m"], how="left", suffixes=("", "_threshold"))
+    return Result(claims, figures, trace=trace, notes=notes)
+
+
+def _inside_dask_worker() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def _claims(table: pd.DataFrame, sep: pd.DataFrame) -> list:
+    claims = []
+    over = table[table["d"] > table["m"]]
+    if len(over):
+        n, k = int(over["n"].sum()), int(over["separable"].sum())
+        claims.append(holds("d > m: every instance NTP-separable (Lemma 1)", f"{k}/{n}", k == n,
+                            theory="all", note=f"{len(over)} grid points with d > m"))
+    cover = table[(table["S"] == 1) & (table["V"] == 2)]
+    for m, g in cover.groupby("m"):
+        row = sep[(sep["S"] == 1) & (sep["V"] == 2) & (sep["m"] == m)].iloc[0]
+        claims.append(holds(f"S=1, V=2, m={m}: Cover's 1/2 inside the {LEVEL:.0%} interval of the 50% threshold",
+                            [row["threshold"], row["low"], row["high"]],
+                            bool(row["converged"] and row["low"] <= 0.5 <= row["high"]), theory=0.5,
+                            note="measured: threshold d*/m, interval low, high (probit fit, profile likelihood)"))
+        pval, used = cover_fit(g)
+        claims.append(at_least(f"S=1, V=2, m={m}: separable fraction follows Cover's exact curve (χ² p-value)",
+                               pval, GOF_LEVEL, theory="2^(1-m) Σ_{k<d} C(m-1,k)",
+                               note=f"χ² over the {used} grid points with 0 < P < 1, each of n={int(g['n'].iloc[0])}"))
+    for _, row in sep[~((sep["S"] == 1) & (sep["V"] == 2))].iterrows():
+        claims.append(holds(f"S={row['S']}, V={row['V']}, m={row['m']}: separability sets in below d = m "
+                            "(Lemma 1's d > m is sufficient, not necessary)",
+                            [row["threshold"], row["low"], row["high"]], bool(row["converged"] and row["high"] < 1),
+                            note="measured: threshold d*/m and its interval; a new measurement (Remark 1's question)"))
+    return claims
+
+
+def _notes(table: pd.DataFrame, sep: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
+    notes = [f"{len(table)} grid points, {int(table['n'].sum())} instances; intervals are {LEVEL:.0%} "
+             "(Clopper–Pearson per point, profile likelihood for thresholds)."]
+    for (s, v), g in sep.groupby(["S", "V"]):
+        parts = [f"m={r.m}: d*/m = {r.threshold:.3f} [{r.low:.3f}, {r.high:.3f}], 10–90% width {r.width:.3f}"
+                 for r in g.itertuples() if np.isfinite(r.threshold)]
+        notes.append(f"S={s}, V={v} separability: " + "; ".join(parts or ["no transition inside the grid"]))
+    for (s, v), g in comp.groupby(["S", "V"]):
+        sub = table[(table["S"] == s) & (table["V"] == v)]
+        if (sub["compatible"] == sub["n"]).all():
+            notes.append(f"S={s}, V={v}: every instance NTP-compatible at every d/m of the grid.")
+        else:
+            parts = [f"m={r.m}: {r.threshold:.3f} [{r.low:.3f}, {r.high:.3f}]" for r in g.itertuples()
+                     if np.isfinite(r.threshold)]
+            notes.append(f"S={s}, V={v} compatibility threshold: " + "; ".join(parts or ["not inside the grid"]))
+    return notes
+
+
+def _phase_figure(table: pd.DataFrame, sep: pd.DataFrame):
+    families = list(table.groupby(["S", "V"]).groups)
+    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6), squeeze=False, sharey=True)
+    for ax, (s, v) in zip(axes[0], families, strict=True):
+        sub = table[(table["S"] == s) & (table["V"] == v)]
+        for i, (m, g) in enumerate(sub.groupby("m")):
+            color = f"C{i}"
+            frac = g["separable"] / g["n"]
+            lo, hi = np.array([phase.binomial_interval(int(k), int(n), LEVEL)
+                               for k, n in zip(g["separable"], g["n"], strict=True)]).T
+            ax.errorbar(g["ratio"], frac, yerr=[frac - lo, hi - frac], fmt="o", ms=3, color=color, capsize=2,
+                        label=f"m={m}")
+            ax.plot(g["ratio"], g["compatible"] / g["n"], ":", color=color, lw=1)
+            row = sep[(sep["S"] == s) & (sep["V"] == v) & (sep["m"] == m)].iloc[0]
+            if np.isfinite(row["threshold"]):
+                x = np.linspace(g["ratio"].min(), g["ratio"].max(), 200)
+                ax.plot(x, stats.norm.cdf((x - row["threshold"]) / (row["width"] / (2 * 1.2816))), color=color, lw=1)
+            if (s, v) == (1, 2):
+                ax.plot(g["ratio"], [phase.cover_probability(int(m), int(d)) for d in g["d"]], "k--", lw=0.8,
+                        label="Cover (exact)" if i == 0 else None)
+        ax.axvline(1.0, color="grey", lw=0.6)
+        ax.set(title=f"S={s}, V={v}", xlabel="d / m")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("fraction NTP-separable (dotted: compatible)")
+    fig.suptitle(f"NTP-separability phase diagram ({LEVEL:.0%} Clopper–Pearson bars, probit fits)")
+    fig.tight_layout()
+    return fig
+
+
+def _threshold_figure(sep: pd.DataFrame):
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for i, ((s, v), g) in enumerate(sep.groupby(["S", "V"])):
+        g = g[np.isfinite(g["threshold"])]
+        yerr = [g["threshold"] - g["low"], g["high"] - g["threshold"]]
+        ax.errorbar(g["m"] * (1 + 0.02 * i), g["threshold"], yerr=yerr, fmt="o-", capsize=3, label=f"S={s}, V={v}")
+    ax.axhline(0.5, color="k", ls="--", lw=0.8, label="Cover: 1/2")
+    ax.set(xscale="log", xlabel="m (contexts)", ylabel="threshold d*/m", title="50% threshold against m")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+register(Experiment("ntp-separability-point", "ntp", "One grid point of the NTP-separability sweep (counts)",
+                    SeparabilityPointConfig, run_point, {}, "seconds", sweep_point=True))
+register(Experiment("ntp-separability", "ntp", "Remark 1: where NTP-separability sets in, against d/m (a sweep)",
+                    SeparabilityConfig, run_separability,
+                    {"paper": {"ms": (25, 50, 100, 200), "trials": 200,
+                               "ratios": tuple(np.round(np.arange(0.05, 1.251, 0.05), 2).tolist()),
+                               "supports": (1, 1, 2, 3, 3), "vocabularies": (2, 8, 8, 8, 16)}},
+                    "not measured yet"))

@@ -1,0 +1,445 @@
+"""Sweeps: one experiment over a grid of settings and seeds, run on Dask, indexed in a :class:`RunStore`.
+
+A sweep is a list of :class:`Point` objects (experiment, scale, settings, seed). :func:`run_sweep` skips
+the points the store already has as done, runs the others on a Dask cluster (a ``LocalCluster`` of
+single-threaded worker processes by default, an existing scheduler with ``scheduler="tcp://HOST:PORT"``,
+or in this process with ``scheduler="inline"``) and records each result as it arrives.
+
+Why the client alone writes the store: SQLite must not be shared over a network filesystem, and a
+cluster's workers need not see the client's disk. A worker runs the point into its run folder (where
+``runner.run(resume=True)`` reuses a finished run, so a point whose result was lost with a killed client
+is recovered at once) and returns the record; the client stores it in one transaction. A killed
+worker's task is re-run by the Dask scheduler on another worker; a point is keyed by its config hash,
+so it is stored once however often it runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import os
+import socket
+import sys
+import time
+import tomllib
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from embgeo.errors import InputError
+from embgeo.store import RunStore, point_key
+
+#: Seconds between progress lines when stdout is not a terminal (the bar is shown on a terminal).
+PROGRESS_EVERY = 30.0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of a sweep. ``overrides`` are the ``--set`` values of the run (typed by the config)."""
+
+    experiment: str
+    scale: str
+    overrides: tuple[tuple[str, object], ...]
+    seed: int | None
+    key: str
+    config: Mapping
+    run_dir: str
+
+
+@dataclass
+class SweepSummary:
+    """What :func:`run_sweep` did: points in all, skipped (done before), and this call's outcomes."""
+
+    total: int
+    skipped: int
+    done: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+
+def parse_grid(items: Iterable[str] | None) -> dict[str, list[str]]:
+    """``["m=20,40", "S=1"]`` → ``{"m": ["20", "40"], "S": ["1"]}`` (values typed later by the config)."""
+    grid: dict[str, list[str]] = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        parts = [v.strip() for v in values.split(",")]
+        if not sep or not key or not all(parts):
+            raise InputError(f"--grid: expected KEY=V1,V2,..., got {item!r}")
+        if key in grid:
+            raise InputError(f"--grid {key}: given twice; list every value in one --grid")
+        grid[key] = parts
+    return grid
+
+
+def grid_points(experiment: str, grid: Mapping[str, Iterable] | None = None, fixed: Mapping | None = None,
+                seeds: int = 1, scale: str = "quick", runs_dir: str | Path = "sweep-runs") -> list[Point]:
+    """The points of the product of ``grid``'s values, each with ``fixed`` settings and seeds 0..seeds-1.
+
+    ``seeds == 1`` keeps the config's own seed; ``seeds > 1`` sets ``seed`` (the experiment must have one).
+    Every point's config is built (and validated) here, before anything runs.
+    """
+    grid = dict(grid or {})
+    fixed = dict(fixed or {})
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise InputError(f"--seeds: expected a positive integer, got {seeds!r}")
+    if seeds > 1 and ("seed" in grid or "seed" in fixed):
+        raise InputError("--seeds N sets the seed of each run; do not also give seed in --grid or --set")
+    _check_grid_keys(experiment, grid, fixed)
+    settings = []
+    for values in itertools.product(*grid.values()):
+        base = {**fixed, **dict(zip(grid, values, strict=True))}
+        settings += [base] if seeds == 1 else [{**base, "seed": s} for s in range(seeds)]
+    return make_points(experiment, settings, scale=scale, runs_dir=runs_dir)
+
+
+def _check_grid_keys(experiment: str, grid: Mapping, fixed: Mapping) -> None:
+    """A setting in both grid and --set is ambiguous; a comma-split grid over a tuple setting (dims=64,128)
+    would silently sweep one-element tuples, so those need a TOML spec's arrays."""
+    import typing
+
+    from embgeo.experiments import get
+    from embgeo.experiments.registry import _field_kind
+
+    hints = typing.get_type_hints(get(experiment).config_cls)
+    for key, values in grid.items():
+        if key in fixed:
+            raise InputError(f"{key}: given in both --grid and --set")
+        if key in hints and _field_kind(hints[key])[0] is tuple and any(isinstance(v, str) for v in values):
+            raise InputError(f"--grid {key}: {key} is a list setting, so commas cannot separate grid values; "
+                             f"use a TOML spec (--spec FILE) with grid = {{ {key} = [[64, 128], [256]] }}")
+
+
+def make_points(experiment: str, settings: Iterable[Mapping], scale: str = "quick",
+                runs_dir: str | Path = "sweep-runs") -> list[Point]:
+    """One :class:`Point` per settings dict (duplicates, i.e. equal configs, kept once, in order)."""
+    from embgeo.experiments import get
+
+    exp = get(experiment)
+    has_seed = any(f.name == "seed" for f in dataclasses.fields(exp.config_cls))
+    out, seen = [], set()
+    for overrides in settings:
+        overrides = {k: _toml_value(v) for k, v in overrides.items()}
+        if "seed" in overrides and not has_seed:
+            raise InputError(f"{experiment} has no 'seed' setting, so it cannot be swept over seeds")
+        config = _config_dict(exp.config(scale, overrides))
+        key = point_key(experiment, scale, config)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Point(experiment, scale, tuple(overrides.items()), config.get("seed"), key, config,
+                         str(Path(runs_dir) / experiment / key)))
+    return out
+
+
+def load_spec(path: str | Path, runs_dir: str | Path | None = None) -> list[Point]:
+    """The points of a TOML sweep file: one ``[[sweep]]`` table per grid, e.g.::
+
+        [[sweep]]
+        experiment = "ntp-separability-point"
+        scale = "quick"            # optional
+        seeds = 3                  # optional
+        grid = { m = [20, 40], ratio = [0.3, 0.5, 0.7] }
+        set = { V = 2, S = 1 }     # optional
+
+    Several tables (several grids, even several experiments) make one sweep.
+    """
+    path = Path(path)
+    try:
+        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"--spec {path}: cannot read ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"--spec {path}: not valid TOML ({exc})") from None
+    tables = spec.get("sweep")
+    if not isinstance(tables, list) or not tables:
+        raise InputError(f"--spec {path}: expected one or more [[sweep]] tables")
+    runs_dir = runs_dir if runs_dir is not None else path.with_suffix("").name + "-runs"
+    points: list[Point] = []
+    for i, table in enumerate(tables, start=1):
+        unknown = set(table) - {"experiment", "scale", "seeds", "grid", "set"}
+        if unknown or "experiment" not in table:
+            raise InputError(f"--spec {path}: [[sweep]] #{i} needs 'experiment' and may have scale, seeds, grid, "
+                             f"set" + (f"; unknown: {', '.join(sorted(unknown))}" if unknown else ""))
+        grid = table.get("grid", {})
+        if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+            raise InputError(f"--spec {path}: [[sweep]] #{i}: grid must map each setting to a non-empty list")
+        points += grid_points(table["experiment"], grid, table.get("set", {}), table.get("seeds", 1),
+                              table.get("scale", "quick"), runs_dir)
+    keys = set()
+    return [p for p in points if not (p.key in keys or keys.add(p.key))]
+
+
+def run_point(point: Point, threads: int | None = 1) -> dict:
+    """Run one point into its run folder and return what the store records (on a worker, or inline).
+
+    An exception inside the experiment is returned as ``status: failed`` with its traceback (the sweep
+    goes on); KeyboardInterrupt propagates. ``worker`` says where it ran and with how many torch threads,
+    so a test can see that the setting reached the worker.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # a worker writes figures to files, often from a non-main thread
+    import torch
+
+    from embgeo.core.threads import limit_threads
+    from embgeo.experiments import runner
+
+    t0 = time.perf_counter()
+    with limit_threads(threads):
+        where = f"{socket.gethostname()}:{os.getpid()} threads={torch.get_num_threads()}"
+        try:
+            record = runner.run(point.experiment, point.scale, dict(point.overrides), out=point.run_dir, resume=True)
+        except KeyboardInterrupt:
+            raise
+        except Exception:  # noqa: BLE001 - a failed point is a result: stored with its traceback
+            return {"status": "failed", "error": traceback.format_exc(), "worker": where,
+                    "seconds": time.perf_counter() - t0}
+    trace = Path(record.out) / "trace.csv"
+    return {"status": "done", "worker": where, "seconds": record.seconds, "claims": record.claims,
+            "scalars": record.scalars, "run_dir": record.out, "figures": record.figures,
+            "versions": record.versions, "trace": str(trace) if trace.exists() else None}
+
+
+def run_sweep(points: list[Point], store: str | Path, *, workers: int | None = None, scheduler: str | None = None,
+              threads: int | None = 1, retries: int = 1, sweep: str | None = None,
+              echo: Callable[[str], object] = print) -> SweepSummary:
+    """Run every point the store does not have as done; returns the counts.
+
+    ``scheduler``: None starts a LocalCluster of ``workers`` processes (default: the number of cores)
+    with one thread each; ``"tcp://HOST:PORT"`` uses a running Dask scheduler; ``"inline"`` runs in this
+    process, one point after another. ``retries``: Dask re-runs of a task whose worker raised outside
+    the experiment (a task on a killed worker is re-scheduled by Dask itself). Ctrl-C cancels the
+    remaining tasks and stops the cluster; finished points are in the store and the same call resumes.
+    """
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise InputError(f"--workers: expected a positive integer, got {workers!r}")
+    t0 = time.perf_counter()
+    with RunStore(store) as st:
+        before = st.statuses([p.key for p in points])
+        for p in points:
+            st.queue(p.key, experiment=p.experiment, scale=p.scale, seed=p.seed, config=dict(p.config), sweep=sweep)
+    todo = [p for p in points if before.get(p.key) != "done"]
+    summary = SweepSummary(total=len(points), skipped=len(points) - len(todo))
+    again = Counter(before.get(p.key) for p in todo if before.get(p.key) in ("failed", "running"))
+    echo(f"sweep: {len(points)} points, {summary.skipped} already done (skipped), {len(todo)} to run"
+         + (f" ({again['failed']} failed before, {again['running']} interrupted before)" if again else ""))
+    if todo:
+        runner = _run_inline if scheduler == "inline" else _run_dask
+        with RunStore(store) as st:
+            runner(todo, st, summary, workers=workers, scheduler=scheduler, threads=threads, retries=retries)
+    summary.seconds = time.perf_counter() - t0
+    echo(f"sweep: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped, "
+         f"{summary.seconds:.1f} s; store {store}")
+    return summary
+
+
+def _record(st: RunStore, point: Point, result: dict, summary: SweepSummary) -> None:
+    if result["status"] == "done":
+        st.mark_done(point.key, seconds=result["seconds"], claims=result["claims"], scalars=result["scalars"],
+                     run_dir=result["run_dir"], figures=result["figures"], versions=result["versions"],
+                     trace=result["trace"], worker=result.get("worker", ""))
+        summary.done += 1
+    else:
+        st.mark_failed(point.key, error=result["error"], worker=result.get("worker", ""))
+        summary.failed += 1
+
+
+def _run_inline(todo: list[Point], st: RunStore, summary: SweepSummary, *, threads, **_) -> None:
+    with _Progress(len(todo)) as progress:
+        for p in todo:
+            st.mark_running(p.key, worker="inline")
+            _record(st, p, run_point(p, threads), summary)
+            progress.update(summary)
+
+
+def _run_dask(todo: list[Point], st: RunStore, summary: SweepSummary, *, workers, scheduler, threads,
+              retries) -> None:
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        # Stopping on Ctrl-C makes Dask log warnings and heartbeat tracebacks from every worker; the sweep says
+        # it in one line. A task's own error is stored with its traceback, a lost worker's as KilledWorker, so
+        # the local cluster's log adds nothing. Worker processes inherit this environment variable.
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        address = cluster
+    else:
+        if workers is not None:
+            raise InputError("--workers applies to the local cluster only; an existing cluster has its own workers")
+        address = scheduler
+    try:
+        try:
+            client = Client(address, timeout="20s")
+        except OSError as exc:
+            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        try:
+            futures = {}
+            for p in todo:
+                st.mark_running(p.key, worker="dask")
+                futures[client.submit(run_point, p, threads, key=f"embgeo-{p.key}", pure=False,
+                                      retries=retries)] = p
+            with _Progress(len(todo)) as progress:
+                for fut in as_completed(futures):
+                    _record(st, futures[fut], _result(fut), summary)
+                    progress.update(summary)
+        except KeyboardInterrupt:
+            client.cancel(list(futures))
+            raise
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _result(fut) -> dict:
+    """A task's record; a task Dask gave up on (e.g. its workers kept dying) is a failed point."""
+    try:
+        return fut.result()
+    except Exception:  # noqa: BLE001 - KilledWorker and the like: stored, the sweep goes on
+        return {"status": "failed", "error": f"the task did not finish on the cluster:\n{traceback.format_exc()}"}
+
+
+class _Progress:
+    """A tqdm bar done/total on a terminal; off a terminal, one line every PROGRESS_EVERY seconds."""
+
+    def __init__(self, total: int):
+        from tqdm import tqdm
+
+        self.total, self.last = total, time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.bar = tqdm(total=total, desc="sweep", unit="run", disable=not self.tty)
+
+    def __enter__(self):
+        return self
+
+    def update(self, summary: SweepSummary) -> None:
+        finished = summary.done + summary.failed
+        self.bar.update(finished - self.bar.n)
+        self.bar.set_postfix(failed=summary.failed, refresh=False)
+        if not self.tty and time.monotonic() - self.last >= PROGRESS_EVERY:
+            self.last = time.monotonic()
+            print(f"sweep: {finished}/{self.total} runs finished ({summary.failed} failed)", flush=True)
+
+    def __exit__(self, *exc):
+        self.bar.close()
+
+
+def _toml_value(value):
+    """TOML arrays as tuples (the configs' sequence type); everything else as given."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _config_dict(cfg) -> dict:
+    from embgeo.experiments.runner import _config_dict as as_dict
+
+    return as_dict(cfg)
+
+
+def aggregate_claims(per_seed: list[list[dict]]) -> list[dict]:
+    """One claim per name over the seeds' claim lists: ``measured`` the mean (numbers) and ``seeds`` the
+    counts, ``{"n", "holds", "mean", "std", "values"}``; ``ok`` only if it holds in every seed.
+
+    The spread is the sample standard deviation over seeds (0 for one seed). A non-numeric measured
+    value (a statement, a list) keeps the first seed's value; the verdict count is what it reports.
+    """
+    order: dict[str, list[dict]] = {}
+    for claims in per_seed:
+        for c in claims:
+            order.setdefault(c["name"], []).append(c)
+    out = []
+    for cs in order.values():
+        values = [c["measured"] for c in cs]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        held = sum(bool(c["ok"]) for c in cs)
+        info = {"n": len(cs), "holds": held, "values": values}
+        claim = dict(cs[0])
+        if numeric:
+            arr = [float(v) for v in values]
+            mean = sum(arr) / len(arr)
+            std = (sum((v - mean) ** 2 for v in arr) / (len(arr) - 1)) ** 0.5 if len(arr) > 1 else 0.0
+            info.update(mean=mean, std=std)
+            claim["measured"] = mean
+        claim.update(ok=held == len(cs), seeds=info)
+        out.append(claim)
+    return out
+
+
+def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce", seeds: int = 3, *,
+                    workers: int | None = None, scheduler: str | None = None, fresh: bool = False,
+                    echo: Callable[[str], object] = print):
+    """``embgeo reproduce --seeds N``: every experiment with seeds 0..N-1 as one sweep, then one report.
+
+    Runs go to ``out/seed-I/NAME`` (so a table built from sibling runs finds those of its seed) and are
+    recorded in ``out/store.sqlite``; a repeated call runs only what is missing (``fresh`` empties the
+    store first). Experiments without a seed setting run once (e.g. one that loops over its own seeds);
+    tables built from other runs are made per seed after the sweep. Returns (report path, records).
+    """
+    from embgeo.experiments import get, names
+    from embgeo.experiments.runner import RunRecord, load, package_versions, run
+    from embgeo.report.html import write_report
+
+    out = Path(out)
+    if fresh:
+        for stale in out.glob("store.sqlite*"):
+            stale.unlink()
+    selected = names(paper)
+    points, derived = [], []
+    for name in selected:
+        exp = get(name)
+        if exp.derived:
+            derived.append(name)
+            continue
+        has_seed = any(f.name == "seed" for f in dataclasses.fields(exp.config_cls))
+        settings = [{"seed": s} for s in range(seeds)] if has_seed else [{}]
+        for i, p in enumerate(make_points(name, settings, scale=scale)):
+            points.append(dataclasses.replace(p, run_dir=str(out / f"seed-{i}" / name)))
+    run_sweep(points, out / "store.sqlite", workers=workers, scheduler=scheduler, sweep=f"reproduce --seeds {seeds}",
+              echo=echo)
+    with RunStore(out / "store.sqlite") as st:
+        rows = {p.key: st.get(p.key) for p in points}
+    by_name: dict[str, list] = {}
+    for p in points:
+        row = rows[p.key]
+        rec = load(p.run_dir) if row and row["status"] == "done" else None
+        if rec is None:
+            error = (row or {}).get("error") or "not run"
+            rec = RunRecord(p.experiment, scale, dict(p.config), [], [], 0.0, package_versions(), p.run_dir,
+                            error=error)
+        by_name.setdefault(p.experiment, []).append(rec)
+    for name in derived:  # after the sweep: they read their seed's sibling runs
+        for i in range(seeds):
+            try:
+                rec = run(name, scale, out=out / f"seed-{i}" / name)
+            except Exception as exc:  # noqa: BLE001 - reported like reproduce does
+                rec = RunRecord(name, scale, {}, [], [], 0.0, package_versions(), str(out / f"seed-{i}" / name),
+                                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            by_name.setdefault(name, []).append(rec)
+    records = [_over_seeds(by_name[name]) for name in selected]
+    path = write_report(records, out / "report.html",
+                        title=f"embgeo reproduction: {paper}, {scale} scale, {seeds} seeds")
+    return path, records
+
+
+def _over_seeds(recs: list):
+    """One record of an experiment's per-seed records: claims aggregated, figures of the first seed."""
+    ok = [r for r in recs if not r.error]
+    if not ok:
+        return recs[0]
+    first = ok[0]
+    notes = list(first.notes)
+    if len(recs) > 1:
+        notes.insert(0, f"{len(ok)} seeds (0..{len(recs) - 1}); figures and notes of seed {recs.index(first)}; "
+                        "measured = mean over seeds, ± the sample standard deviation.")
+    failed = [i for i, r in enumerate(recs) if r.error]
+    if failed:
+        notes.insert(0, f"seeds {failed} failed to run: {recs[failed[0]].error.splitlines()[0]}")
+    return dataclasses.replace(first, claims=aggregate_claims([r.claims for r in ok]),
+                               seconds=sum(r.seconds for r in ok), notes=notes)

@@ -1,0 +1,213 @@
+"""Sweeps on a real Dask LocalCluster (loopback, 2 workers): the store against the expected points, a killed
+worker's task re-run, an interrupted sweep resumed without losing or duplicating a finished point."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from embgeo.errors import InputError
+from embgeo.experiments.ntp_separability import point_dimension
+from embgeo.store import RunStore, point_key, results
+from embgeo.sweep import aggregate_claims, grid_points, load_spec, parse_grid, run_sweep
+
+EXP = "ntp-separability-point"
+
+
+def _points(tmp_path, trials=3, ms=("10", "12"), ratios=("0.3", "1.2"), seeds=2):
+    return grid_points(EXP, {"m": list(ms), "ratio": list(ratios)}, {"trials": str(trials)}, seeds=seeds,
+                       runs_dir=tmp_path / "runs")
+
+
+def test_grid_points_are_the_product_with_seeds_and_validated_configs(tmp_path):
+    points = _points(tmp_path)
+    assert len(points) == 2 * 2 * 2
+    combos = {(p.config["m"], p.config["ratio"], p.config["seed"]) for p in points}
+    assert combos == {(m, r, s) for m in (10, 12) for r in (0.3, 1.2) for s in (0, 1)}
+    for p in points:  # the key is the store's hash of the typed config; the folder is named by it
+        assert p.key == point_key(EXP, "quick", dict(p.config))
+        assert Path(p.run_dir) == tmp_path / "runs" / EXP / p.key
+        assert p.config["trials"] == 3 and isinstance(p.config["m"], int)
+    # a grid repeating a value gives one point per config
+    assert len(grid_points(EXP, {"m": ["10", "10"]}, runs_dir=tmp_path)) == 1
+
+
+def test_grid_input_errors(tmp_path):
+    with pytest.raises(InputError, match="KEY=V1,V2"):
+        parse_grid(["m"])
+    with pytest.raises(InputError, match="given twice"):
+        parse_grid(["m=1", "m=2"])
+    with pytest.raises(InputError, match="did you mean 'ratio'"):
+        grid_points(EXP, {"ratoi": ["0.5"]}, runs_dir=tmp_path)
+    with pytest.raises(InputError, match="both --grid and --set"):
+        grid_points(EXP, {"m": ["10"]}, {"m": "12"}, runs_dir=tmp_path)
+    with pytest.raises(InputError, match="seed"):
+        grid_points(EXP, {"m": ["10"]}, {"seed": "3"}, seeds=2, runs_dir=tmp_path)
+    with pytest.raises(InputError, match="no 'seed' setting"):
+        grid_points("attention-selection", {}, seeds=2, runs_dir=tmp_path)
+    with pytest.raises(InputError, match="list setting"):  # dims=64,128 would sweep one-element tuples
+        grid_points("attention-one-step", {"dims": ["64", "128"]}, runs_dir=tmp_path)
+    with pytest.raises(InputError, match="--seeds"):
+        grid_points(EXP, {}, seeds=0, runs_dir=tmp_path)
+
+
+def test_toml_spec_with_several_grids(tmp_path):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text('[[sweep]]\nexperiment = "ntp-separability-point"\ngrid = { m = [10, 12], ratio = [0.5] }\n'
+                    'set = { trials = 2 }\n\n[[sweep]]\nexperiment = "ntp-separability-point"\nseeds = 2\n'
+                    'grid = { S = [2] }\nset = { V = 4, m = 10, trials = 2 }\n'
+                    '[[sweep]]\nexperiment = "attention-one-step"\ngrid = { dims = [[16, 32], [64]] }\n')
+    points = load_spec(spec, runs_dir=tmp_path / "runs")
+    assert [(p.config["m"], p.config["S"], p.config["V"], p.config["seed"]) for p in points[:4]] == [
+        (10, 1, 2, 0), (12, 1, 2, 0), (10, 2, 4, 0), (10, 2, 4, 1)]
+    assert [p.config["dims"] for p in points[4:]] == [[16, 32], [64]]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[sweep]]\nexperiment = "ntp-separability-point"\ngird = { m = [1] }\n')
+    with pytest.raises(InputError, match="unknown: gird"):
+        load_spec(bad)
+    bad.write_text("[[sweep]\n")
+    with pytest.raises(InputError, match="not valid TOML"):
+        load_spec(bad)
+
+
+def test_inline_sweep_stores_every_point_and_skips_them_the_second_time(tmp_path):
+    points = _points(tmp_path, seeds=1)
+    store = tmp_path / "s.sqlite"
+    lines = []
+    summary = run_sweep(points, store, scheduler="inline", echo=lines.append)
+    assert (summary.total, summary.done, summary.failed, summary.skipped) == (4, 4, 0, 0)
+    df = results(store)
+    assert sorted(df["key"]) == sorted(p.key for p in points) and (df["status"] == "done").all()
+    for p in points:  # the stored counts are the run's own, for the point's d
+        row = df[df["key"] == p.key].iloc[0]
+        assert row["scalar.d"] == point_dimension(p.config["m"], p.config["ratio"])
+        assert row["scalar.n"] == 3 and 0 <= row["scalar.separable"] <= 3
+        if row["scalar.d"] > p.config["m"]:  # Lemma 1's claim is a column of the table
+            assert row["scalar.separable"] == 3 and row["ok.d > m: every instance is NTP-separable (Lemma 1)"]
+    again = run_sweep(points, store, scheduler="inline", echo=lines.append)
+    assert (again.done, again.skipped) == (0, 4)
+    assert "4 already done (skipped), 0 to run" in lines[-2]
+    assert results(store)["attempts"].tolist() == [1, 1, 1, 1]  # nothing ran twice
+
+
+def test_a_failed_point_is_stored_with_its_traceback_and_the_sweep_goes_on(tmp_path):
+    good = _points(tmp_path, ms=("10",), ratios=("0.5",), seeds=1)
+    bad = grid_points(EXP, {"S": ["3"]}, {"V": "2", "m": "10", "trials": "1"}, runs_dir=tmp_path / "runs")  # S > V
+    store = tmp_path / "s.sqlite"
+    summary = run_sweep(bad + good, store, scheduler="inline", echo=lambda _: None)
+    assert (summary.done, summary.failed) == (1, 1)
+    with RunStore(store) as st:
+        row = st.get(bad[0].key)
+    assert row["status"] == "failed" and "Traceback" in row["error"] and "InputError" in row["error"]
+    # the same sweep again re-runs the failed point only (and it fails again, stored once)
+    summary = run_sweep(bad + good, store, scheduler="inline", echo=lambda _: None)
+    assert (summary.skipped, summary.failed) == (1, 1) and len(results(store)) == 2
+
+
+def _local_cluster():
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                        host="127.0.0.1")
+
+
+def test_local_cluster_sweep_reaches_the_workers_with_one_thread_each(tmp_path):
+    points = _points(tmp_path, seeds=1)
+    store = tmp_path / "s.sqlite"
+    summary = run_sweep(points, store, workers=2, echo=lambda _: None)
+    assert (summary.done, summary.failed) == (4, 0)
+    df = results(store)
+    with RunStore(store) as st:
+        workers = {st.get(k)["worker"] for k in df["key"]}
+    # run in other processes than this one, each with the thread setting applied (torch.get_num_threads)
+    assert all(w.endswith("threads=1") and f":{os.getpid()} " not in w for w in workers)
+    assert set(df["key"]) == {p.key for p in points}
+
+
+def test_killed_worker_task_is_rerun_and_stored_once(tmp_path):
+    """Every point takes a few seconds; one worker is SIGKILLed while both are busy: its task runs again."""
+    from distributed import Client
+
+    points = grid_points(EXP, {"seed": ["0", "1", "2", "3"]}, {"m": "40", "ratio": "0.5", "trials": "60"},
+                         runs_dir=tmp_path / "runs")
+    store = tmp_path / "s.sqlite"
+    with _local_cluster() as cluster, Client(cluster) as client:
+        pids = client.run(os.getpid)
+        victim = next(iter(pids.values()))
+
+        def kill_when_busy():
+            deadline = time.time() + 60
+            while time.time() < deadline:  # both workers have a task: processing counts per worker
+                busy = client.processing()
+                if sum(len(v) for v in busy.values()) >= 2 and all(busy.values()):
+                    time.sleep(0.3)
+                    os.kill(victim, signal.SIGKILL)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_when_busy)
+        killer.start()
+        summary = run_sweep(points, store, scheduler=cluster.scheduler_address, echo=lambda _: None)
+        killer.join()
+    assert (summary.done, summary.failed) == (4, 0)
+    with RunStore(store) as st:
+        rows = [st.get(p.key) for p in points]
+    assert all(r["status"] == "done" for r in rows)
+    # the killed worker finished nothing: every result came from a live (or restarted) worker
+    assert all(f":{victim} " not in r["worker"] for r in rows)
+    assert len(results(store)) == 4
+
+
+SWEEP_CMD = [sys.executable, "-m", "embgeo.cli", "sweep", EXP, "--grid", "seed=0,1,2,3,4,5,6,7", "--set", "m=40",
+             "--set", "ratio=0.5", "--set", "trials=30", "--workers", "2"]
+
+
+def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path):
+    store = tmp_path / "s.sqlite"
+    cmd = SWEEP_CMD + ["--store", str(store)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if store.exists() and (results(store)["status"] == "done").sum() >= 2:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output
+    before = results(store).set_index("key")
+    finished = before[before["status"] == "done"]
+    assert 2 <= len(finished) < 8, "the sweep must be interrupted mid-way for this test to mean anything"
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(finished)} already done (skipped), {8 - len(finished)} to run" in again.stdout
+    after = results(store).set_index("key")
+    assert len(after) == 8 and (after["status"] == "done").all()
+    # the points finished before the interrupt were not run again
+    assert (after.loc[finished.index, "finished_at"] == finished["finished_at"]).all()
+    assert (after.loc[finished.index, "attempts"] == 1).all()
+
+
+def test_aggregate_claims_over_seeds():
+    seeds = [[{"name": "a", "measured": 1.0, "ok": True}, {"name": "b", "measured": "2/2", "ok": True}],
+             [{"name": "a", "measured": 3.0, "ok": False}, {"name": "b", "measured": "1/2", "ok": False}],
+             [{"name": "a", "measured": 2.0, "ok": True}, {"name": "b", "measured": "2/2", "ok": True}]]
+    a, b = aggregate_claims(seeds)
+    assert a["measured"] == pytest.approx(2.0) and a["seeds"]["std"] == pytest.approx(1.0)
+    assert (a["seeds"]["holds"], a["seeds"]["n"], a["ok"]) == (2, 3, False)
+    assert b["measured"] == "2/2" and "std" not in b["seeds"] and b["seeds"]["holds"] == 2
+    (only,) = aggregate_claims([[{"name": "a", "measured": 5, "ok": True}]])
+    assert only["ok"] and only["seeds"]["std"] == 0.0
