@@ -269,7 +269,7 @@ register(Experiment("ntp-separability-point", "ntp", "One grid point of the NTP-
                     SeparabilityPointConfig, run_point, {}, "seconds", sweep_point=True))
 register(Experiment("ntp-separability", "ntp", "Remark 1: where NTP-separability sets in, against d/m (a sweep)",
                     SeparabilityConfig, run_separability,
-                    {"paper": {"ms": (25, 50, 100, 200), "trials": 200,
+                    {"paper": {"ms": (25, 50, 100, 200), "trials": 100,
                                "ratios": tuple(np.round(np.arange(0.05, 1.251, 0.05), 2).tolist()),
-                               "supports": (1, 1, 2, 3, 3), "vocabularies": (2, 8, 8, 8, 16)}},
+                               "supports": (1, 1, 2, 3), "vocabularies": (2, 8, 8, 8)}},
                     "not measured yet"))
