@@ -24,7 +24,8 @@ def reproduction(tmp_path_factory):
 
 
 def test_registry_lists_the_paper_figures():
-    assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-regpath", "ntp-overparam"]
+    assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-regpath", "ntp-overparam",
+                   "ntp-separability"]
     for name in NTP:
         exp = get(name)
         assert exp.paper_runtime, name  # documented paper-scale run time

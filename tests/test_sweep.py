@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from embgeo.errors import InputError
@@ -114,7 +115,7 @@ def test_a_failed_point_is_stored_with_its_traceback_and_the_sweep_goes_on(tmp_p
 def _local_cluster():
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                         host="127.0.0.1")
 
 
@@ -211,3 +212,106 @@ def test_aggregate_claims_over_seeds():
     assert b["measured"] == "2/2" and "std" not in b["seeds"] and b["seeds"]["holds"] == 2
     (only,) = aggregate_claims([[{"name": "a", "measured": 5, "ok": True}]])
     assert only["ok"] and only["seeds"]["std"] == 0.0
+
+
+def test_reproduce_over_seeds_aggregates_claims_and_resumes(tmp_path, monkeypatch):
+    import embgeo.experiments
+    from embgeo.sweep import reproduce_seeds
+
+    monkeypatch.setattr(embgeo.experiments, "names", lambda paper="all": ["ntp-examples", "attention-selection"])
+    monkeypatch.setattr(embgeo.experiments.registry, "REGISTRY", embgeo.experiments.REGISTRY)
+    settings = {"attention-selection": {"seeds": (0,), "steps": 200}}
+    original = embgeo.experiments.registry.Experiment.config
+
+    def small(self, scale="quick", overrides=None):  # attention-selection has no 'seed': it runs once
+        return original(self, scale, {**settings.get(self.name, {}), **(overrides or {})})
+
+    monkeypatch.setattr(embgeo.experiments.registry.Experiment, "config", small)
+    lines = []
+    path, records = reproduce_seeds("all", "quick", tmp_path, seeds=2, scheduler="inline", echo=lines.append)
+    examples, selection = records
+    assert all(c["seeds"]["n"] == 2 for c in examples.claims)
+    assert all(c["seeds"]["n"] == 1 for c in selection.claims)
+    for seed in (0, 1):
+        assert (tmp_path / f"seed-{seed}" / "ntp-examples" / "claims.json").exists()
+    df = results(tmp_path / "store.sqlite")
+    assert len(df) == 3 and sorted(df["seed"].dropna().tolist()) == [0, 1]
+    text = path.read_text()
+    assert "/2 seeds" in text and "/1 seeds" in text
+    # per-seed values are those of the two runs
+    from embgeo.experiments.runner import load
+
+    per_seed = [load(tmp_path / f"seed-{s}" / "ntp-examples").claims for s in (0, 1)]
+    for i, claim in enumerate(examples.claims):
+        assert claim["seeds"]["values"] == [per_seed[0][i]["measured"], per_seed[1][i]["measured"]]
+        assert claim["seeds"]["holds"] == per_seed[0][i]["ok"] + per_seed[1][i]["ok"]
+    lines.clear()
+    reproduce_seeds("all", "quick", tmp_path, seeds=2, scheduler="inline", echo=lines.append)
+    assert "3 already done (skipped), 0 to run" in lines[0]
+
+
+def test_paper_column_kept_across_seeds_but_not_for_other_settings():
+    from embgeo.experiments import get
+    from embgeo.experiments.runner import _paper_config
+
+    exp = get("ntp-toy2d")  # quick: fewer steps than the paper's
+    assert _paper_config(exp, exp.config("paper"))
+    assert _paper_config(exp, exp.config("paper", {"seed": "3"}))
+    assert not _paper_config(exp, exp.config("paper", {"steps": "5"}))
+    assert not _paper_config(exp, exp.config("quick"))
+
+
+def test_cli_sweep_and_results_errors_are_one_line(tmp_path, capsys):
+    from embgeo.cli import main
+
+    assert main(["results", "--store", str(tmp_path / "missing.sqlite")]) == 2
+    assert main(["sweep", "--store", str(tmp_path / "s.sqlite")]) == 2
+    assert main(["sweep", EXP, "--grid", "m", "--store", str(tmp_path / "s.sqlite")]) == 2
+    assert main(["sweep", EXP, "--store", str(tmp_path)]) == 2  # a directory
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("embgeo: error: ") for line in err), err
+    assert "does not exist" in err[0] or "no such" in err[0].lower() or "missing" in err[0]
+    assert "EXPERIMENT" in err[1] and "KEY=V1,V2" in err[2] and "directory" in err[3]
+
+
+def test_cli_sweep_then_results_csv(tmp_path, capsys):
+    from embgeo.cli import main
+
+    store = tmp_path / "s.sqlite"
+    assert main(["sweep", EXP, "--grid", "ratio=0.5,1.2", "--set", "m=10", "--set", "trials=2", "--store",
+                 str(store), "--scheduler", "inline"]) == 0
+    assert (tmp_path / "s-runs" / EXP).is_dir()  # run folders beside the store by default
+    capsys.readouterr()
+    assert main(["results", "--store", str(store)]) == 0
+    import io
+
+    df = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert sorted(df["config.ratio"]) == [0.5, 1.2] and (df["status"] == "done").all()
+    assert main(["results", "--store", str(store), "--format", "parquet", "--out", str(tmp_path / "r.parquet")]) == 0
+    assert len(pd.read_parquet(tmp_path / "r.parquet")) == 2
+
+
+def test_killed_sweep_client_scheduler_and_workers_loses_and_duplicates_nothing(tmp_path):
+    """SIGKILL to the whole process group (client, in-process scheduler, worker processes) mid-sweep."""
+    store = tmp_path / "s.sqlite"
+    cmd = SWEEP_CMD + ["--store", str(store)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if store.exists() and (results(store)["status"] == "done").sum() >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    before = results(store).set_index("key")
+    finished = before[before["status"] == "done"]
+    assert 2 <= len(finished) < 8
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(finished)} already done (skipped)" in again.stdout
+    after = results(store).set_index("key")
+    assert len(after) == 8 and (after["status"] == "done").all()
+    assert (after.loc[finished.index, "finished_at"] == finished["finished_at"]).all()

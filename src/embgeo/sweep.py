@@ -268,7 +268,7 @@ def _run_dask(todo: list[Point], st: RunStore, summary: SweepSummary, *, workers
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=":0")
         address = cluster
     else:
         if workers is not None:
