@@ -245,8 +245,9 @@ def cmd_list(args: argparse.Namespace) -> None:
     from embgeo.experiments import REGISTRY
 
     for name, exp in REGISTRY.items():
-        print(f"{name:<22} [{exp.paper}] {exp.title}" + (f" (paper scale: {exp.paper_runtime})"
-                                                          if exp.paper_runtime else ""))
+        where = " (a sweep's grid point; not in reproduce)" if exp.sweep_point else (
+            f" (paper scale: {exp.paper_runtime})" if exp.paper_runtime else "")
+        print(f"{name:<22} [{exp.paper}] {exp.title}{where}")
 
 
 def cmd_show(args: argparse.Namespace) -> None:

@@ -211,7 +211,10 @@ def _notes(table: pd.DataFrame, sep: pd.DataFrame, comp: pd.DataFrame) -> list[s
     for (s, v), g in sep.groupby(["S", "V"]):
         parts = [f"m={r.m}: d*/m = {r.threshold:.3f} [{r.low:.3f}, {r.high:.3f}], 10–90% width {r.width:.3f}"
                  for r in g.itertuples() if np.isfinite(r.threshold)]
-        notes.append(f"S={s}, V={v} separability: " + "; ".join(parts or ["no transition inside the grid"]))
+        slope = width_exponent(g)
+        scaling = (f"; width ∝ m^{slope:.2f} over m = {', '.join(str(m) for m in g['m'])} (Cover: m^-0.5)"
+                   if np.isfinite(slope) else "")
+        notes.append(f"S={s}, V={v} separability: " + "; ".join(parts or ["no transition inside the grid"]) + scaling)
     for (s, v), g in comp.groupby(["S", "V"]):
         sub = table[(table["S"] == s) & (table["V"] == v)]
         if (sub["compatible"] == sub["n"]).all():
@@ -252,15 +255,35 @@ def _phase_figure(table: pd.DataFrame, sep: pd.DataFrame):
     return fig
 
 
+def cover_width(m: int) -> float:
+    """The 10–90 % width in d/m of Cover's curve in the normal approximation: d ~ N((m−1)/2, (m−1)/4) + 1,
+    so 2·1.2816·√(m−1)/(2m). Shrinks like 1/√m: the transition sharpens as m grows."""
+    return 2 * 1.2816 * np.sqrt(m - 1) / (2 * m)
+
+
+def width_exponent(g: pd.DataFrame) -> float:
+    """The slope of log(10–90 % width) on log m over a family's m values (Cover: −1/2); NaN if < 2 usable."""
+    g = g[np.isfinite(g["width"]) & g["converged"]]
+    if len(g) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(g["m"].astype(float)), np.log(g["width"].astype(float)), 1)[0])
+
+
 def _threshold_figure(sep: pd.DataFrame):
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    ms = np.array(sorted(sep["m"].unique()), float)
     for i, ((s, v), g) in enumerate(sep.groupby(["S", "V"])):
         g = g[np.isfinite(g["threshold"])]
         yerr = [g["threshold"] - g["low"], g["high"] - g["threshold"]]
         ax.errorbar(g["m"] * (1 + 0.02 * i), g["threshold"], yerr=yerr, fmt="o-", capsize=3, label=f"S={s}, V={v}")
+        bx.plot(g["m"], g["width"], "o-", label=f"S={s}, V={v}")
     ax.axhline(0.5, color="k", ls="--", lw=0.8, label="Cover: 1/2")
     ax.set(xscale="log", xlabel="m (contexts)", ylabel="threshold d*/m", title="50% threshold against m")
+    bx.plot(ms, [cover_width(int(m)) for m in ms], "k--", lw=0.8, label="Cover (normal approx.)")
+    bx.set(xscale="log", yscale="log", xlabel="m (contexts)", ylabel="10–90% width in d/m",
+           title="finite-size scaling of the transition width")
     ax.legend(fontsize=7)
+    bx.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
