@@ -372,6 +372,8 @@ def test_bad_inputs(tiny, corpus):
         UFM(3, 4, 2, dtype=torch.int64)
     with pytest.raises(InputError, match="contexts"):
         lstm.embeddings(torch.as_tensor(ctx, dtype=torch.float64))
+    with pytest.raises(InputError, match="token ids"):
+        TransformerModel(data.V, 4, 1, 2, k=3).embeddings(torch.as_tensor(ctx) + data.V)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         train_learned(ufm, tiny, **kw)  # the valid call passes without warnings

@@ -131,6 +131,9 @@ def _check_context_tensor(contexts: object, V: int, max_length: int | None = Non
     if contexts.shape[1] == 0 or (max_length is not None and contexts.shape[1] > max_length):
         raise ShapeError(f"contexts: expected 1 to {max_length or 'any'} tokens per context, got "
                          f"{contexts.shape[1]}")
+    if contexts.numel() and (int(contexts.min()) < 0 or int(contexts.max()) >= V):
+        raise InputError(f"contexts: token ids must be in [0, {V}), got the range [{int(contexts.min())}, "
+                         f"{int(contexts.max())}]")
     return contexts
 
 
