@@ -170,6 +170,15 @@ SWEEP_CMD = [sys.executable, "-m", "embgeo.cli", "sweep", EXP, "--grid", "seed=0
              "--set", "ratio=0.5", "--set", "trials=30", "--workers", "2"]
 
 
+def _wait_for_done(store: Path, n: int, seconds: float = 120) -> None:
+    """Poll the store until ``n`` points are done (the sweep is then mid-way), or ``seconds`` pass."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if store.exists() and (results(store)["status"] == "done").sum() >= n:
+            return
+        time.sleep(0.2)
+
+
 def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path):
     store = tmp_path / "s.sqlite"
     cmd = SWEEP_CMD + ["--store", str(store)]
@@ -177,11 +186,7 @@ def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if store.exists() and (results(store)["status"] == "done").sum() >= 2:
-                break
-            time.sleep(0.2)
+        _wait_for_done(store, 2)
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
     finally:
@@ -298,11 +303,7 @@ def test_killed_sweep_client_scheduler_and_workers_loses_and_duplicates_nothing(
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if store.exists() and (results(store)["status"] == "done").sum() >= 2:
-                break
-            time.sleep(0.2)
+        _wait_for_done(store, 2)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
