@@ -316,3 +316,15 @@ def test_killed_sweep_client_scheduler_and_workers_loses_and_duplicates_nothing(
     after = results(store).set_index("key")
     assert len(after) == 8 and (after["status"] == "done").all()
     assert (after.loc[finished.index, "finished_at"] == finished["finished_at"]).all()
+
+
+def test_cli_reproduce_over_seeds(tmp_path, monkeypatch, capsys):
+    import embgeo.experiments
+    from embgeo.cli import main
+
+    monkeypatch.setattr(embgeo.experiments, "names", lambda paper="all": ["ntp-examples"])
+    assert main(["reproduce", "--seeds", "2", "--scheduler", "inline", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "report:" in out and out.strip().splitlines()[-1] == "all claims hold"
+    assert "holds in 2/2 seeds" in (tmp_path / "report.html").read_text()
+    assert main(["reproduce", "--seeds", "0", "--out", str(tmp_path)]) == 2
