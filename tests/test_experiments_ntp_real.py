@@ -43,7 +43,7 @@ def test_corpus_contexts_and_distributions():
     H = np.eye(4)
     assert np.allclose(c.with_embeddings(H).embeddings, H)
     with pytest.raises(InputError, match="mode"):
-        build_corpus(lines, mode="prefixes")
+        build_corpus(lines, mode="bigrams")
     with pytest.raises(InputError, match="no words"):
         build_corpus(["", "..."])
 
@@ -145,3 +145,21 @@ def test_small_run_of_each_model(tmp_path, name):
     assert df["kl_gap"].iloc[-1] < df["kl_gap"].iloc[0]
     assert (tmp_path / name / "geometry.png").exists()
     assert str(text) in record.notes[0]
+
+
+def test_prefix_contexts_and_wordpiece_tokens():
+    lines = ["the cat sat down", "the cat ran"]
+    c = build_corpus(lines, context_length=2, mode="prefixes", max_vocab=None)
+    rows = {tuple(c.vocabulary[i] if i >= 0 else "·" for i in row) for row in c.contexts}
+    # each line's prefixes of length 1..k (paper App. C), left-padded with −1: "the" → cat, "the cat" → sat/ran
+    assert rows == {("·", "the"), ("the", "cat")}
+    P = c.data.probs.toarray()
+    two = next(j for j, row in enumerate(c.contexts) if row[0] >= 0)
+    assert P[two, c.vocabulary.index("sat")] == pytest.approx(0.5)
+    wp = build_corpus(read_lines(n_lines=60)[0], context_length=2, max_vocab=120, tokenizer="wordpiece")
+    assert wp.info["tokenizer"] == "wordpiece" and wp.data.V <= 120
+    assert any(piece.startswith("##") for piece in wp.vocabulary)
+    with pytest.raises(InputError, match="tokenizer"):
+        build_corpus(lines, tokenizer="bpe")
+    with pytest.raises(InputError, match="prefixes"):
+        run("ntp-real-lstm", overrides={"mode": "prefixes", "n_lines": "20", "steps": "2"})

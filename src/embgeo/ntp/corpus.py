@@ -64,22 +64,53 @@ def tweet_lines() -> list[str]:
 
 
 def build_corpus(lines: Sequence[str], context_length: int = 2, max_vocab: int | None = 500,
-                 mode: str = "windows") -> Corpus:
-    """Distinct contexts of ``context_length`` words and their next-word distributions.
+                 mode: str = "windows", tokenizer: str = "words") -> Corpus:
+    """Distinct contexts of ``context_length`` tokens and their next-token distributions.
 
-    ``mode``: "windows" (every k+1 consecutive words of a line) or "last" (each line's last word after
-    the k before it). Contexts all have length k, as the LSTM and transformer read them.
+    ``mode``: "windows" (every k+1 consecutive tokens of a line), "last" (each line's last token after
+    the k before it), both with contexts of length k as the LSTM and transformer read them; or "prefixes"
+    (every prefix of length 1..k of a line predicts its next token, paper App. C), whose contexts have
+    different lengths: ``contexts`` is then left-padded with −1 (for the UFM, which does not read them).
+    ``tokenizer``: "words" (``ntp analyze --text``'s words, the ``max_vocab`` most frequent + ``<unk>``) or
+    "wordpiece" (a WordPiece vocabulary of at most ``max_vocab`` pieces trained on the lines, with the
+    attention package's deterministic trainer; needs the ``text`` extra).
     """
     k = check_positive_int("context_length", context_length)
-    if mode not in ("windows", "last"):
-        raise InputError(f"mode: expected 'windows' or 'last', got {mode!r}")
+    if mode not in ("windows", "last", "prefixes"):
+        raise InputError(f"mode: expected 'windows', 'last' or 'prefixes', got {mode!r}")
+    if tokenizer == "words":
+        sequences, vocabulary, info = _words(lines, max_vocab)
+    elif tokenizer == "wordpiece":
+        sequences, vocabulary, info = _wordpieces(lines, max_vocab)
+    else:
+        raise InputError(f"tokenizer: expected 'words' or 'wordpiece', got {tokenizer!r}")
+    # One zero column: the embeddings are the model's; NTPData needs some (m, d) array to hold the supports.
+    data = NTPData.from_sequences(sequences, k, embed=lambda ctx: np.zeros((len(ctx), 1)), windows=mode == "windows",
+                                  autoregressive=mode == "prefixes", token_labels=vocabulary)
+    contexts = np.full((data.m, k), -1, dtype=np.int64)
+    for j, ctx in enumerate(data.contexts):
+        contexts[j, k - len(ctx):] = ctx
+    info = {**info, "pairs": data.n_samples, "mode": mode, "context_length": k, "tokenizer": tokenizer}
+    return Corpus(data, contexts, vocabulary, info)
+
+
+def _words(lines: Sequence[str], max_vocab: int | None) -> tuple[list[list[int]], list[str], dict]:
     words = [w for w in (split_words(line) for line in lines) if w]
     if not words:
         raise InputError("text: no words in the given lines")
     sequences, vocabulary, info = limit_vocabulary(words, max_vocab)
-    # One zero column: the embeddings are the model's; NTPData needs some (m, d) array to hold the supports.
-    data = NTPData.from_sequences(sequences, k, embed=lambda ctx: np.zeros((len(ctx), 1)), windows=mode == "windows",
-                                  token_labels=vocabulary)
-    contexts = np.array(data.contexts, dtype=np.int64).reshape(data.m, k)
-    info = {**info, "lines": len(words), "pairs": data.n_samples, "mode": mode, "context_length": k}
-    return Corpus(data, contexts, vocabulary, info)
+    return sequences, vocabulary, {**info, "lines": len(words)}
+
+
+def _wordpieces(lines: Sequence[str], max_vocab: int | None) -> tuple[list[list[int]], list[str], dict]:
+    from embgeo.attention.text import tokenize
+
+    texts = [line.lower() for line in lines if line.strip()]
+    if not texts:
+        raise InputError("text: no words in the given lines")
+    # min_count=1 and keep_unk: every piece stays, so the contexts are the text's own (no purge as in §4.3).
+    tc = tokenize(texts, vocab_size=max_vocab or 30522, min_count=1, keep_unk=True)
+    sequences = [tc.X[i, :n].tolist() for i, n in enumerate(tc.lengths)]
+    info = {"lines": len(sequences), "tokens": int(tc.lengths.sum()), "types": int((tc.counts > 0).sum()),
+            "max_vocab": max_vocab, "source": tc.source}
+    return sequences, list(tc.vocab), info
