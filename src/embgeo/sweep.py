@@ -225,7 +225,8 @@ def run_sweep(points: list[Point], store: str | Path, *, workers: int | None = N
     todo = [p for p in points if before.get(p.key) != "done"]
     summary = SweepSummary(total=len(points), skipped=len(points) - len(todo))
     again = Counter(before.get(p.key) for p in todo if before.get(p.key) in ("failed", "running"))
-    echo(f"sweep: {len(points)} points, {summary.skipped} already done (skipped), {len(todo)} to run"
+    echo(f"sweep: {len(points)} point{'' if len(points) == 1 else 's'}, {summary.skipped} already done (skipped), "
+         f"{len(todo)} to run"
          + (f" ({again['failed']} failed before, {again['running']} interrupted before)" if again else ""))
     if todo:
         runner = _run_inline if scheduler == "inline" else _run_dask
