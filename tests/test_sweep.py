@@ -328,3 +328,17 @@ def test_cli_reproduce_over_seeds(tmp_path, monkeypatch, capsys):
     assert "report:" in out and out.strip().splitlines()[-1] == "all claims hold"
     assert "holds in 2/2 seeds" in (tmp_path / "report.html").read_text()
     assert main(["reproduce", "--seeds", "0", "--out", str(tmp_path)]) == 2
+
+
+def test_reproduce_over_seeds_fresh_runs_again(tmp_path, monkeypatch):
+    import embgeo.experiments
+    from embgeo.sweep import reproduce_seeds
+
+    monkeypatch.setattr(embgeo.experiments, "names", lambda paper="all": ["ntp-examples"])
+    reproduce_seeds("all", "quick", tmp_path, seeds=1, scheduler="inline", echo=lambda _: None)
+    record = tmp_path / "seed-0" / "ntp-examples" / "record.json"
+    written = record.stat().st_mtime_ns
+    lines = []
+    reproduce_seeds("all", "quick", tmp_path, seeds=1, scheduler="inline", fresh=True, echo=lines.append)
+    assert "0 already done (skipped), 1 to run" in lines[0]
+    assert record.stat().st_mtime_ns != written  # run again, not reused from its folder

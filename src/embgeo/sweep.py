@@ -380,7 +380,7 @@ def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = 
 
     Runs go to ``out/seed-I/NAME`` (so a table built from sibling runs finds those of its seed) and are
     recorded in ``out/store.sqlite``; a repeated call runs only what is missing (``fresh`` empties the
-    store first). Experiments without a seed setting run once (e.g. one that loops over its own seeds);
+    store and marks the run folders unfinished first, so everything runs again). Experiments without a seed setting run once (e.g. one that loops over its own seeds);
     tables built from other runs are made per seed after the sweep. Returns (report path, records).
     """
     from embgeo.experiments import get, names
@@ -402,6 +402,9 @@ def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = 
         settings = [{"seed": s} for s in range(seeds)] if has_seed else [{}]
         for i, p in enumerate(make_points(name, settings, scale=scale)):
             points.append(dataclasses.replace(p, run_dir=str(out / f"seed-{i}" / name)))
+    if fresh:  # a finished run folder would be reused by the worker (runner.run(resume=True)): make it unfinished
+        for p in points:
+            (Path(p.run_dir) / "record.json").unlink(missing_ok=True)
     run_sweep(points, out / "store.sqlite", workers=workers, scheduler=scheduler, sweep=f"reproduce --seeds {seeds}",
               echo=echo)
     with RunStore(out / "store.sqlite") as st:
