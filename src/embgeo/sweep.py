@@ -380,7 +380,8 @@ def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = 
 
     Runs go to ``out/seed-I/NAME`` (so a table built from sibling runs finds those of its seed) and are
     recorded in ``out/store.sqlite``; a repeated call runs only what is missing (``fresh`` empties the
-    store and marks the run folders unfinished first, so everything runs again). Experiments without a seed setting run once (e.g. one that loops over its own seeds);
+    store and marks the run folders unfinished first, so everything runs again). Experiments without a
+    seed setting run once (e.g. one that loops over its own seeds);
     tables built from other runs are made per seed after the sweep. Returns (report path, records).
     """
     from embgeo.experiments import get, names
