@@ -165,5 +165,10 @@ def test_level_statistics_known_values():
     assert st.irrelevant_bound == pytest.approx(0.2 / 0.5)  # (1 − 2δ_1) / median of 0.2, 0.2, 0.2, 0.2, 0.8 × 4
     irr_v, lev_v = st.abs_medians["v"]
     assert irr_v == pytest.approx(0.05) and lev_v == pytest.approx(1.3)
+    irr_p, lev_p = st.abs_medians["p"]  # about the vertex, the irrelevant median 0.0
+    assert irr_p == pytest.approx(0.15) and lev_p == pytest.approx(2.0)
+    lifted = level_statistics(Ep + np.where(levels == 0, 1.1, 0.0), Ev, post, levels, deltas)
+    assert lifted.median_p_irrelevant == pytest.approx(1.1) and lifted.rising == pytest.approx(1 / 2)
+    assert lifted.abs_medians["p"][1] == pytest.approx(0.95)  # median |Ep − 1.1| over the level tokens
     with pytest.raises(ShapeError, match="levels"):
         level_statistics(Ep, Ev, post, levels[:-1], deltas)

@@ -195,14 +195,20 @@ class LevelStatistics:
     table : :func:`level_summary`.
     cluster : max over the levels of RMS / half gap (< 1: the levels' posterior differences are resolved);
         worst_level, worst_rms, worst_half_gap : the level attaining it.
-    median_p : (K,) median ⟨E_s, p⟩ per level; median_p_irrelevant : over the irrelevant tokens.
-    rising : fraction of adjacent levels (k, k+1) whose median ⟨E_s, p⟩ rises.
+    median_p : (K,) median ⟨E_s, p⟩ per level; median_p_irrelevant : over the irrelevant tokens (level 0,
+        δ = 1/2), the vertex of the V.
+    rising : fraction of adjacent levels (k, k+1), k = 0..K−1, whose median ⟨E_s, p⟩ rises (level 0: the
+        irrelevant tokens, which the V puts at the bottom).
     sign_fraction : (K,) fraction of each level's tokens with sign⟨E_s, v⟩ = sign(level);
         wrong_sign : indices of the level tokens with the other sign.
     irrelevant_bound : (1 − 2δ_1) / median over the level tokens of (1 − 2δ_k), where the irrelevant
         tokens' |scores| would sit relative to the level tokens' were the scores proportional to the
         posterior difference.
-    abs_medians : "v" / "p" → (median |⟨E_s, ·⟩| over the irrelevant tokens, over the level tokens).
+    abs_medians : "v" / "p" → (median |⟨E_s, ·⟩ − c| over the irrelevant tokens, over the level tokens), with
+        c = 0 for v and c = ``median_p_irrelevant`` (the vertex) for p. The loss is unchanged by E_s → E_s + u
+        for every s with u ⟂ v (the softmax ignores the common shift ⟨u, p⟩ of the scores), so only ⟨E_s, p⟩
+        relative to a reference among the tokens is determined by training; the values ⟨E_s, v⟩ have no such
+        freedom (a common shift of them changes every f(X)).
     """
 
     table: pd.DataFrame
@@ -237,17 +243,18 @@ def level_statistics(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: Arra
     worst = table.loc[spread.idxmax()]
     irr, lev = levels == 0, levels != 0
     median_p = np.array([np.median(Ep[np.abs(levels) == k]) for k in range(1, K + 1)])
+    vertex = float(np.median(Ep[irr]))
     sign_fraction = np.array([np.mean(np.sign(Ev[np.abs(levels) == k]) == np.sign(levels[np.abs(levels) == k]))
                               for k in range(1, K + 1)])
     centre_of = (1.0 - 2.0 * deltas)[np.abs(levels[lev]) - 1]
     return LevelStatistics(
         table=table, cluster=float(spread.max()), worst_level=int(worst["level"]), worst_rms=float(worst["rms"]),
-        worst_half_gap=float(worst["half_gap"]), median_p=median_p, median_p_irrelevant=float(np.median(Ep[irr])),
-        rising=float(np.mean(np.diff(median_p) > 0)), sign_fraction=sign_fraction,
+        worst_half_gap=float(worst["half_gap"]), median_p=median_p, median_p_irrelevant=vertex,
+        rising=float(np.mean(np.diff(np.r_[vertex, median_p]) > 0)), sign_fraction=sign_fraction,
         wrong_sign=np.flatnonzero(lev & (np.sign(Ev) != np.sign(levels))),
         irrelevant_bound=float(np.min(1.0 - 2.0 * deltas) / np.median(centre_of)),
-        abs_medians={what: (np.median(np.abs(values[irr])), np.median(np.abs(values[lev])))
-                     for what, values in (("v", Ev), ("p", Ep))})
+        abs_medians={what: (np.median(np.abs(values[irr] - c)), np.median(np.abs(values[lev] - c)))
+                     for what, values, c in (("v", Ev, 0.0), ("p", Ep, vertex))})
 
 
 # -- Theorem 4.3: direction and norm ----------------------------------------------------------------
