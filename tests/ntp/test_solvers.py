@@ -69,10 +69,13 @@ def combination(data, mu: np.ndarray) -> np.ndarray:
     return C
 
 
-def assert_farkas_certificate(data, sep, *, atol=1e-9):
+def assert_farkas_certificate(data, sep, *, atol=1e-9, nonzero_combination=True):
     """The checks of test_theory_properties.test_farkas_certificate_of_non_separability, from the
     definitions: μ ≥ 0 off the supports with Σμ = 1, P⊥(Σ μ (e_z − e_v) h̄_jᵀ) ≈ 0 (dense projector),
-    and the complete Ψ balanced per context with ‖ΨᵀH̄‖ = perp_norm ≈ 0."""
+    and the complete Ψ balanced per context with ‖ΨᵀH̄‖ = perp_norm ≈ 0.
+
+    ``nonzero_combination`` also asks Σ μ (e_z − e_v) h̄_jᵀ ≠ 0, so that the projector check is not
+    vacuous; a combination that is exactly 0 is still a valid certificate (every W gives Σ μ·margin = 0)."""
     scale = scale_of(data)
     mu = sep.farkas.toarray()
     off = off_mask(data)
@@ -80,7 +83,8 @@ def assert_farkas_certificate(data, sep, *, atol=1e-9):
     assert mu.sum() == pytest.approx(1.0, abs=1e-12)
     C = combination(data, mu)
     assert np.linalg.norm(C - (dense_projector_F(data) @ C.ravel()).reshape(C.shape)) <= atol * scale
-    assert np.linalg.norm(C) > 1e-3 * scale
+    if nonzero_combination:
+        assert np.linalg.norm(C) > 1e-3 * scale
     Psi = sep.certificate.toarray()
     np.testing.assert_array_equal(Psi[off], -mu[off])
     np.testing.assert_allclose(Psi.sum(axis=1), 0.0, rtol=0, atol=1e-12)
@@ -543,6 +547,7 @@ def test_working_set_dual_certifies_non_separability(case, route, monkeypatch):
     """Non-separable data (cvxpy: infeasible) decided by the working-set dual (its LP shortcut
     disabled): status "infeasible" / False with a Farkas certificate valid from the definitions."""
     monkeypatch.setattr(S, "DENSE_DUAL_MAX", 0)
+    monkeypatch.setattr(theory, "PAIR_LP_MAX_PAIRS", 0)  # the pair LP would decide these first
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
@@ -695,10 +700,56 @@ def test_pair_certificates_not_used_when_shared_contexts_do_not_exceed_d():
     then comes from another route and agrees with cvxpy."""
     for data in (pair_data(shared=(0, 1)), pair_data(collinear=True)):
         sep = is_separable(data)
-        assert "pair" not in sep.method
+        assert "tied on more contexts" not in sep.method
         assert bool(sep) == (ref_ntp_svm(data)[0] not in INFEASIBLE)
+        if not sep:  # decided by another route (e.g. the pair LP): its certificate from the definitions
+            assert_farkas_certificate(data, sep, nonzero_combination=False)
     comp = is_compatible(pair_data(shared=(0, 1)))
     assert "pair" not in comp.method
+
+
+def _text_like(m: int, V: int, d: int, seed: int) -> NTPData:
+    """d ≪ m data shaped like real text: mostly one next token per context, Zipf-distributed tokens, so that
+    no two tokens share more than d contexts (the span pair certificate cannot apply)."""
+    rng = np.random.default_rng(seed)
+    zipf = 1.0 / np.arange(1, V + 1)
+    P = np.zeros((m, V))
+    for j in range(m):
+        S = rng.choice(V, size=1 + (rng.random() < 0.2), replace=False, p=zipf / zipf.sum())
+        P[j, S] = rng.dirichlet(np.ones(S.size)) + 0.05
+    return NTPData(rng.standard_normal((m, d)), P / P.sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_lp_certificate_is_valid_and_agrees_with_the_full_lp_and_cvxpy(seed):
+    """Text-like data, d ≪ m: where the pair LP decides, its Farkas matrix passes the checks from the
+    definitions, and HiGHS on the whole problem and cvxpy (all pairs, on W) agree that no separator exists."""
+    data = _text_like(150, 12, 4, seed)
+    assert not any(True for _ in theory._heavy_pairs(support_groups(data).pattern, 4))  # no span certificate
+    sep = is_separable(data)
+    assert not sep and sep.method.endswith("(pair LP)")
+    assert_farkas_certificate(data, sep, nonzero_combination=False)
+    assert not is_separable(data, method="lp")
+    assert ref_ntp_svm(data)[0] in INFEASIBLE
+    # the certificate involves two token groups only
+    assert len(np.unique(np.nonzero(sep.certificate.toarray())[1])) == 2
+
+
+@pytest.mark.parametrize("case", [(8, 8, 6, 2, 0), (8, 10, 6, 3, 1), (7, 6, 5, 3, 5), (6, 6, 4, 2, 2)])
+def test_pair_lp_finds_nothing_on_separable_data(case):
+    """Negative control: on data cvxpy finds separable (d < m), no pair of groups yields a certificate."""
+    data = synthetic(*case[:4], seed=case[4])
+    assert ref_ntp_svm(data)[0] == "optimal"
+    pb = theory._problem(data, None)
+    assert theory._pair_lp_farkas(pb, max_pairs=10**6) is None
+    assert is_separable(data)
+
+
+def test_pair_lp_respects_its_budget():
+    pb = theory._problem(_text_like(150, 12, 4, 0), None)
+    assert theory._pair_lp_farkas(pb, max_seconds=0.0) is None  # the budget is checked before every pair
+    assert theory._pair_lp_farkas(pb, max_pairs=0) is None
+    assert theory._pair_lp_farkas(pb) is not None
 
 
 # == 8. incompatibility decided by the equality solve ===================================================

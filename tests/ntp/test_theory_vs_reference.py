@@ -218,3 +218,50 @@ def test_one_hot_reduces_to_multiclass_svm(data):
     # The general NTP reference coincides with the multiclass one here as well.
     _, W_ntp_ref = ref_ntp_svm(data)
     assert rel_err(W_ntp_ref, W_ref) <= SVM_RTOL
+
+
+def _many_singletons(seed: int) -> NTPData:
+    """d ≪ m text-like data: 30 contexts in d = 3, 22 of them with one next token (token 0 follows 14 of
+    them, more than the rank), 8 with two or three. Only the 8 constrain (4) and F."""
+    rng = np.random.default_rng(seed)
+    V, d = 6, 3
+    P = np.zeros((30, V))
+    P[:14, 0] = 1.0
+    P[np.arange(14, 22), rng.integers(1, V, size=8)] = 1.0
+    for j in range(22, 30):
+        S = rng.choice(V, size=2 + j % 2, replace=False)
+        p = rng.dirichlet(np.ones(S.size)) + 0.05
+        P[j, S] = p / p.sum()
+    return NTPData(rng.standard_normal((30, d)), P)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_singleton_contexts_do_not_constrain_w_star_or_F(seed):
+    """Dropping the one-next-token contexts from W*'s and F's equality system is exact: W* against the
+    all-pairs cvxpy reference, dim F against the rank of the spanning matrix, P_F against the dense
+    projector, and the same answers with the singleton contexts removed from the data altogether."""
+    from .reference import dense_projector_F, spanning_matrix
+
+    data = _many_singletons(seed)
+    F = subspace(data)
+    assert F.contexts.tolist() == list(range(22, 30))
+    status, ref = ref_w_star(data)
+    assert status not in INFEASIBLE
+    Ws = w_star(data, F)
+    assert rel_err(Ws, ref) <= WSTAR_RTOL
+    assert F.dim == np.linalg.matrix_rank(spanning_matrix(data))
+    W = np.random.default_rng(seed + 10).standard_normal((data.V, data.d))
+    dense = (dense_projector_F(data) @ W.ravel()).reshape(W.shape)
+    assert np.linalg.norm(F.project(W) - dense) <= 1e-10 * np.linalg.norm(W)
+    multi = NTPData(data.embeddings[22:], data.probs.toarray()[22:])
+    assert rel_err(w_star(multi), Ws) <= 1e-12 and subspace(multi).dim == F.dim
+
+
+def test_only_singleton_contexts_give_F_zero_and_w_star_zero():
+    data = NTPData(np.random.default_rng(0).standard_normal((5, 2)), np.eye(5)[:, :4][[0, 1, 2, 3, 0]])
+    F = subspace(data)
+    assert F.dim == 0 and F.contexts.size == 0
+    comp = is_compatible(data, F)
+    assert comp and np.all(comp.W == 0) and comp.residual == 0.0
+    W = np.ones((4, 2))
+    assert np.all(F.project(W) == 0) and np.all(F.project_perp(W) == W)

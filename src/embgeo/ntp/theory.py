@@ -49,6 +49,7 @@ from embgeo.ntp.solvers import (
     DENSE_DUAL_MAX,
     DENSE_T_MAX,
     FARKAS_RTOL,
+    EqualitySolution,
     EqualitySystem,
     SVMDual,
     SVMOutcome,
@@ -175,20 +176,43 @@ class Subspace:
     def __init__(self, data: NTPData):
         self.data = data
         self.coords = coordinates(data.embeddings)
-        self._tok, self._ctx, self._logp = token_pattern(data)
-        self.tokens = np.unique(self._tok)  # the tokens in some support; the others have zero rows in F
+        tok, ctx, logp = token_pattern(data)
+        # A context with one next token has no equation in (4) and no generator of F: its pair (v, j) only
+        # defines t_j = x_vᵀk_j, a free variable. Dropping those pairs is exact and keeps a frequent
+        # token's group from outgrowing r (which would make the t-system rank-deficient and dense).
+        self.contexts = np.flatnonzero(data.support_sizes >= 2)  # the contexts that constrain F
+        keep = data.support_sizes[ctx] >= 2
+        self._tok, self._ctx, self._logp = tok[keep], ctx[keep], logp[keep]
+        self.tokens = np.unique(self._tok)  # the tokens in some support of ≥ 2; the others have zero rows in F
         self._grp = np.searchsorted(self.tokens, self._tok)
         self.ambient_dim = data.V * data.d
 
     @cached_property
-    def system(self) -> EqualitySystem:
-        """The factored equality problem on the support pairs (one group per token, weights 1)."""
-        return EqualitySystem(self.coords.K, self._grp, self._ctx, np.ones(len(self.tokens)), _gram(self.coords))
+    def system(self) -> EqualitySystem | None:
+        """The factored equality problem on the pairs of the contexts with ≥ 2 next tokens (one group per token,
+        weights 1); None when no context has two (then F = {0})."""
+        if self.contexts.size == 0:
+            return None
+        local = np.searchsorted(self.contexts, self._ctx)
+        K = self.coords.K[self.contexts]
+        gram = _gram(self.coords)
+        if gram is not None and self.contexts.size < self.data.m:
+            gram = gram[np.ix_(self.contexts, self.contexts)]
+        return EqualitySystem(K, self._grp, local, np.ones(len(self.tokens)), gram)
 
     @cached_property
     def dim(self) -> int:
         s = self.system
-        return len(self._tok) - self.data.m - (s.n_constraints - getattr(s, "constraint_rank", 0))
+        if s is None:
+            return 0
+        return len(self._tok) - self.contexts.size - (s.n_constraints - getattr(s, "constraint_rank", 0))
+
+    def _solve(self, c: np.ndarray, check: bool = True) -> EqualitySolution:
+        """The equality problem for right-hand sides c on the kept pairs (the zero solution when F = {0})."""
+        if self.system is None:
+            zero = np.zeros(0)
+            return EqualitySolution(np.zeros((0, self.coords.rank)), zero, zero, True, {})
+        return self.system.solve(c, check=check)
 
     @property
     def perp_dim(self) -> int:
@@ -206,7 +230,7 @@ class Subspace:
         """P_F(W): orthogonal projection of W (V, d) onto F; O(Σ_j S_j · r + m²) after the factorization."""
         W = _check_W(self.data, W)
         X0 = self.coords.to_coords(W)
-        sol = self.system.solve(-row_dots(X0, self.coords.K, self._tok, self._ctx))
+        sol = self._solve(-row_dots(X0, self.coords.K, self._tok, self._ctx))
         # P_⊥(W) = W + Δ with Δ the least-norm change that ties the in-support logits; P_F(W) = −Δ.
         return -self.coords.to_w(self._token_rows(sol.X))
 
@@ -252,11 +276,13 @@ def estimate_memory(data: NTPData) -> dict:
     m, V, d = data.m, data.V, data.d
     r = min(m, d)
     J = np.bincount(data.probs.indices, minlength=V)  # |J_v| per token
+    multi = data.support_sizes >= 2  # the contexts of W*'s and F's equality system (Subspace)
+    J_multi = np.bincount(data.probs[np.flatnonzero(multi)].indices, minlength=V)
     groups = support_groups(data)
     G = groups.n_groups
     part = {
         "coordinates": 8 * (m * r + (m * m if d > m else 0)),
-        "equality_system": equality_system_bytes(J, r, m),
+        "equality_system": equality_system_bytes(J_multi, r, int(multi.sum())),
         "svm_dual": 8 * (10 * G * m if G * m <= DENSE_DUAL_MAX else (float(J.sum()) + 20 * m) * (r + 8)),
         "outputs": 8 * 3 * V * d,
     }
@@ -320,7 +346,7 @@ def is_compatible(data: NTPData, subspace_: Subspace | None = None) -> Compatibi
         if pair is not None:
             return Compatibility(False, None, *pair[:1], tol, *pair[1:], method="pair of tokens tied on more "
                                  "contexts than their span (least-squares residual)")
-    sol = F.system.solve(F._logp, check=False)  # the anchor residual below is the certificate
+    sol = F._solve(F._logp, check=False)  # the anchor residual below is the certificate
     residual = _anchor_residual(data, F, sol.X)
     if residual <= tol:
         return Compatibility(True, F.coords.to_w(F._token_rows(sol.X)), residual, tol,
@@ -496,6 +522,11 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
       than r common contexts whose embeddings span R^r must have equal rows (their logits are tied
       there), so a context i with u ∈ S_i, v ∉ S_i cannot give v a margin: Ψ = ±(e_i − Σ β_j e_j)
       with k_i = Σ_j β_j k_j is a Farkas matrix. Cheap, and it decides real text with d ≪ m.
+      Then a *pair LP* (:func:`_pair_lp_farkas`) on the largest groups: any separator makes
+      u = x_a − x_b an r-dimensional separator of a's contexts from b's (tied where both follow),
+      whose infeasibility is an LP of r + 1 rows; its Farkas weights are a Farkas matrix of the
+      whole problem. It decides real text whose tokens share few contexts (V in the thousands)
+      in milliseconds per pair, within ``max_seconds``.
     * ``method="lp"``: the LP max s s.t. (6a), x_gᵀk_j − t_j + s ≤ 0 off the supports, s ≤ 1, over
       token groups, solved by HiGHS; s* = 1 separable, s* = 0 not (its dual values give μ).
     * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.solvers.SVMDual`)
@@ -509,10 +540,13 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
     pb = _problem(data, subspace_)
     if method == "auto":
-        sep = _decide_cheaply(pb)
+        start = time.perf_counter()
+        sep = _decide_cheaply(pb, max_seconds)
         if sep is not None:
             return sep
         method = "lp" if _lp_nnz(pb) <= LP_SMALL_NNZ else "dual"
+        if max_seconds is not None:
+            max_seconds = max(max_seconds - (time.perf_counter() - start), 1e-3)
     if method == "lp":
         return _separability_by_lp(pb)
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, _gram(pb.coords))
@@ -525,8 +559,8 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     return _separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
 
 
-def _decide_cheaply(pb: _Problem) -> Separability | None:
-    """Lemma 1's closed form when rank H̄ = m; a pair certificate when r < m; else None."""
+def _decide_cheaply(pb: _Problem, max_seconds: float | None = None) -> Separability | None:
+    """Lemma 1's closed form when rank H̄ = m; a pair certificate or a pair LP when r < m; else None."""
     if pb.coords.rank == pb.data.m:
         Z = pb.groups.pattern.toarray()  # (G, m): logit 1 on the supports, 0 off them
         X = pb.coords.solve_logits(Z)  # X Kᵀ = Z
@@ -537,7 +571,82 @@ def _decide_cheaply(pb: _Problem) -> Separability | None:
     pair = _pair_farkas(pb)
     if pair is not None:
         return _farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
+    pair = _pair_lp_farkas(pb, max_seconds=max_seconds)
+    if pair is not None:
+        return _farkas_result(pb, pair, "pair of token groups whose contexts no direction separates (pair LP)")
     return None
+
+
+#: The pair LP tries pairs among this many largest groups (most contexts), largest pairs first ...
+PAIR_LP_GROUPS = 40
+#: ... and at most this many pairs (each an LP with r + 1 rows and |J_a ∪ J_b| columns).
+PAIR_LP_MAX_PAIRS = 200
+
+
+def _pair_lp_farkas(pb: _Problem, max_pairs: int | None = None, max_seconds: float | None = None):
+    """(grp, ctx, Ψ, perp) from two token groups a, b whose contexts admit no separating direction, or None.
+
+    A separator of Def. 2 gives u = x_a − x_b with uᵀk_j ≥ 1 on P = J_a ∖ J_b (a in the support, b not),
+    uᵀk_j ≤ −1 on N = J_b ∖ J_a and uᵀk_j = 0 on E = J_a ∩ J_b (tied in the support). If this system in
+    R^r has no solution, Farkas' lemma gives λ ≥ 0 on P, μ ≥ 0 on N, ν on E with
+    Σ_P λ_j k_j − Σ_N μ_j k_j + Σ_E ν_j k_j = 0 and Σλ + Σμ = 1, found by HiGHS as a vertex of that LP
+    (at most r + 1 nonzeros) and then re-solved exactly on its support. Ψ = (λ, −λ) on P for (a, b),
+    (−μ, μ) on N, (ν, −ν) on E balances every context, is ≤ 0 off the supports with Σ_off Ψ = −1, and
+    Σ_j Ψ_{g,j} k_j = ±ρ, the residual above: a Farkas matrix of the whole problem when ‖ρ‖ is at
+    rounding level. Pairs among the PAIR_LP_GROUPS largest groups, by |J_a| + |J_b| descending (the
+    ones with the most constraints per dimension), at most ``max_pairs`` of them (default
+    PAIR_LP_MAX_PAIRS) or ``max_seconds``. Cost per pair: an LP in r + 1 rows and |J_a ∪ J_b| columns.
+    """
+    from scipy.optimize import linprog
+
+    max_pairs = PAIR_LP_MAX_PAIRS if max_pairs is None else max_pairs
+    start = time.perf_counter()
+    K, r, P = pb.K, pb.coords.rank, pb.groups.pattern
+    sizes = np.diff(P.indptr)
+    top = np.argsort(-sizes, kind="stable")[:PAIR_LP_GROUPS]
+    top = top[sizes[top] > 0]
+    pairs = [(int(a), int(b)) for i, a in enumerate(top) for b in top[i + 1:]]
+    pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
+    scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
+    for a, b in pairs[:max_pairs]:
+        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+            return None
+        Ja, Jb = P.indices[P.indptr[a]:P.indptr[a + 1]], P.indices[P.indptr[b]:P.indptr[b + 1]]
+        Pj, Nj, Ej = np.setdiff1d(Ja, Jb), np.setdiff1d(Jb, Ja), np.intersect1d(Ja, Jb)
+        if Pj.size + Nj.size == 0:
+            continue
+        ctx = np.concatenate([Pj, Nj, Ej])
+        sign = np.concatenate([np.ones(Pj.size), -np.ones(Nj.size), np.ones(Ej.size)])
+        A = np.vstack([(K[ctx] * sign[:, None]).T, np.r_[np.ones(Pj.size + Nj.size), np.zeros(Ej.size)]])
+        rhs = np.r_[np.zeros(r), 1.0]
+        bounds = [(0, None)] * (Pj.size + Nj.size) + [(None, None)] * Ej.size
+        res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs")
+        if res.status != 0:
+            continue  # the pair is separable (or HiGHS could not tell): no certificate from it
+        z = _polish_vertex(A, rhs, res.x, Pj.size + Nj.size)
+        rho = (z * sign) @ K[ctx]
+        perp = float(np.sqrt(2.0) * np.linalg.norm(rho))
+        if perp > FARKAS_RTOL * scale:
+            continue
+        # Ψ_{a,j} = sign_j z_j, Ψ_{b,j} = −sign_j z_j (λ on P, −μ on N, ν on E for a; the opposite for b)
+        nz = z != 0
+        g = np.concatenate([np.full(nz.sum(), a), np.full(nz.sum(), b)])
+        j = np.concatenate([ctx[nz], ctx[nz]])
+        psi = np.concatenate([(sign * z)[nz], -(sign * z)[nz]])
+        return g, j, psi, perp
+    return None
+
+
+def _polish_vertex(A: np.ndarray, rhs: np.ndarray, x: np.ndarray, n_signed: int) -> np.ndarray:
+    """An LP vertex x of A x = rhs re-solved by least squares on its support; the first ``n_signed``
+    entries must stay ≥ 0 (else HiGHS's x, with its tiny negative entries zeroed, is kept)."""
+    x = np.where(np.abs(x) > 1e-12 * max(float(np.max(np.abs(x))), 1e-300), x, 0.0)
+    x[:n_signed] = np.maximum(x[:n_signed], 0.0)
+    support = np.flatnonzero(x)
+    polished = np.zeros_like(x)
+    polished[support] = np.linalg.lstsq(A[:, support], rhs, rcond=None)[0]
+    ok = np.all(polished[:n_signed] >= 0) and (np.linalg.norm(A @ polished - rhs) <= np.linalg.norm(A @ x - rhs))
+    return polished if ok else x
 
 
 def _pair_farkas(pb: _Problem):
