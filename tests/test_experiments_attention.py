@@ -74,6 +74,8 @@ def _check_rank_claim(c):
 P_RISING = "median ⟨E_s, p⟩ increases with the level k = 0 (irrelevant), 1, …, K (δ_k decreasing)"
 P_VERTEX = ("irrelevant tokens at the V's vertex: median |⟨E_s, p⟩ − m₀| over the irrelevant tokens / over the level "
             "tokens (m₀: the irrelevant tokens' median)")
+SEPARATION = ("clear separation of positive and negative tokens by ⟨E_s, v⟩ (Fig. 2, right): fraction of (positive, "
+              "negative) level-token pairs in order")
 
 
 def test_synthetic_quick(tmp_path):
@@ -83,11 +85,11 @@ def test_synthetic_quick(tmp_path):
     claims = _claims(tmp_path)
     assert set(claims) == {
         "data: level tokens' posterior differences cluster at ±(1 − 2δ_k) (sample-size check)",
-        P_RISING, "⟨E_s, v⟩ has the sign of the level",
+        P_RISING, "⟨E_s, v⟩ has the sign of the level", SEPARATION,
         "irrelevant tokens near zero: median |⟨E_s, v⟩| over the irrelevant tokens / over the level tokens",
         P_VERTEX, RANK_V, RANK_P}
     for name in ("data: level tokens' posterior differences cluster at ±(1 − 2δ_k) (sample-size check)",
-                 P_RISING, P_VERTEX, RANK_V, RANK_P):
+                 P_RISING, P_VERTEX, SEPARATION, RANK_V, RANK_P):
         assert claims[name]["ok"], claims[name]
     for name in (RANK_V, RANK_P):
         _check_rank_claim(claims[name])
@@ -237,7 +239,7 @@ def test_level_claims_hold_on_ideal_scores_and_fail_when_the_levels_are_shuffled
     Ep, Ev, post, levels, deltas = _ideal_levels()
     right = level_claims(Ep, Ev, post, levels, deltas)
     assert all(c.ok for c in right), right
-    assert right[3].tolerance == f"<= {0.1 / 0.55:g}"  # (1 − 2δ_1)/median of the level centres, 8 per level
+    assert right[4].tolerance == f"<= {0.1 / 0.55:g}"  # (1 − 2δ_1)/median of the level centres, 8 per level
     shuffled = level_claims(Ep, Ev, post, np.random.default_rng(1).permutation(levels), deltas)
     assert not any(c.ok for c in shuffled), shuffled
     wrong_deltas = level_claims(Ep, Ev, post, levels, deltas[::-1])
@@ -252,6 +254,20 @@ def test_level_claims_see_a_wrong_sign():
     sign = claims["⟨E_s, v⟩ has the sign of the level"]
     assert not sign.ok and sign.measured == pytest.approx(7 / 8) and "wrong sign" in sign.note
     assert claims[P_RISING].ok and claims[P_VERTEX].ok
+
+
+def test_separation_sees_overlapping_values_but_not_a_common_offset():
+    Ep, Ev, post, levels, deltas = _ideal_levels()
+    shifted = {c.name: c for c in level_claims(Ep, Ev - 9.0, post, levels, deltas)}
+    assert shifted[SEPARATION].ok and not shifted["⟨E_s, v⟩ has the sign of the level"].ok
+    swapped = Ev.copy()
+    i, j = np.flatnonzero(levels == 8)[0], np.flatnonzero(levels == -8)[0]
+    swapped[i], swapped[j] = Ev[j], Ev[i]  # one strongly positive and one strongly negative token exchange values
+    claims = {c.name: c for c in level_claims(Ep, swapped, post, levels, deltas)}
+    n_pos, n_neg = np.sum(levels > 0), np.sum(levels < 0)
+    # only pairs involving the two swapped tokens can be out of order
+    assert not claims[SEPARATION].ok
+    assert 1 - (n_pos + n_neg - 1) / (n_pos * n_neg) <= claims[SEPARATION].measured < 1
 
 
 def test_level_claims_ignore_a_common_shift_of_the_cls_scores():

@@ -201,6 +201,8 @@ class LevelStatistics:
         irrelevant tokens, which the V puts at the bottom).
     sign_fraction : (K,) fraction of each level's tokens with sign⟨E_s, v⟩ = sign(level);
         wrong_sign : indices of the level tokens with the other sign.
+    separation : fraction of (positive, negative) level-token pairs whose ⟨E_s, v⟩ are ordered as their
+        levels (1: every positive token's value above every negative token's; ties count ½).
     irrelevant_bound : (1 − 2δ_1) / median over the level tokens of (1 − 2δ_k), where the irrelevant
         tokens' |scores| would sit relative to the level tokens' were the scores proportional to the
         posterior difference.
@@ -223,6 +225,7 @@ class LevelStatistics:
     wrong_sign: np.ndarray
     irrelevant_bound: float
     abs_medians: dict
+    separation: float
 
 
 def level_statistics(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: ArrayLike,
@@ -244,6 +247,9 @@ def level_statistics(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: Arra
     irr, lev = levels == 0, levels != 0
     median_p = np.array([np.median(Ep[np.abs(levels) == k]) for k in range(1, K + 1)])
     vertex = float(np.median(Ep[irr]))
+    pos, neg = Ev[levels > 0], Ev[levels < 0]
+    diff = pos[:, None] - neg[None, :]
+    separation = float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0)) if diff.size else float("nan")
     sign_fraction = np.array([np.mean(np.sign(Ev[np.abs(levels) == k]) == np.sign(levels[np.abs(levels) == k]))
                               for k in range(1, K + 1)])
     centre_of = (1.0 - 2.0 * deltas)[np.abs(levels[lev]) - 1]
@@ -254,7 +260,8 @@ def level_statistics(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: Arra
         wrong_sign=np.flatnonzero(lev & (np.sign(Ev) != np.sign(levels))),
         irrelevant_bound=float(np.min(1.0 - 2.0 * deltas) / np.median(centre_of)),
         abs_medians={what: (np.median(np.abs(values[irr] - c)), np.median(np.abs(values[lev] - c)))
-                     for what, values, c in (("v", Ev, 0.0), ("p", Ep, vertex))})
+                     for what, values, c in (("v", Ev, 0.0), ("p", Ep, vertex))},
+        separation=separation)
 
 
 # -- Theorem 4.3: direction and norm ----------------------------------------------------------------

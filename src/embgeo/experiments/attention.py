@@ -236,7 +236,13 @@ def level_claims(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: ArrayLik
                       + ", ".join(f"{f:.2f}" for f in st.sign_fraction)
                       + ("; wrong sign (level, posterior difference, ⟨E_s, v⟩): "
                          + ", ".join(f"({int(levels[s])}, {post[s]:.3g}, {Ev[s]:.3g})" for s in wrong[:10])
-                         if wrong.size else "")),
+                         if wrong.size else "")
+                      + f"; the irrelevant tokens' median ⟨E_s, v⟩ is {float(np.median(Ev[levels == 0])):.3g} (a "
+                      "common shift of the values acts as a bias of f, since the attention weights sum to 1)"),
+        at_least("clear separation of positive and negative tokens by ⟨E_s, v⟩ (Fig. 2, right): fraction of "
+                 "(positive, negative) level-token pairs in order", st.separation, 1.0, theory=1.0,
+                 note="1: every positive token's value lies above every negative token's, whatever their common "
+                      "offset (the paper: 'a clear separation between positive and negative tokens')"),
     ]
     a, b = st.abs_medians["v"]
     claims.append(at_most("irrelevant tokens near zero: median |⟨E_s, v⟩| over the irrelevant tokens / over the level "
