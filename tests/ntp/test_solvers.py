@@ -935,3 +935,42 @@ def test_synthetic_pinned_values():
                                                     0.9034701816518086], rtol=1e-15)
     np.testing.assert_allclose(data.embeddings[5], [1.5139237747390626, 1.3458754237823045, 0.7813114007004275,
                                                     0.2644556303293035], rtol=1e-15)
+
+
+# == the candidate separator =====================================================================================
+
+@pytest.mark.parametrize("case", [(8, 8, 6, 2, 0), (8, 10, 6, 3, 1), (50, 10, 60, 6, 0)])
+def test_candidate_separator_is_a_certificate(case):
+    """W^mm of cvxpy, perturbed inside F (which does not change any margin), is accepted as a candidate: the
+    certificate is in F⊥ (dense projector) with every margin ≥ 1 exactly."""
+    data = synthetic(*case[:4], seed=case[4])
+    status, W = ref_ntp_svm(data)
+    assert status == "optimal"
+    noise = np.random.default_rng(1).standard_normal(W.shape)
+    candidate = 3.0 * W + (dense_projector_F(data) @ noise.ravel()).reshape(W.shape)
+    sep = is_separable(data, candidate=candidate)
+    assert sep and sep.method.startswith("the given candidate")
+    Wc = sep.W
+    assert np.linalg.norm(dense_projector_F(data) @ Wc.ravel()) <= 1e-9 * np.linalg.norm(Wc)
+    assert kesler_values(data, Wc).min() == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(Wc, W / kesler_values(data, W).min(), rtol=1e-5, atol=1e-7 * np.abs(W).max())
+
+
+def test_candidate_that_does_not_separate_falls_through():
+    sep_data = synthetic(8, 8, 6, 2, seed=0)
+    sep = is_separable(sep_data, candidate=np.zeros((sep_data.V, sep_data.d)))  # margin 0: not a certificate
+    assert sep and not sep.method.startswith("the given candidate")
+    non = synthetic(7, 6, 5, 3, seed=0)  # not separable (cvxpy): no candidate can make it so
+    assert ref_ntp_svm(non)[0] in INFEASIBLE
+    for seed in range(5):
+        res = is_separable(non, candidate=np.random.default_rng(seed).standard_normal((non.V, non.d)))
+        assert not res
+        assert_farkas_certificate(non, res, nonzero_combination=False)
+
+
+def test_candidate_input_errors():
+    data = synthetic(8, 8, 6, 2, seed=0)
+    with pytest.raises(InputError, match="candidate"):
+        is_separable(data, method="lp", candidate=np.zeros((data.V, data.d)))
+    with pytest.raises(ValueError, match="W"):
+        is_separable(data, candidate=np.zeros((data.V, data.d + 1)))

@@ -371,7 +371,8 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     The paper's objects are functions of the embeddings; with H_t moving they move too. The data
     are rebuilt as NTPData(H, data.probs, data.weights) and decided exactly:
     compatibility (Def. 1, :func:`~embgeo.ntp.theory.is_compatible`) and separability (Def. 2,
-    :func:`~embgeo.ntp.theory.is_separable` with ``max_seconds``). When both hold, W^mm is the
+    :func:`~embgeo.ntp.theory.is_separable` with ``max_seconds``, trying P_⊥(W) as the separator
+    first). When both hold, W^mm is the
     NTP-SVM (Def. 3, :func:`~embgeo.ntp.theory.ntp_svm`, with the time left) and the metrics are
     :func:`~embgeo.ntp.metrics.reference_metrics` of W: cos_mm = cos(W, W^mm),
     cos_corrected = cos(W − W*, W^mm), subspace_error = ‖P_F(W) − W*‖/‖W*‖ and margin (the
@@ -421,7 +422,8 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     except SolverError:  # too ill-conditioned to decide: undecided, not an error of the caller
         comp = None
     try:
-        sep = theory.is_separable(current, F, max_seconds=_positive(left()))
+        # the trained decoder is tried first as a separator of H_t (exact when its projection's margins are > 0)
+        sep = theory.is_separable(current, F, max_seconds=_positive(left()), candidate=W)
         out["separable"] = bool(sep)
     except SolverError:  # no decision within max_seconds
         sep = None

@@ -480,24 +480,40 @@ def project_dual_dense(z: np.ndarray, weight: np.ndarray, off: np.ndarray, tau: 
     The same Newton iterations on every column at once, O(G m) per step, no sorting. Since each
     g_j is concave and decreasing, Newton converges from any start (a step from the left of the
     root lands right of it, from where it decreases monotonically), so ``tau`` from the previous
-    call is a good start. Returns (x, τ).
+    call is a good start. A column stops when its step moves no entry of x by more than rounding
+    (relative to τ_j, or to max |z| in absolute terms, so that a root at τ_j = 0 stops too), and the
+    iterations go on over the columns still moving only (most stop after one to three steps).
+    Returns (x, τ).
     """
     free = ~off
     w = weight[:, None]
     w_free = np.sum(np.where(free, w, 0.0), axis=0)
-    if tau is None:
-        tau = np.sum(np.where(free, z, 0.0), axis=0) / w_free
+    tau = (np.sum(np.where(free, z, 0.0), axis=0) / w_free) if tau is None else np.array(tau, dtype=np.float64)
+    atol = 1e-15 * max(float(np.max(np.abs(z), initial=0.0)), 1e-300) / max(float(np.max(weight)), 1e-300)
+    cols = None  # all columns; else the indices of the columns still moving
+    zc, offc, freec, wfc = z, off, free, w_free
     x = np.empty_like(z)
     for _ in range(max_newton):
-        np.multiply(tau, w, out=x)
-        np.subtract(z, x, out=x)
-        neg = x < 0
-        neg |= free
-        x *= neg
-        step = np.sum(x, axis=0) / (w_free + np.sum(np.where(neg & off, w, 0.0), axis=0))
-        tau = tau + step
-        if not np.any(np.abs(step) > 1e-15 * (np.abs(tau) + 1e-300)):
+        tc = tau if cols is None else tau[cols]
+        xc = x if cols is None else np.empty_like(zc)
+        np.multiply(tc, w, out=xc)
+        np.subtract(zc, xc, out=xc)
+        neg = xc < 0
+        neg |= freec
+        xc *= neg
+        step = np.sum(xc, axis=0) / (wfc + np.sum(np.where(neg & offc, w, 0.0), axis=0))
+        tc = tc + step
+        if cols is None:
+            tau = tc
+        else:
+            tau[cols] = tc
+        moving = np.abs(step) > np.maximum(1e-15 * np.abs(tc), atol)
+        if not moving.any():
             break
+        if moving.sum() <= 0.5 * moving.size:  # gather the columns still moving
+            cols = np.flatnonzero(moving) if cols is None else cols[moving]
+            zc, offc, wfc = z[:, cols], off[:, cols], w_free[cols]
+            freec = ~offc
     np.multiply(tau, w, out=x)
     np.subtract(z, x, out=x)
     x[off] = np.minimum(x[off], 0.0)
@@ -712,7 +728,8 @@ class SVMDual:
                 y = np.add(x_new, step, out=y)
                 tk = t_next
             x = x_new
-            if it < next_check and it != max_iter:
+            # a check (and with it the certified best point) as soon as the time is up, not at the next check
+            if it < next_check and it != max_iter and not (deadline is not None and time.perf_counter() > deadline):
                 continue
             next_check = it + _check_interval(gaps, check_every, tol)
             best.iterations = it
@@ -821,7 +838,7 @@ class SVMDual:
                 y = x_new + ((tk - 1) / t_next) * (x_new - x)
                 tk = t_next
             x = x_new
-            if it % check_every and it != max_iter:
+            if it % check_every and it != max_iter and not (deadline is not None and time.perf_counter() > deadline):
                 continue
             X = self._rows(lay, x)
             dual = -self._objective(lay, x, X)

@@ -513,7 +513,8 @@ def _problem(data: NTPData, subspace_: Subspace | None) -> _Problem:
 
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
                  max_iter: int = 20_000, max_seconds: float | None = None,
-                 progress: Callable[[int, dict], object] | None = None) -> Separability:
+                 progress: Callable[[int, dict], object] | None = None,
+                 candidate: ArrayLike | None = None) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
 
     * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
@@ -535,10 +536,20 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     * ``method="auto"``: the closed form / pair certificate above when they decide, else "lp" when
       the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "dual". An explicit "lp" or "dual" skips
       the shortcuts (an independent check of Lemma 1, e.g.).
+    * ``candidate`` (V, d), with "auto" only: a W to try first, e.g. a trained decoder. P_⊥(W) ties
+      every support exactly; if its smallest (6b) margin γ is > 0, P_⊥(W)/γ is the certificate
+      (O(projection + m V r)). Otherwise the routes above decide as without it.
     """
     if method not in SEPARABILITY_METHODS:
         raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
+    if candidate is not None and method != "auto":
+        raise InputError(f"candidate: only used with method='auto' (an explicit method={method!r} is the independent "
+                         "route), got both")
     pb = _problem(data, subspace_)
+    if candidate is not None:
+        sep = _separable_from_candidate(pb, subspace_ or Subspace(data), _check_W(data, candidate))
+        if sep is not None:
+            return sep
     if method == "auto":
         start = time.perf_counter()
         sep = _decide_cheaply(pb, max_seconds)
@@ -557,6 +568,27 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
                           f"({out.status} after {out.iterations} iterations); use method='lp' or allow more time")
     return _separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
+
+
+def _separable_from_candidate(pb: _Problem, F: Subspace, W: np.ndarray) -> Separability | None:
+    """P_⊥(W)/γ when γ, the smallest (6b) margin of P_⊥(W), is > 0 and its (6a) ties are exact; else None.
+
+    Tokens are their own groups here (the rows of a given W need not be equal within a group)."""
+    data = pb.data
+    X = F.coords.to_coords(F.project_perp(W))  # (V, r)
+    t = row_dots(X, pb.K, data.anchors, np.arange(data.m))  # the tied in-support logit of each context
+    # the CSR arrays of probs (m, V) read as CSC are its transpose: column j lists the tokens of S_j
+    support = sp.csc_matrix((np.ones(data.probs.nnz), data.probs.indices, data.probs.indptr), shape=(data.V, data.m))
+    gamma = scan_off_support(X, t, pb.K, support).min_margin
+    if not gamma > 0:
+        return None
+    X, t = X / gamma, t / gamma
+    coo = data.probs.tocoo()
+    eq = float(np.max(np.abs(row_dots(X, pb.K, coo.col, coo.row) - t[coo.row]), initial=0.0))
+    if eq > MARGIN_ATOL:
+        return None  # the projection's rounding is not small against the margin: decide otherwise
+    return Separability(True, F.coords.to_w(X), None, {"min_margin": 1.0, "equality": eq},
+                        "the given candidate projected onto F⊥, scaled to margin 1")
 
 
 def _decide_cheaply(pb: _Problem, max_seconds: float | None = None) -> Separability | None:
