@@ -197,13 +197,15 @@ def worker(spec: dict) -> None:
 
 # -- the driver ------------------------------------------------------------------------------------------
 
-def run_child(spec: dict, timeout: float) -> dict:
+def run_child(spec: dict, timeout: float, script: str = __file__) -> dict:
+    """Run ``script --worker SPEC`` in a child with the BLAS thread variables set; its RESULT line as a dict
+    ({"killed": seconds} past ``timeout``, {"error": last stderr line} without a result)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(spec["threads"])
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
+        proc = subprocess.run([sys.executable, script, "--worker", json.dumps(spec)], capture_output=True,
                               text=True, timeout=timeout, env=env, check=False)
     except subprocess.TimeoutExpired:
         return {"killed": time.perf_counter() - t0}

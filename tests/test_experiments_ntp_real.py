@@ -76,7 +76,7 @@ def test_measurements_return_the_known_answer_on_a_one_next_token_corpus():
     model = UFM(data.m, data.V, 12, seed=0)
     W_seen = []
 
-    def measure(H, W):
+    def measure(H, W, step):
         ref = geometry.track_reference(H, W, data, max_seconds=None)
         W_seen.append((H, W, ref))
         return {"cos_mm": ref["cos_mm"], "separable": ref["separable"]}
@@ -124,6 +124,14 @@ def test_claims_hold_on_a_trajectory_that_follows_the_theory():
 ])
 def test_negative_controls(change, index):
     assert not _verdicts(_frame(**change))[index]
+
+
+@pytest.mark.parametrize("eps, ok", [(0.0, True), (0.01, True), (0.05, False), (0.5, False)])
+def test_alignment_claim_holds_for_every_w_mm_within_the_certified_bound(eps, ok):
+    """cos 0.97 against a W^mm known within ε: the exact cosine is in 0.97 ± 2ε, the claim needs 0.97 − 2ε ≥ 0.9."""
+    claim = _claims(_frame(svm_error_bound=eps), 1.0)[2]
+    assert claim.ok is ok and claim.measured == pytest.approx(0.97)
+    assert f"ε = {eps:.2g}" in claim.tolerance
 
 
 def test_undecided_and_missing_objects_fail_with_the_reason():

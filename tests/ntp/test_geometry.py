@@ -341,6 +341,22 @@ def test_track_reference_one_hot_embeddings_match_compute_reference():
     assert out["cos_mm"] < 1 - 1e-6  # the W* part tilts the raw cosine
 
 
+def test_track_reference_without_the_svm_keeps_w_star_and_reports_the_bound():
+    rng = np.random.default_rng(13)
+    data = random_data(rng, 6, 5, [2, 3, 1, 2, 2, 3], d=2)
+    H = np.eye(6)
+    ref = compute_reference(NTPData(H, data.probs, data.weights))
+    W = ref.w_star + 10 * ref.w_mm + 0.1 * rng.normal(size=ref.w_mm.shape)
+    full = track_reference(H, W, data)
+    assert full["svm_status"] == "optimal" and full["svm_error_bound"] < 1e-5
+    lean = track_reference(H, W, data, svm=False)
+    assert lean["svm_status"] == "not run" and math.isnan(lean["svm_error_bound"])
+    assert math.isnan(lean["cos_mm"]) and math.isnan(lean["cos_corrected"])
+    # W*(H) needs no NTP-SVM: the subspace error is the same number either way, and not 0 for this W
+    assert lean["subspace_error"] == pytest.approx(full["subspace_error"], rel=1e-12) and lean["subspace_error"] > 1e-3
+    assert (lean["compatible"], lean["separable"]) == (True, True)
+
+
 def test_track_reference_low_dimensional_embeddings_are_neither():
     # m = 30 contexts in d = 2 with supports of size 2 from V = 5 (10 possible pairs): by pigeonhole
     # one pair {u, v} is the support of >= 3 contexts. Checked below on this instance, independently:

@@ -238,13 +238,13 @@ def test_contexts_default_to_data_contexts(corpus):
 def test_meta_and_measure(tiny):
     calls = []
 
-    def measure(H, W):
-        calls.append((H.shape, W.shape, H.dtype, W.dtype))
+    def measure(H, W, step):
+        calls.append((H.shape, W.shape, H.dtype, W.dtype, step))
         return {"mean_norm_h": np.float64(np.linalg.norm(H, axis=1).mean())}
 
     trace = train_learned(UFM(tiny.m, tiny.V, 4, seed=0, dtype=torch.float32), tiny, optimizer="adam", lr=0.01,
                           steps=5, weight_decay_embed=0.1, weight_decay_decoder=0.2, measure=measure, progress=False)
-    assert calls == [((tiny.m, 4), (tiny.V, 4), np.float64, np.float64)] * len(trace)
+    assert calls == [((tiny.m, 4), (tiny.V, 4), np.float64, np.float64, step) for step in trace["step"]]
     assert trace.to_frame().columns.tolist() == ["step", "ce", "kl_gap", "objective", "norm_W", "norm_H",
                                                  "mean_norm_h"]
     assert type(trace.rows[-1]["mean_norm_h"]) is float
@@ -254,7 +254,7 @@ def test_meta_and_measure(tiny):
     assert (meta["weight_decay_embed"], meta["weight_decay_decoder"], meta["dtype"]) == (0.1, 0.2, "float32")
     assert meta["entropy"] == theory.entropy(tiny)
     with pytest.raises(InputError, match="measure"):
-        train_learned(UFM(tiny.m, tiny.V, 4), tiny, steps=1, measure=lambda H, W: {"ce": 0.0}, progress=False)
+        train_learned(UFM(tiny.m, tiny.V, 4), tiny, steps=1, measure=lambda H, W, step: {"ce": 0.0}, progress=False)
 
 
 def test_sgd_samples_with_its_seed(tiny):
@@ -278,7 +278,7 @@ def test_divergence_stops(tiny):
 def test_ctrl_c_returns_partial_trace(tiny):
     state = {"raised": False}
 
-    def measure(H, W):
+    def measure(H, W, step):
         if len(calls) == 5 and not state["raised"]:
             state["raised"] = True
             raise KeyboardInterrupt

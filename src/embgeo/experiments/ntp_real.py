@@ -26,6 +26,7 @@ import pandas as pd
 from embgeo.errors import InputError
 from embgeo.experiments.ntp import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL, _decade
 from embgeo.experiments.registry import (
+    Claim,
     Experiment,
     Result,
     at_least,
@@ -55,8 +56,8 @@ class RealConfig:
     tokenizer: str = "words"
     #: "windows" (every k+1 consecutive tokens), "last" (each line's last token) or "prefixes" (UFM only).
     mode: str = "windows"
-    n_lines: int | None = 500
-    max_vocab: int = 300
+    n_lines: int | None = 250
+    max_vocab: int = 1000
     context_length: int = 2
     d: int = 64
     layers: int = 2
@@ -68,7 +69,10 @@ class RealConfig:
     weight_decay_decoder: float = 0.0
     seed: int = 0
     #: Seconds the exact solvers may spend on H_t at each record (undecided beyond: recorded as such).
-    track_seconds: float = 20.0
+    track_seconds: float = 3.0
+    #: Seconds for the NTP-SVM W^mm(H_T) at the last step (the only record where it is solved: with d ≪ m and a
+    #: separable H_t it is the costly object); a time-limited W^mm carries its certified error bound.
+    svm_seconds: float = 60.0
 
 
 def _model(kind: str, cfg: RealConfig, m: int, V: int):
@@ -81,15 +85,18 @@ def _model(kind: str, cfg: RealConfig, m: int, V: int):
     return TransformerModel(V, cfg.d, cfg.layers, cfg.heads, cfg.context_length, seed=cfg.seed)
 
 
-def _measure(corpus, groups: np.ndarray, track_seconds: float):
-    """The callback of the trainer: the geometry of (H_t, W_t) on the corpus's supports."""
+def _measure(corpus, groups: np.ndarray, cfg: RealConfig):
+    """The callback of the trainer: the geometry of (H_t, W_t) on the corpus's supports; W^mm(H_t) at the last
+    step only (``cfg.svm_seconds``), everything else at every record (``cfg.track_seconds``)."""
     data = corpus.data
 
-    def measure(H: np.ndarray, W: np.ndarray) -> dict:
+    def measure(H: np.ndarray, W: np.ndarray, step: int) -> dict:
         out = {}
-        ref = geometry.track_reference(H, W, data, max_seconds=track_seconds)
+        last = step == cfg.steps
+        ref = geometry.track_reference(H, W, data, max_seconds=cfg.svm_seconds if last else cfg.track_seconds,
+                                       svm=last)
         out.update({k: ref[k] for k in ("compatible", "separable", "cos_mm", "cos_corrected", "subspace_error",
-                                        "compatibility_residual")})
+                                        "compatibility_residual", "svm_error_bound")})
         logits = geometry.logit_structure(H @ W.T, data)
         out.update({k: logits[k] for k in ("support_residual", "margin_normalized", "sparse_energy",
                                            "effective_rank", "effective_rank_rest")})
@@ -117,7 +124,7 @@ def run_real(kind: str, cfg: RealConfig) -> Result:
     trace = finished(train_learned(
         model, data, corpus.contexts, optimizer=cfg.optimizer, lr=cfg.lr, steps=cfg.steps,
         weight_decay_embed=cfg.weight_decay_embed, weight_decay_decoder=cfg.weight_decay_decoder, seed=cfg.seed,
-        measure=_measure(corpus, groups, cfg.track_seconds), checkpoint=checkpoint_path(f"ntp-real-{kind}", cfg)))
+        measure=_measure(corpus, groups, cfg), checkpoint=checkpoint_path(f"ntp-real-{kind}", cfg)))
     df = pd.DataFrame(trace.rows)
     H = entropy(data)
     sizes = (f"{source}: {corpus.info['lines']} lines, m = {data.m} contexts (k = {cfg.context_length}), V = {data.V}, "
@@ -143,8 +150,17 @@ def _claims(df: pd.DataFrame, H: float) -> list:
         cos, label = float(last["cos_corrected"]), "cos(W_T − W*(H_T), W^mm(H_T))"
     else:
         cos, label = float(last["cos_mm"]), "cos(W_T, W^mm(H_T))"
-    claims.append(at_least(f"{label} ≥ {ALIGN_LEVEL} at the last step (Thm. 2 for the final embeddings)", cos,
-                           ALIGN_LEVEL, theory=1.0, note=why_mm or "the linear experiments' level"))
+    # W^mm from a time-limited NTP-SVM is known within ε = its certified ‖W − W^mm‖/‖W^mm‖, which moves a
+    # cosine by at most 2ε: the claim must hold for every W^mm within the bound.
+    eps = float(last.get("svm_error_bound", 0.0)) if np.isfinite(last.get("svm_error_bound", 0.0)) else 0.0
+    if why_mm is None and not np.isfinite(cos):
+        why_mm = "W^mm(H_T) not computed (the NTP-SVM failed or found no feasible point within svm_seconds)"
+    note = why_mm or ("the linear experiments' level; W^mm(H_T) certified within ε = "
+                      f"{eps:.2g} of the exact one (relative), so the exact cosine is {cos:.4g} ± {2 * eps:.2g}")
+    claims.append(Claim(f"{label} ≥ {ALIGN_LEVEL} at the last step (Thm. 2 for the final embeddings), for every "
+                        "W^mm within the NTP-SVM's certified error bound", cos,
+                        bool(np.isfinite(cos) and cos - 2 * eps >= ALIGN_LEVEL), theory=1.0,
+                        tolerance=f">= {ALIGN_LEVEL:g} + 2ε (ε = {eps:.2g})", note=note))
     claims.append(at_most(f"‖P_F(W_T) − W*(H_T)‖/‖W*(H_T)‖ ≤ {SUBSPACE_LEVEL} at the last step", float(
         last["subspace_error"]), SUBSPACE_LEVEL, theory=0.0, note=why_star or "the linear experiments' level"))
     grow_prev, grow_last = _growths(df, "norm_W")
@@ -202,9 +218,13 @@ def _figure(df: pd.DataFrame, kind: str):
     a.legend(loc="lower left", fontsize=7)
     a2.legend(loc="upper right", fontsize=7)
     b = axes[1]
-    for col, label in (("cos_mm", "cos(W_t, W^mm(H_t))"), ("cos_corrected", "cos(W_t − W*, W^mm)"),
-                       ("subspace_error", "‖P_F W_t − W*‖/‖W*‖")):
-        b.semilogx(steps, df[col].astype(float), "o-", ms=3, label=label)
+    eps = df["svm_error_bound"].astype(float) if "svm_error_bound" in df else pd.Series(np.nan, index=df.index)
+    for col, label in (("cos_mm", "cos(W_t, W^mm(H_t))"), ("cos_corrected", "cos(W_t − W*, W^mm)")):
+        have = df[col].astype(float).notna()  # W^mm(H_t) is solved at the last step only
+        if have.any():
+            b.errorbar(steps[have], df[col].astype(float)[have], yerr=2 * eps[have].fillna(0.0), fmt="o", ms=5,
+                       capsize=3, label=label + " (± 2ε)")
+    b.semilogx(steps, df["subspace_error"].astype(float), "o-", ms=3, label="‖P_F W_t − W*‖/‖W*‖")
     sep = df["separable"].map({True: 1.0, False: 0.0})
     b.semilogx(steps, sep, "k:", label="H_t separable (1/0)")
     b.set(xlabel="step", title="the paper's objects of H_t")
@@ -242,7 +262,7 @@ def run_transformer(cfg: RealConfig) -> Result:
 
 #: Paper-like presets: 2000 tweets, V = 1001 (m = 15,014 contexts), d = 128, 5000 steps. Not run here; the times
 #: are 5000 × the step time measured at these sizes (0.77 / 3.7 / 6.0 s per step on one shared core), plus the
-#: exact solvers at the records (at most track_seconds each).
+#: exact solvers at the records (at most track_seconds each, svm_seconds at the last).
 _PAPER_LIKE = {"n_lines": 2000, "max_vocab": 1000, "d": 128, "steps": 5000}
 register(Experiment("ntp-real-ufm", "ntp", "Learned embeddings (UFM) on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_ufm, {"paper": _PAPER_LIKE},

@@ -365,22 +365,29 @@ def logit_structure(L: ArrayLike, data: NTPData) -> dict:
 
 # -- the paper's objects for the current embeddings ------------------------------------------
 
-def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: float | None = 60.0) -> dict:
+def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: float | None = 60.0, *,
+                    svm: bool = True) -> dict:
     """W*(H), W^mm(H), F(H) for the CURRENT embeddings H (m, d), and W's (V, d) alignment with them.
 
     The paper's objects are functions of the embeddings; with H_t moving they move too. The data
     are rebuilt as NTPData(H, data.probs, data.weights) and decided exactly:
     compatibility (Def. 1, :func:`~embgeo.ntp.theory.is_compatible`) and separability (Def. 2,
     :func:`~embgeo.ntp.theory.is_separable` with ``max_seconds``, trying P_⊥(W) as the separator
-    first). When both hold, W^mm is the
+    first). When compatible, subspace_error = ‖P_F(W) − W*‖/‖W*‖. When also separable, W^mm is the
     NTP-SVM (Def. 3, :func:`~embgeo.ntp.theory.ntp_svm`, with the time left) and the metrics are
     :func:`~embgeo.ntp.metrics.reference_metrics` of W: cos_mm = cos(W, W^mm),
-    cos_corrected = cos(W − W*, W^mm), subspace_error = ‖P_F(W) − W*‖/‖W*‖ and margin (the
-    normalized NTP-margin of P_⊥(W)).
+    cos_corrected = cos(W − W*, W^mm), subspace_error and margin (the normalized NTP-margin of
+    P_⊥(W)).
 
     ``max_seconds`` is one budget for the whole call, but only the iterative solvers can stop
     early (separability's dual iterations, the NTP-SVM); the exact compatibility solve and, for
-    small problems, HiGHS's separability LP run to the end.
+    small problems, HiGHS's separability LP run to the end. ``svm=False`` skips the NTP-SVM (W^mm and
+    the metrics that need it stay NaN, ``svm_status`` "not run"): it is the costly part when H is
+    separable with d ≪ m.
+
+    A W^mm from a time-limited NTP-SVM is its best certified point: ``svm_error_bound`` ε bounds
+    ‖W − W^mm‖/‖W^mm‖, so a cosine against it is within 2ε of the exact one (the unit vectors of two
+    matrices at relative distance ε are at most 2ε apart).
 
     "Not compatible" and "not separable" are measurements, not errors: they give False and NaN
     metrics. A solver that cannot decide (time limit, ill-conditioning) gives None.
@@ -390,7 +397,8 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     dict with ``compatible``, ``separable`` (bool or None), ``compatibility_residual`` (Compatibility.residual:
     the max residual of (4) at the least-squares point, NaN if undecided), ``cos_mm``, ``cos_corrected``,
     ``subspace_error``, ``margin`` (NaN without a reference), ``svm_status`` (the NTP-SVM's status:
-    "optimal", "time_limit" (the best certified point is used), "not run" or "failed: ...") and
+    "optimal", "time_limit" (the best certified point is used), "not run" or "failed: ..."),
+    ``svm_error_bound`` (its certified relative distance from the exact W^mm; NaN when not run) and
     ``seconds``.
     """
     t0 = time.perf_counter()
@@ -408,7 +416,7 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     F = theory.subspace(current)
     out: dict = {"compatible": None, "separable": None, "compatibility_residual": math.nan,
                  **dict.fromkeys(REFERENCE_METRICS, math.nan),
-                 "svm_status": "not run"}
+                 "svm_status": "not run", "svm_error_bound": math.nan}
 
     def left() -> float | None:
         return None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
@@ -428,12 +436,16 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     except SolverError:  # no decision within max_seconds
         sep = None
 
-    if out["compatible"] and out["separable"]:
+    if out["compatible"]:  # W*(H) exists: the subspace error needs nothing else
+        ns, err = np.linalg.norm(comp.W), np.linalg.norm(F.project(W) - comp.W)
+        out["subspace_error"] = float(err / ns) if ns > 0 else float(err)
+    if out["compatible"] and out["separable"] and svm:
         try:
-            svm = theory.ntp_svm(current, subspace_=F, separability=sep, max_seconds=_positive(left()))
-            out["svm_status"] = svm.status
-            if svm.W is not None:
-                out.update(reference_metrics(current, W, Reference(comp.W, svm.W, F)))
+            svm_ = theory.ntp_svm(current, subspace_=F, separability=sep, max_seconds=_positive(left()))
+            out["svm_status"] = svm_.status
+            out["svm_error_bound"] = float(svm_.residuals.get("error_bound", math.nan))
+            if svm_.W is not None:
+                out.update(reference_metrics(current, W, Reference(comp.W, svm_.W, F)))
         except SolverError as exc:
             out["svm_status"] = f"failed: {exc}"
     out["seconds"] = time.perf_counter() - t0

@@ -351,7 +351,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
                   optimizer: str = "adam", lr: float = 1e-3, steps: int = 1000, weight_decay_embed: float = 0.0,
                   weight_decay_decoder: float = 0.0, batch_size: int | None = None,
                   record_every: int | Literal["log"] = "log",
-                  measure: Callable[[np.ndarray, np.ndarray], dict] | None = None, seed: int = 0,
+                  measure: Callable[[np.ndarray, np.ndarray, int], dict] | None = None, seed: int = 0,
                   threads: int | None = None, checkpoint: str | PathLike | None = None,
                   progress: bool = True) -> Trace:
     """Train ``model`` (in place) on CE of eq. (2) with learned context embeddings; record the geometry.
@@ -386,8 +386,9 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
     record_every : "log" | int
         Recorded steps, :func:`embgeo.ntp.train.record_steps`.
     measure : callable, optional
-        ``measure(H, W) -> dict`` of scalar metrics, called at every recorded step with the current
-        embeddings H (m, d) and decoder W (V, d) as float64 numpy arrays; merged into the row.
+        ``measure(H, W, step) -> dict`` of scalar metrics, called at every recorded step with the current
+        embeddings H (m, d) and decoder W (V, d) as float64 numpy arrays and the number of updates done;
+        merged into the row.
     seed : int
         Seed of the SGD sampling (models carry their own initialization seed).
     threads : int, optional
@@ -430,7 +431,8 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
         batch_size = 1 if batch_size is None else check_positive_int("batch_size", batch_size)
     schedule = record_steps(steps, record_every)
     if measure is not None and not callable(measure):
-        raise InputError(f"measure: expected None or a callable measure(H, W) -> dict, got {type(measure).__name__}")
+        raise InputError(f"measure: expected None or a callable measure(H, W, step) -> dict, got "
+                         f"{type(measure).__name__}")
     seed = check_seed(seed)
     threads = check_threads(threads)
     progress = check_bool("progress", progress)
@@ -532,7 +534,7 @@ def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | 
         if not all(np.isfinite(v) for v in values.values()):
             return None
         if measure is not None:
-            extra = measure(H.numpy().copy(), W.numpy().copy())
+            extra = measure(H.numpy().copy(), W.numpy().copy(), done)
             if not isinstance(extra, dict) or any(k in BASE_METRICS for k in extra):
                 raise InputError(f"measure: expected a dict of metrics whose names are not in {BASE_METRICS}, got "
                                  f"{extra!r}")
