@@ -171,3 +171,21 @@ def test_prefix_contexts_and_wordpiece_tokens():
         build_corpus(lines, tokenizer="bpe")
     with pytest.raises(InputError, match="prefixes"):
         run("ntp-real-lstm", overrides={"mode": "prefixes", "n_lines": "20", "steps": "2"})
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_svm_every_record_reaches_the_measurement(every):
+    """svm_every_record: W^mm(H_t) (hence cos_mm) at a record before the last step; otherwise only at the last."""
+    from embgeo.experiments.ntp_real import RealConfig, _measure
+
+    corpus = build_corpus(read_lines(n_lines=12)[0], context_length=2, max_vocab=15)
+    m = corpus.data.m
+    rng = np.random.default_rng(0)
+    H, W = rng.standard_normal((m, m + 5)), rng.standard_normal((corpus.data.V, m + 5))  # d > m: Lemma 1
+    cfg = RealConfig(steps=10, svm_every_record=every)
+    measure = _measure(corpus, geometry.support_groups(corpus.data), cfg)
+    mid, last = measure(H, W, 5), measure(H, W, 10)
+    assert mid["separable"] is True and last["separable"] is True
+    assert np.isfinite(last["cos_mm"]) and bool(np.isfinite(mid["cos_mm"])) == every
+    if every:
+        assert mid["cos_mm"] == pytest.approx(last["cos_mm"], abs=1e-6)
