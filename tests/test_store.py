@@ -268,3 +268,25 @@ def test_bad_input_is_an_input_error(store_path, tmp_path):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["meta"]
     conn.close()
+
+
+def test_opening_waits_for_the_wal_switch_while_another_process_holds_a_lock(tmp_path):
+    """PRAGMA journal_mode = WAL needs exclusive access and SQLite runs no busy handler for it: while another
+    connection holds a write lock on the (still rollback-journal) file, the open must wait, not fail."""
+    import threading
+
+    path = tmp_path / "store.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # a RESERVED lock: reads go on, the switch to WAL cannot
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        t0 = time.perf_counter()
+        store = RunStore(path)
+        waited = time.perf_counter() - t0
+    finally:
+        release.join()
+        holder.close()
+    assert waited >= 0.4  # it did meet the lock
+    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+    store.close()

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -152,9 +154,7 @@ class RunStore:
         empty = not self._tables()  # reading the header is also what refuses a file that is not SQLite
         if not empty or not create:
             self._check_schema()  # before any change: a foreign database is left exactly as it was
-        # WAL is a property of the file: set it once, not on every open (the switch needs a lock).
-        if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            self._conn.execute("PRAGMA journal_mode = WAL")
+        self._switch_to_wal()
         if empty:
             # Two processes may create the same store at once: the write lock serialises them and IF NOT
             # EXISTS / INSERT OR IGNORE make the second a no-op. (executescript would commit early.)
@@ -165,6 +165,25 @@ class RunStore:
                 conn.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
                                  [("application", APPLICATION), ("schema_version", str(SCHEMA_VERSION))])
             self._check_schema()
+
+    def _switch_to_wal(self) -> None:
+        """Put the file in WAL mode, retrying while another process holds a lock.
+
+        WAL is a property of the file: set once, it is only read on later opens. The switch needs
+        exclusive access and SQLite does not run the busy handler for it (``PRAGMA journal_mode = WAL``
+        fails at once with "database is locked" while another process creates the same store), so it
+        is retried with a short random back-off until BUSY_TIMEOUT_S has passed.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
 
     def _tables(self) -> set[str]:
         rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
