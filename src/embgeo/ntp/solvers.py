@@ -525,6 +525,11 @@ def project_dual_dense(z: np.ndarray, weight: np.ndarray, off: np.ndarray, tau: 
 #: A Farkas matrix is accepted when ‖Ψ H̄‖ ≤ FARKAS_RTOL · √2 max_j ‖h̄_j‖ (with Σ_off Ψ = −1): every
 #: separator would then have an NTP-margin below this fraction of the data's scale.
 FARKAS_RTOL = 1e-9
+
+
+def farkas_scale(K: np.ndarray) -> float:
+    """√2 max_j ‖k_j‖ for context coordinates K (m, r): the data's scale in FARKAS_RTOL's acceptance rule."""
+    return np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
 #: Margins ≤ 1 + ACTIVE_RTOL of a near-optimal point form the guessed active set of the exact solve.
 ACTIVE_RTOL = 1e-6
 #: Pairs per context added to the working set in one round of the full pass.
@@ -593,7 +598,7 @@ class SVMDual:
         self.pg, self.pj = coo.row.astype(np.int64), coo.col.astype(np.int64)  # sorted by (g, j)
         self.EP = EqualitySystem(K, self.pg, self.pj, self.weights, gram)  # weighted projection onto F⊥
         self._EP1 = None
-        self.scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
+        self.scale = farkas_scale(K)
 
     # -- layout of the working set -------------------------------------------------------------
     def _layout(self, wg: np.ndarray, wj: np.ndarray) -> dict:

@@ -54,6 +54,7 @@ from embgeo.ntp.solvers import (
     SVMDual,
     SVMOutcome,
     equality_system_bytes,
+    farkas_scale,
     row_dots,
     scan_off_support,
     separability_lp,
@@ -385,6 +386,7 @@ def _pair_compatibility_certificate(data: NTPData, F: Subspace, tol: float):
     """
     K, r = F.coords.K, F.coords.rank
     Pt = data.probs.T.tocsr()
+    scale = farkas_scale(K)
     for u, v, J in _heavy_pairs(Pt, r):
         lu = np.log(np.asarray(Pt[u, J].todense()).ravel())
         lv = np.log(np.asarray(Pt[v, J].todense()).ravel())
@@ -397,7 +399,6 @@ def _pair_compatibility_certificate(data: NTPData, F: Subspace, tol: float):
         rows, cols = np.concatenate([J, J]), np.concatenate([np.full(len(J), u), np.full(len(J), v)])
         cert = sp.csr_matrix((lam, (rows, cols)), shape=(data.m, data.V))
         norm = float(np.sqrt(2.0) * np.linalg.norm(y @ K[J]) / yy)
-        scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
         if norm * max(1.0, float(np.max(np.abs(lu - lv)))) <= FARKAS_RTOL * scale:
             return bound, cert, norm
     return None
@@ -545,9 +546,13 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     if candidate is not None and method != "auto":
         raise InputError(f"candidate: only used with method='auto' (an explicit method={method!r} is the independent "
                          "route), got both")
+    if candidate is not None:
+        candidate = _check_W(data, candidate)
+        if subspace_ is None:
+            subspace_ = Subspace(data)  # the candidate's projection needs F; its coordinates are shared with pb
     pb = _problem(data, subspace_)
     if candidate is not None:
-        sep = _separable_from_candidate(pb, subspace_ or Subspace(data), _check_W(data, candidate))
+        sep = _separable_from_candidate(pb, subspace_, candidate)
         if sep is not None:
             return sep
     if method == "auto":
@@ -639,7 +644,7 @@ def _pair_lp_farkas(pb: _Problem, max_pairs: int | None = None, max_seconds: flo
     top = top[sizes[top] > 0]
     pairs = [(int(a), int(b)) for i, a in enumerate(top) for b in top[i + 1:]]
     pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
-    scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
+    scale = farkas_scale(K)
     for a, b in pairs[:max_pairs]:
         if max_seconds is not None and time.perf_counter() - start > max_seconds:
             return None
@@ -684,7 +689,7 @@ def _polish_vertex(A: np.ndarray, rhs: np.ndarray, x: np.ndarray, n_signed: int)
 def _pair_farkas(pb: _Problem):
     """(grp, ctx, Ψ, perp) from two groups tied on > r contexts spanning R^r, or None."""
     K, r, P = pb.K, pb.coords.rank, pb.groups.pattern
-    scale = np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
+    scale = farkas_scale(K)
     for u, v, J in _heavy_pairs(P, r):
         Ju, Jv = P.indices[P.indptr[u]:P.indptr[u + 1]], P.indices[P.indptr[v]:P.indptr[v + 1]]
         only_u = np.setdiff1d(Ju, J)
