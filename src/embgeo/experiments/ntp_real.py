@@ -156,7 +156,8 @@ def _claims(df: pd.DataFrame, H: float) -> list:
         cos, label = float(last["cos_mm"]), "cos(W_T, W^mm(H_T))"
     # W^mm from a time-limited NTP-SVM is known within ε = its certified ‖W − W^mm‖/‖W^mm‖, which moves a
     # cosine by at most 2ε: the claim must hold for every W^mm within the bound.
-    eps = float(last.get("svm_error_bound", 0.0)) if np.isfinite(last.get("svm_error_bound", 0.0)) else 0.0
+    eps = float(last.get("svm_error_bound", math.nan))
+    eps = eps if np.isfinite(eps) else 0.0  # NaN: no bound recorded (W^mm not solved at T)
     if why_mm is None and not np.isfinite(cos):
         why_mm = "W^mm(H_T) not computed (the NTP-SVM failed or found no feasible point within svm_seconds)"
     note = why_mm or ("the linear experiments' level; W^mm(H_T) certified within ε = "
