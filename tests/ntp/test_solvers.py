@@ -530,9 +530,9 @@ def test_working_set_svm_matches_cvxpy(case, monkeypatch):
     monkeypatch.setattr(S, "DENSE_DUAL_MAX", 0)
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
-    res = ntp_svm(data)
+    res = ntp_svm(data, method="dual")
     assert res.status == "optimal"
-    assert "working set" in res.method
+    assert "dual on a working set" in res.method
     status, W = ref_ntp_svm(data)
     assert status == "optimal"
     assert np.linalg.norm(res.W - W) <= 1e-5 * np.linalg.norm(W)
@@ -804,7 +804,8 @@ def test_ntp_svm_time_limit(case, must_time_out):
     """max_seconds=1e-9 stops at the first check (check_every=1): either status "time_limit" with a W
     feasible for (6a)/(6b) (min margin 1), a dual value below the independently computed dual bound
     Σμ − ½‖P⊥(Σ μ (e_z − e_v)h̄_jᵀ)‖² ≤ ½‖W‖², the reported gap = (½‖W‖² − dual)/(½‖W‖²) and
-    ‖W − W^mm‖² ≤ gap·‖W‖²; or SolverError when no feasible point existed yet. Nothing else."""
+    ‖W − W^mm‖² ≤ gap·‖W‖² and ‖W − W^mm‖ ≤ error_bound·‖W^mm‖; or SolverError when no feasible point
+    existed yet. Nothing else."""
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     try:
@@ -831,7 +832,9 @@ def test_ntp_svm_time_limit(case, must_time_out):
     assert bound <= half * (1 + 1e-9)
     W_mm = ntp_svm(data).W
     assert np.linalg.norm(W - W_mm) ** 2 <= gap * np.linalg.norm(W) ** 2 * (1 + 1e-9)
-    assert res.residuals["error_bound"] == pytest.approx(math.sqrt(gap), rel=1e-9)
+    # ½‖W − W^mm‖² ≤ ½‖W‖² − D and ½‖W^mm‖² ≥ D: the bound relative to ‖W^mm‖ is √(gap/(1 − gap))
+    assert res.residuals["error_bound"] == pytest.approx(math.sqrt(gap / (1 - gap)), rel=1e-9)
+    assert np.linalg.norm(W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
 
 
 # == 11. synthetic_large and estimate_memory ===============================================================

@@ -94,8 +94,14 @@ KKT_CASES = [
 @pytest.mark.parametrize("make", KKT_CASES)
 def test_ntp_svm_kkt(make):
     data = make()
-    res = ntp_svm(data)
+    res = ntp_svm(data, tol=1e-14)
     assert res.status == "optimal"
+    # What the certificate promises for the multipliers: with relative gap g = (P − D)/P and W(μ) the
+    # primal image of the dual point, ½‖W(μ) − W^mm‖² ≤ P* − D ≤ gP and ‖W − W^mm‖ ≤ √g‖W‖, so
+    # ‖W − W(μ)‖ ≤ 2√g‖W‖ and |‖W‖² − Σμ| ≤ (g + 4√g)‖W‖² (+ rounding). The dual solver's exact
+    # active-set finish reaches rounding; the augmented Lagrangian's multipliers converge linearly and
+    # sit at this bound's scale (1e-8 at g = 1e-14).
+    kkt_tol = 2 * np.sqrt(res.residuals["duality_gap"]) + 1e-12
     W = res.W
     nW = np.linalg.norm(W)
     Pi = dense_projector_F(data)
@@ -133,10 +139,10 @@ def test_ntp_svm_kkt(make):
     # Stationarity of ½‖W‖²: W = P⊥(Σ μ_{j,v} (e_{z_j} - e_v) h̄_jᵀ); the equality multipliers
     # contribute an element of F, which P⊥ removes.
     C = combination(data, mu)
-    assert np.linalg.norm(subspace(data).project_perp(C) - W) <= 1e-8 * nW
-    assert np.linalg.norm(C - project_dense(Pi, C) - W) <= 1e-8 * nW
+    assert np.linalg.norm(subspace(data).project_perp(C) - W) <= kkt_tol * nW
+    assert np.linalg.norm(C - project_dense(Pi, C) - W) <= kkt_tol * nW
     # Strong duality: ‖W‖² = Σ μ (the dual objective at the optimum, since every μ_i > 0 has margin 1).
-    assert nW**2 == pytest.approx(mu.sum(), rel=1e-8)
+    assert nW**2 == pytest.approx(mu.sum(), rel=2 * kkt_tol + res.residuals["duality_gap"])
 
 
 # -- W* -------------------------------------------------------------------------------------------

@@ -568,7 +568,8 @@ class SVMOutcome:
     rounds: int = 0
     working_set: int = 0
     polished: bool = False
-    mode: str = "working set"  # or "dense": how the dual was stored
+    mode: str = "working set"  # or "dense": how the dual was stored; "augmented Lagrangian" (svm_alm)
+    factorizations: int = 0
 
     @property
     def gap(self) -> float:

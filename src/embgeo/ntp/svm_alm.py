@@ -1,0 +1,594 @@
+"""The NTP-SVM (Def. 3) by a semismooth Newton augmented Lagrangian method, for data with rank H̄ < m.
+
+Paper: ``ntp-implicit-bias-neurips.txt`` Def. 3. Problem in t-form on token groups
+(:mod:`embgeo.ntp.constraints`), K (m × r) the context coordinates, n_g the group sizes:
+
+    min ½ Σ_g n_g ‖x_g‖²  s.t.  a_{gj} := x_gᵀk_j − t_j = 0  on the support pairs S   (6a)
+                                a_{gj} + 1 ≤ 0              on the off-support pairs  (6b)
+
+Once a model has learned its context embeddings they are separable with d ≪ m, and then the
+dual first-order methods of :mod:`embgeo.ntp.solvers` stall: the dual is the hard-margin limit of a
+multiclass SVM, flat in most directions. This module solves the primal instead, by the method of
+multipliers (Rockafellar's augmented Lagrangian; the proximal point method on the dual), with
+multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty ρ:
+
+    φ(X, t) = ½ Σ_g n_g ‖x_g‖² + Σ_S (ν a + ρ/2 a²) + 1/(2ρ) Σ_W ([μ + ρ(a + 1)]₊² − μ²),
+
+* **inner**: φ is strongly convex and piecewise quadratic. Newton steps with its generalised Hessian
+  D + ρ Σ_P a′a′ᵀ (P = S and the pairs of W with μ + ρ(a + 1) > 0; D = diag(n_g I) on X, 0 on t)
+  and an exact line search (φ′ is piecewise linear along a line) minimise it; a unit step that keeps
+  P is exact. The Newton matrix is solved by :class:`NewtonSystem`.
+* **outer**: ν ← ν + ρa, μ ← [μ + ρ(a + 1)]₊; ρ grows tenfold when the constraint violation on W did
+  not fall fourfold (up to RHO_MAX). Once P stops changing, an outer step is one back-solve with the
+  factorization in hand, so the last digits cost almost nothing.
+* **working set**: the off pairs that the current iterate violates, or nearly (margin < 1 + SLACK),
+  found by a full pass over all G × m logits (one GEMM per block of contexts), at most
+  ADD_PER_CONTEXT per context and round.
+* **certificate** at every outer step, on the whole problem: the multipliers, balanced per context on
+  its first support pair, are a dual point with value D ≤ ½‖W^mm‖²; the iterate with its ties
+  restored exactly (:meth:`SVMALM.tie`) and divided by its smallest margin over *every* off pair is a
+  feasible point with value P. Then ½‖W − W^mm‖² ≤ P − D (strong convexity of ½‖·‖² and the
+  optimality of W^mm on a convex set), i.e. with the relative gap g = (P − D)/P,
+  ‖W − W^mm‖ ≤ √g ‖W‖ and ‖W − W^mm‖/‖W^mm‖ ≤ √(g/(1 − g)) (since ‖W^mm‖² ≥ 2D).
+
+The data are scaled to max_j ‖k_j‖ = 1 inside (the answer is returned in the caller's units), so ρ
+and every tolerance are independent of the units of H̄.
+
+Cost: per Newton step O(|W| r) plus, when P changed, one factorization of
+Σ_g q_g² min(q_g, r) + c³/3 flops (c ≤ m contexts with ≥ 2 pairs in P, q_g the group's pairs there);
+per outer step one full pass, O(G m r). Memory: c² doubles for the Schur complement (refused above the
+dense budget with :class:`~embgeo.errors.TooLargeError`) and O(|W| + G r).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from embgeo.core.validate import check_dense_size
+from embgeo.errors import SolverError
+from embgeo.ntp.solvers import SVMOutcome, row_dots, scan_off_support
+
+#: Off pairs per context in the first working set (the smallest margins of the starting point) and added
+#: per context and round (the violated or nearly tight ones). Measured on trained embeddings (m = 3011,
+#: r = 64): larger working sets cost little (inactive pairs are not in the Newton matrix) and save Newton
+#: steps; 4 instead of 16 needed twice the factorizations.
+INITIAL_PER_CONTEXT = 16
+ADD_PER_CONTEXT = 16
+#: Pairs with margin < 1 + SLACK join the working set once the iterate is nearly feasible (its certified
+#: point has margin > 1/2 before scaling); before that only violated pairs do.
+SLACK = 1.0
+#: Penalty: start, growth factor, cap (in the unit scale max ‖k_j‖ = 1).
+RHO0, RHO_UP, RHO_MAX = 1.0, 10.0, 1e10
+#: ρ grows when the violation on W did not fall below this fraction of its previous value.
+DECREASE = 0.25
+#: The inner Newton iterations stop at ‖∇φ‖ ≤ GTOL_FACTOR · violation · ‖X‖ (inexact early, exact late).
+GTOL_FACTOR = 0.5
+MAX_NEWTON = 30
+#: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
+TIE_RHO = 1e6
+#: T is solved by conjugate gradients above this many coupled contexts (a Cholesky factorization costs c³/3),
+#: to a relative residual CG_RTOL in at most CG_MAXITER iterations (else it is factored).
+CG_CONTEXTS = 3000
+CG_RTOL = 1e-6
+CG_MAXITER = 300
+#: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX.
+STALL_OUTER = 8
+
+
+# -- the Newton matrix ----------------------------------------------------------------------------------
+
+class NewtonSystem:
+    """Solves (D + ρ Σ_{(g,j) ∈ P} a′a′ᵀ) Δ = b for Δ = (ΔX (G, r), Δt (m)), a′ = (k_j in row g, −1 at t_j).
+
+    D = diag(n_g I_r) on X and 0 on t. A context with one pair in P only fixes its own Δt_j through
+    it; the others ("coupled", c of them) keep Δt in a Schur complement. Per group, with K_g (q × r)
+    the rows of its coupled pairs, H_g = n_g I + ρ K_gᵀK_g is eliminated, which leaves
+
+        T = Σ_g E_gᵀ T_g E_g,   T_g = ρ I − ρ² K_g H_g⁻¹ K_gᵀ = n_g (n_g/ρ I + K_gK_gᵀ)⁻¹   (q × q).
+
+    Groups with q ≤ r ("light") go through the q × q matrix C_g = n_g/ρ I + K_gK_gᵀ (Woodbury:
+    H_g⁻¹ = (I − K_gᵀC_g⁻¹K_g)/n_g), kept as one sparse block-diagonal matrix over their pairs, and
+    their T_g as one sparse c × c matrix; groups with q > r ("heavy": a frequent token tight in many
+    contexts) through the r × r H_g⁻¹, which stays well defined however many contexts it has. T is
+    then either factored densely (:meth:`factor`: c³/3 flops, c² memory) or applied group by group
+    for Jacobi-preconditioned conjugate gradients (:meth:`solve` with ``rtol``): O(Σ_light q² +
+    Σ_heavy q r) per product, no c × c array. Every operation is vectorised over all pairs at once.
+    Setup cost Σ_g q_g² min(q_g, r) flops.
+    """
+
+    def __init__(self, K: np.ndarray, n: np.ndarray, g: np.ndarray, j: np.ndarray, rho: float):
+        G, (m, r) = len(n), K.shape
+        self.K, self.n, self.rho, self.G, self.m = K, n, rho, G, m
+        count = np.bincount(j, minlength=m)
+        coupled = count[j] >= 2
+        self.gs, self.js = g[~coupled], j[~coupled]  # contexts with one pair: t_j follows that pair
+        gc, jc = g[coupled], j[coupled]
+        order = np.lexsort((jc, gc))
+        gc, jc = gc[order], jc[order]
+        self.ctx = np.flatnonzero(count >= 2)
+        self.c = c = len(self.ctx)
+        self.chol = None
+        self.cg_iterations = 0
+        q = np.bincount(gc, minlength=G)
+        light = q[gc] <= r
+        # light groups: C_g⁻¹ batched by q, assembled into a block-diagonal matrix over their pairs
+        self.gl, self.jl = gc[light], jc[light]
+        self.ll = np.searchsorted(self.ctx, self.jl)  # position in T
+        rows, cols, vals = [], [], []
+        starts = np.flatnonzero(np.r_[True, self.gl[1:] != self.gl[:-1]]) if len(self.gl) else np.zeros(0, int)
+        sizes = np.diff(np.r_[starts, len(self.gl)])
+        for qq in np.unique(sizes):
+            first = starts[sizes == qq]
+            idx = first[:, None] + np.arange(qq)  # (nb, q) pair positions
+            Kb = K[self.jl[idx]]
+            C = Kb @ Kb.swapaxes(1, 2)
+            C[:, np.arange(qq), np.arange(qq)] += (n[self.gl[first]] / rho)[:, None]
+            rows.append(np.repeat(idx, qq, axis=1).ravel())
+            cols.append(np.tile(idx, (1, qq)).ravel())
+            vals.append(_spd_inverse(C).ravel())
+        nl = len(self.gl)
+        rows, cols, vals = (np.concatenate(a) if a else np.zeros(0) for a in (rows, cols, vals))
+        self.Cinv = sp.csr_matrix((vals, (rows.astype(np.int64), cols.astype(np.int64))), shape=(nl, nl))
+        # T of the light groups: n_g C_g⁻¹ scattered to the contexts of the pairs
+        self.T_light = sp.csr_matrix((n[self.gl[rows.astype(np.int64)]] * vals,
+                                      (self.ll[rows.astype(np.int64)], self.ll[cols.astype(np.int64)])),
+                                     shape=(c, c))
+        self.ptr_l = np.searchsorted(self.gl, np.arange(G + 1))  # the light pairs are sorted by group
+        # heavy groups: H_g⁻¹ (r × r) each
+        self.gh, self.jh = gc[~light], jc[~light]
+        self.lh = np.searchsorted(self.ctx, self.jh)
+        self.heavy = np.unique(self.gh)
+        nh = len(self.gh)
+        self.hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.Hinv
+        # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with
+        # L_gL_gᵀ = H_g⁻¹, so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ; the U_g are stored one after the other (nh × r)
+        self.hslices = np.searchsorted(self.hpos, np.arange(len(self.heavy) + 1))
+        self.Hinv = np.empty((len(self.heavy), r, r))
+        self.U = np.empty((nh, r))
+        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
+            Kg = K[self.jh[a:b]]
+            H = rho * (Kg.T @ Kg)
+            H[np.diag_indices(r)] += n[self.heavy[i]]
+            Hinv = _spd_inverse(H[None])[0]
+            self.Hinv[i] = Hinv
+            self.U[a:b] = Kg @ sla.cholesky(Hinv, lower=True, check_finite=False)
+
+    # -- pieces ------------------------------------------------------------------------------------------
+    def _light_sum(self, w: np.ndarray) -> np.ndarray:
+        """Σ over each group's light pairs of w_p k_{j_p}: (G, r), one sparse product (no gathered copy of K)."""
+        return sp.csr_matrix((w, self.jl, self.ptr_l), shape=(self.G, self.m)) @ self.K
+
+    def _heavy_sum(self, w: np.ndarray) -> np.ndarray:
+        """Σ over each heavy group's pairs of w_p k_{j_p}: (number of heavy groups, r)."""
+        return sp.csr_matrix((w, self.jh, self.hslices), shape=(len(self.heavy), self.m)) @ self.K
+
+    def _apply_hinv(self, B: np.ndarray) -> np.ndarray:
+        """H_g⁻¹ b_g for every group g (rows of B, (G, r))."""
+        out = B / self.n[:, None]
+        if len(self.gl):
+            u = row_dots(B, self.K, self.gl, self.jl)
+            out -= self._light_sum(self.Cinv @ u) / self.n[:, None]
+        if len(self.heavy):
+            out[self.heavy] = np.einsum("nij,nj->ni", self.Hinv, B[self.heavy])
+        return out
+
+    def _tmul(self, v: np.ndarray) -> np.ndarray:
+        """T v over the coupled contexts (no c × c array)."""
+        out = self.T_light @ v
+        if len(self.heavy):
+            vh = v[self.lh]
+            z = sp.csr_matrix((vh, np.arange(len(vh)), self.hslices), shape=(len(self.heavy), len(vh))) @ self.U
+            u = np.einsum("pr,pr->p", self.U, z[self.hpos])
+            out += np.bincount(self.lh, weights=self.rho * vh - self.rho ** 2 * u, minlength=self.c)
+        return out
+
+    def _tdiag(self) -> np.ndarray:
+        """The diagonal of T (Jacobi preconditioner)."""
+        d = self.T_light.diagonal()
+        if len(self.heavy):
+            u = np.einsum("pr,pr->p", self.U, self.U)
+            d = d + np.bincount(self.lh, weights=self.rho - self.rho ** 2 * u, minlength=self.c)
+        return d
+
+    def factor(self) -> None:
+        """T as a dense c × c array (the light part from its sparse form, each heavy group's
+        ρI − ρ²K_gH_g⁻¹K_gᵀ added in place) and its Cholesky factor."""
+        c, rho = self.c, self.rho
+        check_dense_size("Schur complement of the NTP-SVM's Newton matrix (coupled contexts²)", (c, c),
+                         "too many contexts are tight at once for the exact Newton path")
+        T = self.T_light.toarray()
+        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
+            lg, U = self.lh[a:b], self.U[a:b]
+            T[np.ix_(lg, lg)] -= (rho * rho) * (U @ U.T)
+            T[lg, lg] += rho
+        try:
+            self.chol = sla.cho_factor(T, lower=True, check_finite=False, overwrite_a=True)
+        except np.linalg.LinAlgError:
+            raise SolverError("NTP-SVM Newton matrix: the Schur complement is numerically singular (contexts "
+                              "nearly dependent at this penalty)") from None
+
+    @property
+    def dense(self) -> bool:
+        return self.chol is not None
+
+    def _tsolve(self, rhs: np.ndarray, rtol: float, maxiter: int) -> np.ndarray:
+        """T⁻¹ rhs: the Cholesky factor when there is one, else Jacobi-preconditioned conjugate gradients
+        (:class:`CGFailed` if they do not reach ``rtol`` in ``maxiter`` iterations)."""
+        if self.chol is not None:
+            return sla.cho_solve(self.chol, rhs, check_finite=False)
+        norm = float(np.linalg.norm(rhs))
+        x = np.zeros_like(rhs)
+        if norm == 0:
+            return x
+        if not hasattr(self, "_diag"):
+            self._diag = self._tdiag()
+        r = rhs.copy()
+        z = r / self._diag
+        p = z.copy()
+        rz = float(r @ z)
+        for _ in range(maxiter):
+            self.cg_iterations += 1
+            q = self._tmul(p)
+            alpha = rz / float(p @ q)
+            x += alpha * p
+            r -= alpha * q
+            if np.linalg.norm(r) <= rtol * norm:
+                return x
+            z = r / self._diag
+            rz, rz_old = float(r @ z), rz
+            p = z + (rz / rz_old) * p
+        raise CGFailed
+
+    def solve(self, bx: np.ndarray, bt: np.ndarray, rtol: float = 1e-10,
+              maxiter: int = 500) -> tuple[np.ndarray, np.ndarray]:
+        """(ΔX, Δt) for the right-hand side (bx (G, r), bt (m,)); ``rtol`` and ``maxiter`` for the
+        conjugate gradients when T is not factored."""
+        K, rho = self.K, self.rho
+        bx = bx.copy()
+        np.add.at(bx, self.gs, K[self.js] * bt[self.js][:, None])  # eliminated single-pair contexts
+        dt = np.zeros(self.m)
+        if self.c:
+            y = self._apply_hinv(bx)
+            rhs = bt[self.ctx].copy()
+            if len(self.gl):
+                rhs += rho * np.bincount(self.ll, weights=row_dots(y, K, self.gl, self.jl), minlength=self.c)
+            if len(self.gh):
+                rhs += rho * np.bincount(self.lh, weights=row_dots(y, K, self.gh, self.jh), minlength=self.c)
+            dtc = self._tsolve(rhs, rtol, maxiter)
+            dt[self.ctx] = dtc
+            if len(self.gl):
+                bx += rho * self._light_sum(dtc[self.ll])
+            if len(self.gh):
+                bx[self.heavy] += rho * self._heavy_sum(dtc[self.lh])
+        dx = self._apply_hinv(bx)
+        dt[self.js] = row_dots(dx, K, self.gs, self.js) + bt[self.js] / rho
+        return dx, dt
+
+
+class CGFailed(Exception):
+    """The conjugate gradients on T did not converge: factor T instead."""
+
+
+def _spd_inverse(A: np.ndarray) -> np.ndarray:
+    """Inverses of a stack (n, k, k) of symmetric positive definite matrices, through their Cholesky factors."""
+    try:
+        Linv = np.linalg.inv(np.linalg.cholesky(A))
+    except np.linalg.LinAlgError:
+        raise SolverError("NTP-SVM Newton matrix: a token's block is numerically singular") from None
+    return Linv.swapaxes(1, 2) @ Linv
+
+
+def _line_search(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: float, off_d: np.ndarray,
+                 off_u: np.ndarray) -> float:
+    """The α ≥ 0 where φ′(α) = c0 + c1 α + Σ eq_d (eq_w + αρ eq_d) + Σ off_d [off_u + αρ off_d]₊ vanishes.
+
+    φ′ is nondecreasing and piecewise linear (φ′(0) < 0 along a descent direction); its pieces change
+    at the breakpoints β_i = −off_u_i/(ρ off_d_i), where a term switches on (off_d > 0) or off
+    (off_d < 0). O(n log n) for n terms.
+    """
+    a0 = c0 + float(eq_d @ eq_w)
+    a1 = c1 + rho * float(eq_d @ eq_d)
+    nz = off_d != 0
+    d, u = off_d[nz], off_u[nz]
+    on = (u > 0) | ((u == 0) & (d > 0))  # the terms active just right of α = 0
+    a0 += float(d[on] @ u[on])
+    a1 += rho * float(d[on] @ d[on])
+    beta = -u / (rho * d)
+    ev = (beta > 0) & ((d > 0) != on)
+    order = np.argsort(beta[ev])
+    bs, ds, us = beta[ev][order], d[ev][order], u[ev][order]
+    sign = np.where(ds > 0, 1.0, -1.0)
+    # intercept and slope of φ′ on the piece before breakpoint k (k = len: the last piece)
+    s0 = a0 + np.concatenate([[0.0], np.cumsum(sign * ds * us)])
+    s1 = a1 + np.concatenate([[0.0], np.cumsum(sign * rho * ds * ds)])
+    at_break = s0[:-1] + s1[:-1] * bs
+    k = int(np.argmax(at_break >= 0)) if np.any(at_break >= 0) else len(bs)
+    if s1[k] <= 0:  # cannot happen for a descent direction of a strongly convex φ; stay safe
+        return float(bs[k - 1]) if k else 0.0
+    return max(float(-s0[k] / s1[k]), 0.0)
+
+
+# -- the solver --------------------------------------------------------------------------------------------
+
+@dataclass
+class _State:
+    X: np.ndarray  # (G, r)
+    t: np.ndarray  # (m,)
+    nu: np.ndarray  # (|S|,) multipliers of the ties
+    mu: np.ndarray  # (|W|,) multipliers of the working off pairs, ≥ 0
+    wg: np.ndarray  # (|W|,) working set: groups ...
+    wj: np.ndarray  # ... and contexts
+    rho: float
+
+
+class SVMALM:
+    """The NTP-SVM of one problem by the augmented Lagrangian method of the module docstring.
+
+    Parameters
+    ----------
+    K : (m, r) context coordinates.
+    support : (G, m) sparse 0/1 pattern, row g = the contexts J_g whose support holds group g.
+    weights : (G,) group sizes n_g.
+    """
+
+    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray):
+        self.scale = float(np.max(np.linalg.norm(K, axis=1)))
+        if not self.scale > 0:
+            raise SolverError("NTP-SVM: every context embedding is zero")
+        self.K = K / self.scale
+        self.support = sp.csr_matrix(support)
+        self.support.sort_indices()
+        self.support_csc = self.support.tocsc()
+        self.G, self.m = self.support.shape
+        self.n = np.asarray(weights, dtype=np.float64)
+        coo = self.support.tocoo()
+        order = np.lexsort((coo.col, coo.row))
+        self.sg, self.sj = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
+        self.first = np.full(self.m, -1)  # the first support pair of each context (balances the dual)
+        self.first[self.sj[::-1]] = np.arange(len(self.sj))[::-1]
+        # ties that are not trivial: the support pairs of the contexts with ≥ 2 support groups
+        multi = np.bincount(self.sj, minlength=self.m)[self.sj] >= 2
+        self.tg, self.tj = self.sg[multi], self.sj[multi]
+        self._tie_system = None
+        self._cache = None  # (key of P, NewtonSystem) of the last factorization
+        self.factorizations = 0
+        self.cg_solves = 0
+        self._cg_failed: set[float] = set()  # penalties at which the conjugate gradients failed
+
+    # -- pieces ------------------------------------------------------------------------------------
+    def _a(self, X, t, g, j):
+        return row_dots(X, self.K, g, j) - t[j]
+
+    def _scatter(self, g, j, w):
+        """Σ_j w_{gj} k_j for every group: (G, r)."""
+        return sp.csr_matrix((w, (g, j)), shape=(self.G, self.m)) @ self.K
+
+    def _norm2(self, X) -> float:
+        """Σ_g n_g ‖x_g‖² = ‖W‖² of the token matrix."""
+        return float(np.sum(self.n * np.einsum("ij,ij->i", X, X)))
+
+    def _weights(self, st: _State, X, t):
+        aS = self._a(X, t, self.sg, self.sj)
+        aW = self._a(X, t, st.wg, st.wj)
+        return aS, aW, st.nu + st.rho * aS, np.maximum(st.mu + st.rho * (aW + 1.0), 0.0)
+
+    def _gradient(self, st: _State, X, wS, wW):
+        j = np.concatenate([self.sj, st.wj])
+        w = np.concatenate([wS, wW])
+        gx = self.n[:, None] * X + self._scatter(np.concatenate([self.sg, st.wg]), j, w)
+        return gx, -np.bincount(j, weights=w, minlength=self.m)
+
+    def _system(self, st: _State, act: np.ndarray, dense: bool | None = None) -> NewtonSystem:
+        """The Newton matrix of P = S ∪ {active pairs of W}, factored only when it changed. T is solved by
+        conjugate gradients when it is large (c > CG_CONTEXTS, e.g. early on, when most contexts are tight
+        and a factorization would cost c³/3) unless they failed at this ρ before; else factored."""
+        key = (st.rho, len(act), act.tobytes())
+        if self._cache is None or self._cache[0] != key or (dense and not self._cache[1].dense):
+            if dense is None:
+                dense = st.rho in self._cg_failed
+            system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
+                                  np.concatenate([self.sj, st.wj[act]]), st.rho)
+            if dense or system.c <= CG_CONTEXTS:
+                system.factor()
+                self.factorizations += 1
+            self._cache = (key, system)
+        return self._cache[1]
+
+    def _newton_direction(self, st: _State, act: np.ndarray, gx: np.ndarray, gt: np.ndarray):
+        system = self._system(st, act)
+        try:
+            out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=CG_MAXITER)
+            self.cg_solves += not system.dense
+            return out
+        except CGFailed:
+            self._cg_failed.add(st.rho)
+            return self._system(st, act, dense=True).solve(-gx, -gt)
+
+    def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
+        """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
+        X, t = st.X, st.t
+        steps = 0
+        for _ in range(MAX_NEWTON):
+            aS, aW, wS, wW = self._weights(st, X, t)
+            gx, gt = self._gradient(st, X, wS, wW)
+            gnorm = np.sqrt(float(np.sum(gx * gx) + gt @ gt))
+            # at least one step after a multiplier update: a context with a small embedding moves the
+            # gradient little, and its violation would otherwise never be acted on
+            if gnorm <= (gtol if steps else 1e-14 * gtol):
+                break
+            act = wW > 0
+            dx, dt = self._newton_direction(st, act, gx, gt)
+            steps += 1
+            alpha = _line_search(float(np.sum(self.n[:, None] * X * dx)), self._norm2(dx),
+                                 self._a(dx, dt, self.sg, self.sj), wS, st.rho,
+                                 self._a(dx, dt, st.wg, st.wj), st.mu + st.rho * (aW + 1.0))
+            X, t = X + alpha * dx, t + alpha * dt
+            if abs(alpha - 1.0) < 1e-12 and np.array_equal(st.mu + st.rho * (self._a(X, t, st.wg, st.wj) + 1) > 0,
+                                                           act):
+                break  # a unit step that kept P: the quadratic model was exact
+            if deadline is not None and time.perf_counter() > deadline:
+                break
+        st.X, st.t = X, t
+        return steps
+
+    # -- certificates ----------------------------------------------------------------------------------
+    def tie(self, X: np.ndarray, rounds: int = 30) -> tuple[np.ndarray, np.ndarray]:
+        """(X̃, t): the weighted projection of X (G, r) onto the ties (6a), min Σ_g n_g ‖x̃_g − x_g‖² s.t.
+        x̃_gᵀk_j = t_j on every support pair. A context with one support group ties itself (t_j = its
+        logit); the others by the method of multipliers on their pairs with one factorization,
+        iterated until the ties hold to rounding."""
+        t = row_dots(X, self.K, self.sg[self.first], np.arange(self.m))
+        if len(self.tg) == 0:
+            return X, t
+        if self._tie_system is None:
+            self._tie_system = NewtonSystem(self.K, self.n, self.tg, self.tj, TIE_RHO)
+            self._tie_system.factor()
+        system, rho = self._tie_system, TIE_RHO
+        nu = np.zeros(len(self.tg))
+        D = np.zeros_like(X)
+        best = np.inf
+        for _ in range(rounds):
+            a = row_dots(X + D, self.K, self.tg, self.tj) - t[self.tj]
+            size = float(np.max(np.abs(a)))
+            if size <= 1e-15 * max(1.0, float(np.max(np.abs(t)))) or size >= 0.5 * best:
+                break  # at rounding, or no longer decreasing
+            best = size
+            w = nu + rho * a
+            dx, dt = system.solve(-(self.n[:, None] * D + self._scatter(self.tg, self.tj, w)),
+                                  np.bincount(self.tj, weights=w, minlength=self.m))
+            D, t = D + dx, t + dt
+            nu = nu + rho * (row_dots(X + D, self.K, self.tg, self.tj) - t[self.tj])
+        X = X + D
+        # t_j exactly the logit of the first support group; the other ties hold to the rounding left
+        return X, row_dots(X, self.K, self.sg[self.first], np.arange(self.m))
+
+    def dual_point(self, st: _State) -> tuple[float, np.ndarray]:
+        """(D, ν̃): the multipliers balanced per context on its first support pair (Σ_g λ_{gj} = 0), and
+        their dual value D = Σ_W μ − ½ Σ_g ‖Σ_j λ_{gj} k_j‖²/n_g, a lower bound on ½‖W^mm‖²."""
+        resid = np.bincount(np.concatenate([self.sj, st.wj]), weights=np.concatenate([st.nu, st.mu]),
+                            minlength=self.m)
+        nu = st.nu.copy()
+        nu[self.first] -= resid
+        Y = self._scatter(np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
+                          np.concatenate([nu, st.mu]))
+        return float(np.sum(st.mu) - 0.5 * np.sum(np.einsum("ij,ij->i", Y, Y) / self.n)), nu
+
+    def feasible_point(self, X: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+        """(X̃, t̃, γ): X tied and divided by γ, its smallest off-support margin over every pair (None if γ ≤ 0)."""
+        Xp, tp = self.tie(X)
+        gamma = scan_off_support(Xp, tp, self.K, self.support_csc).min_margin
+        if not gamma > 0:
+            return None, None, float(gamma)
+        return Xp / gamma, tp / gamma, float(gamma)
+
+    # -- the method -----------------------------------------------------------------------------------------
+    def start(self, X0: np.ndarray | None = None, dual: tuple | None = None) -> _State:
+        """The starting point: a dual point (grp, ctx, Ψ) in the caller's units (multipliers −Ψ; X = ΨK/n),
+        or a primal guess X0 (G, r) in the caller's units (default: the class means Σ_{j∈J_g} k_j/‖k_j‖²),
+        tied and scaled to margin 1 when it separates. The working set: the dual point's off pairs and the
+        INITIAL_PER_CONTEXT smallest margins of every context."""
+        nu = np.zeros(len(self.sg))
+        off_g = off_j = np.zeros(0, np.int64)
+        off_mu = np.zeros(0)
+        if dual is not None:
+            g, j, psi = (np.asarray(a) for a in dual)
+            psi = psi * self.scale ** 2
+            X0 = self._scatter(g, j, psi / self.n[g])
+            keys_s = self.sg * self.m + self.sj
+            keys = g * self.m + j
+            pos = np.minimum(np.searchsorted(keys_s, keys), len(keys_s) - 1)
+            on = keys_s[pos] == keys
+            nu[pos[on]] = -psi[on]
+            off_g, off_j, off_mu = g[~on], j[~on], np.maximum(-psi[~on], 0.0)
+        elif X0 is None:
+            X0 = self.support @ (self.K / np.maximum(np.sum(self.K * self.K, axis=1), 1e-300)[:, None])
+        else:
+            X0 = X0 * self.scale
+        X0, t0 = self.tie(X0)
+        if dual is None:
+            gamma = scan_off_support(X0, t0, self.K, self.support_csc).min_margin
+            if gamma > 0:
+                X0, t0 = X0 / gamma, t0 / gamma
+        scan = scan_off_support(X0, t0, self.K, self.support_csc, below=np.inf, top=INITIAL_PER_CONTEXT)
+        keys, first = np.unique(np.concatenate([off_g * self.m + off_j, scan.groups * self.m + scan.contexts]),
+                                return_index=True)
+        mu = np.concatenate([off_mu, np.zeros(len(scan.groups))])[first]
+        return _State(X0, t0, nu, mu, keys // self.m, keys % self.m, RHO0)
+
+    def solve(self, *, tol: float = 1e-10, max_outer: int = 500, max_seconds: float | None = None,
+              X0: np.ndarray | None = None, dual: tuple | None = None,
+              progress: Callable[[int, dict], object] | None = None) -> SVMOutcome:
+        """Outer steps until the certified relative gap is ≤ ``tol``, or a stop (``max_seconds``,
+        ``max_outer``, a stall); the best certified point found is returned either way (in the caller's
+        units; ``X`` None only when no feasible point was found). ``progress(outer, info)`` after every
+        outer step with the certified gap, the working set, ρ and the factorizations so far."""
+        start = time.perf_counter()
+        deadline = None if max_seconds is None else start + max_seconds
+        st = self.start(X0, dual)
+        best = SVMOutcome("max_iter", mode="augmented Lagrangian")
+        best_dual = None
+        prev_violation, gtol, history = np.inf, None, []
+        for outer in range(1, max_outer + 1):
+            xnorm = np.sqrt(self._norm2(st.X)) + 1.0
+            if gtol is None:
+                gtol = 1e-2 * xnorm
+            best.iterations += self._inner(st, gtol, deadline)
+            aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t)
+            violation = max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
+            dual_value, nu_bal = self.dual_point(st)
+            Xf, tf, gamma = self.feasible_point(st.X)
+            if Xf is not None:
+                primal = 0.5 * self._norm2(Xf)
+                if primal < best.primal:
+                    best.X, best.t, best.primal = Xf, tf, primal
+            if dual_value > best.dual:
+                best.dual = dual_value
+                best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
+                             -np.concatenate([nu_bal, st.mu]))
+            best.rounds, best.working_set = outer, len(st.wg)
+            history.append(best.gap)
+            if progress is not None:
+                progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
+                                 "factorizations": self.factorizations, "violation": violation,
+                                 "cg_solves": self.cg_solves})
+            if best.gap <= tol:
+                best.status = "optimal"
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                best.status = "time_limit"
+                break
+            if st.rho >= RHO_MAX and len(history) > STALL_OUTER and history[-1] > 0.5 * history[-1 - STALL_OUTER]:
+                best.status = "stalled"
+                break
+            # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
+            below = 1.0 + (SLACK if gamma > 0.5 else 0.0)
+            scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=below, top=ADD_PER_CONTEXT)
+            new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj)
+            if new.any():
+                st.wg = np.concatenate([st.wg, scan.groups[new]])
+                st.wj = np.concatenate([st.wj, scan.contexts[new]])
+                st.mu = np.concatenate([st.mu, np.zeros(int(new.sum()))])
+            if violation > DECREASE * prev_violation:
+                st.rho = min(st.rho * RHO_UP, RHO_MAX)
+            prev_violation = violation
+            # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
+            # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
+            gtol = max(min(0.5 * gtol, GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
+        best.factorizations = self.factorizations
+        return self._in_caller_units(best, best_dual)
+
+    def _in_caller_units(self, out: SVMOutcome, dual: tuple | None) -> SVMOutcome:
+        s2 = self.scale ** 2
+        if out.X is not None:
+            out.X = out.X / self.scale
+            out.primal /= s2
+        out.dual /= s2
+        if dual is not None:
+            out.dual_point = (dual[0], dual[1], dual[2] / s2)
+        return out

@@ -1,0 +1,337 @@
+"""The augmented Lagrangian NTP-SVM (:mod:`embgeo.ntp.svm_alm`) against independent computations.
+
+* its Newton matrix against the dense (G·r + m)² matrix D + ρ Σ a aᵀ solved by numpy, in both modes
+  (Cholesky of the Schur complement, conjugate gradients), with light and heavy groups and contexts
+  that have one pair;
+* its line search against a bounded scalar minimisation of φ along the line;
+* W^mm against cvxpy + Clarabel on the paper's all-pair constraints (``reference.py``) on every shape:
+  d < m separable, d > m, singleton supports (the Crammer–Singer SVM, whose own reference is written
+  per (j, v)), uneven weights, several support sizes, and the 12-context case on which the dual
+  solver raised;
+* the certificate recomputed from the definitions: (6a)/(6b) of the returned W, the dual value of its
+  multipliers by the dense projector onto F, ‖W − W^mm‖ ≤ error_bound·‖W^mm‖;
+* units, warm starts, time limits, stalls (a certified point, never an exception) and the fallback to
+  a Farkas certificate when the ALM finds no feasible point.
+
+Tolerances: W^mm to 1e-5 relative, as in ``test_theory_vs_reference`` (the reference is certified
+within 1e-6 by Clarabel's 1e-12 gap); linear algebra to 1e-9 relative (float64 solves of matrices
+with condition numbers below 1e6).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize_scalar
+
+from embgeo.errors import SolverError
+from embgeo.ntp import NTPData, ntp_svm, synthetic, theory
+from embgeo.ntp import svm_alm as A
+
+from .reference import (
+    INFEASIBLE,
+    dense_projector_F,
+    kesler_values,
+    logits,
+    make_data,
+    pair_values,
+    ref_multiclass_svm,
+    ref_ntp_svm,
+)
+from .test_solvers import assert_farkas_certificate, combination, off_mask
+
+SVM_RTOL = 1e-5
+
+
+def rel_err(A_, B) -> float:
+    return float(np.linalg.norm(np.asarray(A_) - np.asarray(B)) / np.linalg.norm(B))
+
+
+# == 1. the Newton matrix ===============================================================================
+
+def newton_instance(seed: int, heavy: bool):
+    """K (m, r), weights, pairs (g, j) with every context covered; ``heavy``: a group with q > r pairs."""
+    rng = np.random.default_rng(seed)
+    m, r, G = 14, 3, 6
+    K = rng.standard_normal((m, r))
+    n = rng.integers(1, 4, G).astype(float)
+    pairs = {(int(rng.integers(G)), j) for j in range(m)}  # every context has a pair
+    pairs |= {(int(rng.integers(G)), int(rng.integers(m))) for _ in range(14)}
+    if heavy:
+        pairs |= {(0, j) for j in range(0, m, 2)}  # group 0 in 7 > r contexts
+    g, j = np.array(sorted(pairs)).T
+    return K, n, g.astype(np.int64), j.astype(np.int64)
+
+
+def dense_newton(K, n, g, j, rho):
+    """D + ρ Σ_{(g,j)} a aᵀ over vec(X) (row-major, G·r) and t (m), a = (k_j in block g, −1 at t_j)."""
+    G, (m, r) = len(n), K.shape
+    N = np.zeros((G * r + m, G * r + m))
+    N[np.arange(G * r), np.arange(G * r)] = np.repeat(n, r)
+    for gg, jj in zip(g, j, strict=True):
+        a = np.zeros(G * r + m)
+        a[gg * r:(gg + 1) * r] = K[jj]
+        a[G * r + jj] = -1.0
+        N += rho * np.outer(a, a)
+    return N
+
+
+@pytest.mark.parametrize("mode", ["cholesky", "cg"])
+@pytest.mark.parametrize("heavy", [False, True])
+@pytest.mark.parametrize("rho", [1.0, 1e3])
+def test_newton_system_matches_dense_solve(mode, heavy, rho):
+    K, n, g, j = newton_instance(0, heavy)
+    G, (m, r) = len(n), K.shape
+    system = A.NewtonSystem(K, n, g, j, rho)
+    if heavy:
+        assert len(system.heavy) >= 1  # the r × r path is exercised
+    assert len(system.gs) >= 1 or np.all(np.bincount(j, minlength=m) >= 2)
+    if mode == "cholesky":
+        system.factor()
+    rng = np.random.default_rng(1)
+    bx, bt = rng.standard_normal((G, r)), rng.standard_normal(m)
+    dx, dt = system.solve(bx, bt, rtol=1e-14, maxiter=10_000)
+    ref = np.linalg.solve(dense_newton(K, n, g, j, rho), np.concatenate([bx.ravel(), bt]))
+    got = np.concatenate([dx.ravel(), dt])
+    assert rel_err(got, ref) <= 1e-9
+
+
+def test_newton_system_cg_gives_up_with_cgfailed():
+    K, n, g, j = newton_instance(2, True)
+    system = A.NewtonSystem(K, n, g, j, 1e3)
+    with pytest.raises(A.CGFailed):
+        system.solve(np.ones((len(n), K.shape[1])), np.ones(K.shape[0]), rtol=1e-14, maxiter=1)
+
+
+# == 2. the line search =================================================================================
+
+@pytest.mark.parametrize("seed", range(5))
+def test_line_search_is_the_exact_minimiser(seed):
+    """φ(α) = c0 α + c1 α²/2 + Σ_eq (w α d + ρ α² d²/2) + 1/(2ρ) Σ_off [u + αρ d]₊² (up to a constant):
+    _line_search returns its minimiser over α ≥ 0, checked by a bounded scalar minimisation."""
+    rng = np.random.default_rng(seed)
+    rho = 10.0 ** rng.uniform(-1, 3)
+    eq_d, eq_w = rng.standard_normal(5), rng.standard_normal(5)
+    off_d, off_u = rng.standard_normal(40), rng.standard_normal(40)
+    c1 = rng.uniform(0.1, 2)
+    # a descent direction: make φ′(0) < 0
+    c0 = -abs(rng.standard_normal()) * 5 - float(eq_d @ eq_w) - float(off_d @ np.maximum(off_u, 0))
+
+    def phi(a):
+        return (c0 * a + 0.5 * c1 * a * a + float(np.sum(eq_w * a * eq_d + 0.5 * rho * (a * eq_d) ** 2))
+                + float(np.sum(np.maximum(off_u + a * rho * off_d, 0) ** 2)) / (2 * rho))
+
+    alpha = A._line_search(c0, c1, eq_d, eq_w, rho, off_d, off_u)
+    hi = 10 * max(alpha, 1.0)
+    ref = minimize_scalar(phi, bounds=(0, hi), method="bounded", options={"xatol": 1e-12}).x
+    assert alpha == pytest.approx(ref, rel=1e-6, abs=1e-9)
+    assert phi(alpha) <= phi(ref) + 1e-12 * (1 + abs(phi(ref)))
+
+
+# == 3. W^mm against cvxpy =============================================================================
+
+def twelve_contexts():
+    """m = 12, V = 20, d = 6, S = 3, uneven π̂: separable; the dual solver raised SolverError on it
+    (relative gap 4.3e-11 > tol = 1e-12 after 21925 iterations, 'stalled')."""
+    base = synthetic(12, 20, 6, 3, seed=11)
+    w = np.random.default_rng(11).uniform(0.1, 1.0, 12)
+    return NTPData(base.embeddings, base.probs, w / w.sum())
+
+
+def planted(m: int, V: int, d: int, seed: int = 0) -> NTPData:
+    """Separable data with d ≪ m: random embeddings, a random decoder W_p, and for each context the support
+    {argmax of W_p h̄_j} or, for a third of the contexts, the two largest logits after h̄_j is projected so
+    that W_p ties them (kept only where W_p still ranks them above every other token)."""
+    rng = np.random.default_rng(seed)
+    Wp = rng.standard_normal((V, d))
+    H, rows = [], []
+    while len(H) < m:
+        h = rng.standard_normal(d)
+        z = Wp @ h
+        top = np.argsort(-z)[:2]
+        if len(H) % 3 == 0:
+            u = Wp[top[0]] - Wp[top[1]]
+            h = h - (u @ h) / (u @ u) * u
+            z = Wp @ h
+            others = np.delete(z, top)
+            if z[top[0]] - others.max() <= 1e-3:
+                continue
+            rows.append(top)
+        else:
+            rows.append(top[:1])
+        H.append(h)
+    P = np.zeros((m, V))
+    for j, sup in enumerate(rows):
+        P[j, sup] = 1.0 / len(sup)
+    return NTPData(np.array(H), P)
+
+
+ALM_CASES = [
+    pytest.param(lambda: synthetic(8, 10, 6, 3, seed=1), id="d<m-m8-V10-d6-S3"),
+    pytest.param(lambda: synthetic(8, 8, 6, 2, seed=0), id="d<m-m8-V8-d6-S2"),
+    pytest.param(lambda: synthetic(7, 6, 5, 3, seed=5), id="d<m-m7-V6-d5-S3"),
+    pytest.param(lambda: synthetic(6, 6, 4, 2, seed=2), id="d<m-m6-V6-d4-S2"),
+    pytest.param(lambda: synthetic(6, 5, 9, 2, seed=0), id="d>m-m6-V5-d9-S2"),
+    pytest.param(lambda: synthetic(10, 8, 14, 4, seed=0), id="d>m-m10-V8-d14-S4"),
+    pytest.param(lambda: make_data([1, 2, 3, 2, 1, 2, 2], V=7, d=5, weights=np.arange(1, 8) / 28, seed=0),
+                 id="d<m-S1..3-uneven"),
+    pytest.param(twelve_contexts, id="m12-V20-d6-S3-uneven (the dual raised)"),
+    pytest.param(lambda: planted(60, 12, 5, seed=0), id="d<<m-planted-m60-V12-d5"),
+    pytest.param(lambda: planted(90, 15, 4, seed=1), id="d<<m-planted-m90-V15-d4"),
+]
+
+
+@pytest.mark.parametrize("make", ALM_CASES)
+def test_alm_matches_cvxpy_and_certifies(make):
+    data = make()
+    res = ntp_svm(data, method="alm")
+    status, W_ref = ref_ntp_svm(data)
+    assert status == "optimal"
+    assert res.status == "optimal" and "augmented Lagrangian" in res.method
+    assert rel_err(res.W, W_ref) <= SVM_RTOL
+    assert res.residuals["duality_gap"] <= 1e-10
+    # feasibility from the definitions: (6b) ≥ 1 with the smallest exactly 1, (6a) at rounding
+    kv = kesler_values(data, res.W)
+    assert kv.min() == pytest.approx(1.0, abs=1e-9)
+    assert np.abs(pair_values(data, res.W)).max(initial=0.0) <= 1e-9 * max(1.0, np.abs(logits(data, res.W)).max())
+    # the dual value of the multipliers, recomputed with the dense projector onto F, is a lower bound that
+    # agrees with the reported gap: Σμ − ½‖P⊥(Σ μ (e_z − e_v) h̄_jᵀ)‖² = ½‖W‖² (1 − gap)
+    mu = res.multipliers.toarray()
+    assert np.all(mu >= 0) and np.all(mu[~off_mask(data)] == 0)
+    C = combination(data, mu)
+    Cp = C - (dense_projector_F(data) @ C.ravel()).reshape(C.shape)
+    bound = mu.sum() - 0.5 * np.linalg.norm(Cp) ** 2
+    half = 0.5 * np.linalg.norm(res.W) ** 2
+    assert bound <= half * (1 + 1e-9)
+    assert bound >= half * (1 - res.residuals["duality_gap"]) * (1 - 1e-8)
+    # the certified distance holds against the independent optimum
+    assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)
+    # the dual route agrees (an independent method on the same data), within its own certificate when it
+    # stops short of the tolerance (it stalls on ill-conditioned d ≪ m data: the reason for the ALM)
+    other = ntp_svm(data, method="dual")
+    bound = SVM_RTOL if other.status == "optimal" else other.residuals["error_bound"] + SVM_RTOL
+    assert rel_err(other.W, res.W) <= bound
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_alm_is_the_crammer_singer_svm_for_singleton_supports(seed):
+    """S_j = 1 for every j (paper Remark 1): W^mm is the hard-margin multiclass SVM without bias,
+    written by the reference one constraint (e_y − e_v)ᵀ W h_j ≥ 1 per (j, v)."""
+    rng = np.random.default_rng(seed)
+    m, V, d = 14, 5, 3
+    while True:  # labels covering every class, separable by a planted W
+        Wp = rng.standard_normal((V, d))
+        H = rng.standard_normal((m, d))
+        y = np.argmax(H @ Wp.T, axis=1)
+        if len(np.unique(y)) == V:
+            break
+    P = np.zeros((m, V))
+    P[np.arange(m), y] = 1.0
+    data = NTPData(H, P)
+    res = ntp_svm(data, method="alm")
+    status, W_ref = ref_multiclass_svm(H, y, V)
+    assert status == "optimal" and res.status == "optimal"
+    assert rel_err(res.W, W_ref) <= SVM_RTOL
+
+
+def test_twelve_context_case_returns_a_certified_optimum_by_default():
+    """The issue's toy: no exception, an optimum certified to the default tolerance."""
+    res = ntp_svm(twelve_contexts())
+    assert res.status == "optimal"
+    assert res.residuals["duality_gap"] <= 1e-10
+    assert res.residuals["error_bound"] == pytest.approx(
+        math.sqrt(res.residuals["duality_gap"] / (1 - res.residuals["duality_gap"])), rel=1e-12)
+
+
+# == 4. units, warm starts, stops ==========================================================================
+
+@pytest.mark.parametrize("scale", [1e-100, 1e-8, 1e8, 1e100])
+def test_alm_is_unit_free(scale):
+    """W^mm(sH) = W^mm(H)/s: the solver works in the unit scale max ‖k_j‖ = 1 inside."""
+    data = synthetic(8, 10, 6, 3, seed=1)
+    pb = theory._problem(data, None)
+    ref = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve()
+    out = A.SVMALM(pb.K * scale, pb.groups.pattern, pb.groups.size).solve()
+    assert out.status == ref.status == "optimal"
+    np.testing.assert_allclose(out.X * scale, ref.X, rtol=1e-7, atol=1e-9 * np.abs(ref.X).max())
+    assert out.gap <= 1e-10
+
+
+def test_warm_starts_give_the_same_optimum():
+    data = synthetic(8, 10, 6, 3, seed=1)
+    cold = ntp_svm(data, method="alm")
+    rng = np.random.default_rng(0)
+    near = ntp_svm(data, warm_start=1.3 * cold.W + 0.1 * rng.standard_normal(cold.W.shape))
+    assert near.status == "optimal" and rel_err(near.W, cold.W) <= SVM_RTOL
+    # a previous solution on nearby embeddings with the same supports: its multipliers start the ALM
+    moved = NTPData(data.embeddings + 0.01 * rng.standard_normal(data.embeddings.shape), data.probs, data.weights)
+    again = ntp_svm(moved, warm_start=cold)
+    fresh = ntp_svm(moved, method="alm")
+    assert again.status == "optimal" and rel_err(again.W, fresh.W) <= SVM_RTOL
+
+
+def test_time_limit_returns_a_certified_point_or_says_there_is_none():
+    data = planted(60, 12, 5, seed=0)
+    try:
+        res = ntp_svm(data, method="alm", max_seconds=1e-9)
+    except SolverError as exc:
+        assert "no point feasible" in str(exc)
+        return
+    assert res.status in ("time_limit", "optimal")
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
+    full = ntp_svm(data, method="alm")
+    bound = res.residuals["error_bound"]
+    assert np.linalg.norm(res.W - full.W) <= (bound + 1e-6) * np.linalg.norm(full.W)
+
+
+def test_a_stall_is_returned_as_optimal_inaccurate_not_raised(monkeypatch):
+    """An unreachable tol with a short stall window: the best certified point comes back with its gap."""
+    monkeypatch.setattr(A, "STALL_OUTER", 2)
+    monkeypatch.setattr(A, "RHO_MAX", 1.0)  # stall detection applies at ρ = RHO_MAX
+    data = synthetic(8, 10, 6, 3, seed=1)
+    res = ntp_svm(data, method="alm", tol=1e-300)
+    assert res.status == "optimal_inaccurate"
+    gap = res.residuals["duality_gap"]
+    assert 0 < gap < 1 and res.residuals["error_bound"] == pytest.approx(math.sqrt(gap / (1 - gap)), rel=1e-12)
+    W_mm = ntp_svm(data, method="alm").W
+    assert np.linalg.norm(res.W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("case", [(7, 6, 5, 3, 0), (6, 6, 4, 2, 0)])
+def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkeypatch):
+    """Non-separable data that no cheap route decides: the ALM finds no feasible point, and ntp_svm
+    returns "infeasible" with a Farkas certificate valid from the definitions."""
+    monkeypatch.setattr(theory, "PAIR_LP_MAX_PAIRS", 0)
+    monkeypatch.setattr(theory, "LP_SMALL_NNZ", 0)
+    monkeypatch.setattr(theory, "_pair_farkas", lambda pb: None)
+    monkeypatch.setattr(A, "STALL_OUTER", 3)
+    m, V, d, S, seed = case
+    data = synthetic(m, V, d, S, seed=seed)
+    assert ref_ntp_svm(data)[0] in INFEASIBLE
+    res = ntp_svm(data, method="alm")
+    assert res.status == "infeasible" and res.W is None
+    assert_farkas_certificate(data, res.separability)
+
+
+def test_auto_picks_the_dual_for_full_rank_and_the_alm_below():
+    assert "dual" in ntp_svm(synthetic(6, 5, 9, 2, seed=0)).method  # rank H̄ = m
+    assert "augmented Lagrangian" in ntp_svm(synthetic(8, 10, 6, 3, seed=1)).method  # rank H̄ < m
+
+
+def test_method_and_warm_start_are_validated():
+    data = synthetic(8, 10, 6, 3, seed=1)
+    with pytest.raises(ValueError, match="method"):
+        ntp_svm(data, method="newton")
+    with pytest.raises(ValueError, match="W"):
+        ntp_svm(data, warm_start=np.ones((3, 3)))
+
+
+def test_support_pattern_input_is_not_modified():
+    data = synthetic(8, 10, 6, 3, seed=1)
+    pb = theory._problem(data, None)
+    pattern = pb.groups.pattern.copy()
+    A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve()
+    assert (sp.csr_matrix(pattern) != pb.groups.pattern).nnz == 0
