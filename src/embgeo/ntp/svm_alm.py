@@ -203,7 +203,7 @@ class NewtonSystem:
         check_dense_size("Schur complement of the NTP-SVM's Newton matrix (coupled contexts²)", (c, c),
                          "too many contexts are tight at once for the exact Newton path")
         T = self.T_light.toarray()
-        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
+        for a, b in zip(self.hslices[:-1], self.hslices[1:], strict=True):
             lg, U = self.lh[a:b], self.U[a:b]
             T[np.ix_(lg, lg)] -= (rho * rho) * (U @ U.T)
             T[lg, lg] += rho
