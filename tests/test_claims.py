@@ -5,7 +5,7 @@ import math
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.experiments.registry import Claim, at_least, at_most, close, holds, significant
+from embgeo.experiments.registry import Claim, at_least, at_most, banded, close, holds, significant, tally, verdict
 from embgeo.experiments.runner import paper_column
 
 
@@ -90,3 +90,55 @@ def test_derived_experiments_are_never_reused(tmp_path):
     assert not again.reused and first.claims == again.claims
     examples = run("ntp-examples", out=tmp_path / "ntp-examples")
     assert run("ntp-examples", out=tmp_path / "ntp-examples", resume=True).reused and examples.claims
+
+
+# -- the third verdict: undecided ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("measured", "band", "expected"), [
+    (0.95, 0.02, True),    # band [0.93, 0.97] above 0.9: holds
+    (0.85, 0.02, False),   # band [0.83, 0.87] below: fails
+    (0.91, 0.02, None),    # band [0.89, 0.93] straddles: undecided
+    (0.89, 0.02, None),    # measured below but the band reaches the level: undecided, not failing
+    (0.90, 0.0, True),     # no band: the plain inequality
+    (0.95, math.inf, None),  # an unbounded band decides nothing
+    (math.nan, 0.01, False),  # nothing measured fails
+])
+def test_banded_three_verdicts(measured, band, expected):
+    c = banded("cos", measured, band, 0.9)
+    assert c.ok is expected
+    assert verdict(c) == {True: "holds", False: "fails", None: "undecided"}[expected]
+    assert "decided outside" in c.tolerance
+
+
+def test_banded_below_and_bad_band():
+    assert banded("err", 0.10, 0.05, 0.25, above=False).ok is True
+    assert banded("err", 0.40, 0.05, 0.25, above=False).ok is False
+    assert banded("err", 0.22, 0.05, 0.25, above=False).ok is None
+    with pytest.raises(ValueError, match="band"):
+        banded("err", 0.1, -1.0, 0.25)
+
+
+def test_undecided_is_counted_apart_everywhere(tmp_path):
+    """tally, the run record, the CLI's last line, the report and the seed aggregate all keep undecided
+    claims out of 'holds' and out of 'fails'."""
+    from embgeo.cli import _failing_line
+    from embgeo.experiments.runner import RunRecord
+    from embgeo.report.html import write_report
+    from embgeo.sweep import aggregate_claims
+
+    claims = [c.to_dict() for c in (at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), banded("c", 0.91, 0.02, 0.9))]
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1}
+    rec = RunRecord("exp", "quick", {}, claims, [], 1.0, {}, str(tmp_path / "exp"))
+    assert rec.passed == 1 and rec.undecided == 1
+    line = _failing_line({"exp": claims})
+    assert "failing claims: exp: b" in line and "undecided claims: exp: c" in line
+    (tmp_path / "exp").mkdir()
+    text = write_report([rec], tmp_path / "report.html").read_text()
+    assert "1 of 3 claims hold" in text and "1 undecided" in text and "Undecided claims (1)" in text
+    assert '<span class="undecided">undecided</span>' in text
+    # over seeds: holds only if it holds in every seed, fails if it fails in one, else undecided
+    held, open_, failed = (dict(c, ok=v) for c, v in ((claims[0], True), (claims[2], None), (claims[1], False)))
+    assert aggregate_claims([[held], [dict(held, ok=None)]])[0]["ok"] is None
+    assert aggregate_claims([[held], [held]])[0]["ok"] is True
+    assert aggregate_claims([[open_], [dict(open_, ok=False)]])[0]["ok"] is False
+    assert aggregate_claims([[failed]])[0]["seeds"]["undecided"] == 0

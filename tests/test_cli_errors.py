@@ -122,3 +122,40 @@ def test_unwritable_out_is_refused_even_as_root(files, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"embgeo: error: --out {locked / 'gd'}: {locked} is not writable"]
     assert not (locked / "gd").exists()
+
+
+def test_answers_larger_than_the_budget_are_refused_before_they_are_allocated(files, monkeypatch, capsys):
+    """Every answer of ntp analyze is a V × d matrix: above the dense budget it is refused up front (one line,
+    nothing solved), and the library's own conversion to W refuses too (the issue's random:100000000 under an
+    8 GiB cap died with a MemoryError inside is_compatible's to_w)."""
+    import numpy as np
+
+    from embgeo import cli
+    from embgeo.core import validate
+    from embgeo.errors import TooLargeError
+    from embgeo.ntp import synthetic
+    from embgeo.ntp.constraints import coordinates
+
+    monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", 8 * 10 * 50)  # H (10 × 50) fits, W (11 × 50) does not
+    monkeypatch.chdir(files)
+    assert cli.main(["ntp", "analyze", "--tokens", "ten.txt", "-k", "1", "--embeddings", "random:50"]) == 2
+    err = capsys.readouterr()
+    assert err.err.strip().splitlines()[-1].startswith("embgeo: error: W* and W^mm are V × d = 11 × 50")
+    assert "compatible" not in err.out  # nothing was solved
+    data = synthetic(4, 10, 50, 2)
+    with pytest.raises(TooLargeError, match="W"):
+        coordinates(data.embeddings).to_w(np.zeros((11, 4)))  # (11, 50): one row over the budget
+
+
+def test_sizes_beyond_the_memory_left_are_refused(files, monkeypatch, capsys):
+    """Under a memory limit (ulimit -v, a container) the estimate is held against what the process can still
+    allocate, and a size it cannot hold is refused in one line instead of a MemoryError traceback."""
+    from embgeo import cli
+    from embgeo.core import validate
+
+    monkeypatch.setattr(validate, "available_memory_bytes", lambda: 1024.0)
+    monkeypatch.chdir(files)
+    assert cli.main(["ntp", "analyze", "--tokens", "ten.txt", "-k", "1", "--embeddings", "random:8"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("embgeo: error: the exact paths need up to") and "can allocate only" in line
+    assert validate.available_memory_bytes() == 1024.0

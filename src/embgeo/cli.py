@@ -145,7 +145,7 @@ def _analyze_theory(data, max_seconds: float | None) -> dict:
     are found; the NTP-SVM stops after ``max_seconds`` with its best certified point."""
     from tqdm import tqdm
 
-    from embgeo.core.validate import DENSE_BUDGET_BYTES
+    from embgeo.core.validate import DENSE_BUDGET_BYTES, available_memory_bytes
     from embgeo.errors import SolverError, TooLargeError
     from embgeo.ntp.theory import estimate_memory, is_compatible, ntp_svm, subspace
 
@@ -153,6 +153,15 @@ def _analyze_theory(data, max_seconds: float | None) -> dict:
     print(f"memory       exact paths up to {_gib(mem['total'])} (equality system {_gib(mem['equality_system'])}, "
           f"SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate {_gib(mem['outputs'])}); parts above "
           f"{_gib(DENSE_BUDGET_BYTES)} are refused, certificates need far less", flush=True)
+    one_w = 8 * data.V * data.d
+    if one_w > DENSE_BUDGET_BYTES:  # every answer (W*, W^mm, a certificate) is one such matrix: refuse up front
+        raise TooLargeError(f"W* and W^mm are V × d = {data.V} × {data.d} matrices of {_gib(one_w)} each (budget "
+                            f"{_gib(DENSE_BUDGET_BYTES)}): use a smaller d in --embeddings random:D")
+    room = available_memory_bytes()
+    if mem["total"] > room:  # under a memory limit (ulimit -v, a container): refuse rather than be killed
+        raise TooLargeError(f"the exact paths need up to {_gib(mem['total'])} but this process can allocate only "
+                            f"{_gib(room)} more (free memory or the address-space limit): use a smaller d or "
+                            "fewer contexts")
     t0 = time.perf_counter()
     F = subspace(data)
     compat = is_compatible(data, F)
@@ -174,7 +183,7 @@ def _analyze_theory(data, max_seconds: float | None) -> dict:
     t1 = time.perf_counter()
     if data.support_sizes.min() < data.V:
         # A bar on a terminal only (disable=None); piped output gets the result lines.
-        with tqdm(desc="NTP-SVM dual", unit="it", leave=False, mininterval=1.0, disable=None) as bar:
+        with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
             def progress(iteration, state):
                 bar.update(iteration - bar.n)
                 bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
@@ -215,8 +224,8 @@ def _print_svm(data, svm, error: str | None) -> None:
     print(f"separable    True ({sep.method})")
     gap = svm.residuals["duality_gap"]
     label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
-    print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, "
-          f"||W - W^mm||/||W|| <= {svm.residuals['error_bound']:.1e}; {svm.iterations} dual iterations)")
+    print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, certified "
+          f"||W - W^mm||/||W^mm|| <= {svm.residuals['error_bound']:.1e}; {svm.method})")
 
 
 def _gib(nbytes: float) -> str:
@@ -268,9 +277,11 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def _print_claims(claims: list[dict]) -> None:
+    from embgeo.experiments.registry import verdict
+
     for c in claims:
-        verdict = "holds" if c["ok"] else "FAILS"
-        print(f"  [{verdict}] {c['name']}: measured {c['measured']}"
+        word = verdict(c)
+        print(f"  [{'FAILS' if word == 'fails' else word}] {c['name']}: measured {c['measured']}"
               + (f", paper {c['paper']}" if c.get("paper") is not None else "")
               + (f", theory {c['theory']}" if c.get("theory") is not None else ""))
 
@@ -280,16 +291,23 @@ def cmd_run(args: argparse.Namespace) -> None:
     from embgeo.experiments import parse_overrides, run
 
     record = run(args.name, args.scale, parse_overrides(args.set), out=args.out)
-    print(f"{args.name} ({args.scale}): {record.passed}/{len(record.claims)} claims hold, "
-          f"{record.seconds:.1f} s, written to {record.out}")
+    print(f"{args.name} ({args.scale}): {record.passed}/{len(record.claims)} claims hold"
+          + (f", {record.undecided} undecided" if record.undecided else "")
+          + f", {record.seconds:.1f} s, written to {record.out}")
     _print_claims(record.claims)
     print(_failing_line({args.name: record.claims}))
 
 
 def _failing_line(claims_by_run: dict) -> str:
-    """The last line of ``run`` / ``reproduce``: the failing claims by name, or that all hold."""
-    failing = [f"{run}: {c['name']}" for run, claims in claims_by_run.items() for c in claims if not c["ok"]]
-    return ("failing claims: " + "; ".join(failing)) if failing else "all claims hold"
+    """The last line of ``run`` / ``reproduce``: the failing claims by name, then the undecided ones (whose
+    certified band straddles their level), or that all hold."""
+    def named(ok):
+        return [f"{run}: {c['name']}" for run, claims in claims_by_run.items() for c in claims if c.get("ok") is ok]
+
+    failing, undecided = named(False), named(None)
+    parts = (["failing claims: " + "; ".join(failing)] if failing else []) + \
+        (["undecided claims: " + "; ".join(undecided)] if undecided else [])
+    return " | ".join(parts) if parts else "all claims hold"
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:

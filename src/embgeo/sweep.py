@@ -359,8 +359,9 @@ def aggregate_claims(per_seed: list[list[dict]]) -> list[dict]:
     for cs in order.values():
         values = [c["measured"] for c in cs]
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        held = sum(bool(c["ok"]) for c in cs)
-        info = {"n": len(cs), "holds": held, "values": values}
+        held = sum(c.get("ok") is True for c in cs)
+        undecided = sum(c.get("ok") is None for c in cs)
+        info = {"n": len(cs), "holds": held, "undecided": undecided, "values": values}
         claim = dict(cs[0])
         if numeric:
             arr = [float(v) for v in values]
@@ -368,7 +369,9 @@ def aggregate_claims(per_seed: list[list[dict]]) -> list[dict]:
             std = (sum((v - mean) ** 2 for v in arr) / (len(arr) - 1)) ** 0.5 if len(arr) > 1 else 0.0
             info.update(mean=mean, std=std)
             claim["measured"] = mean
-        claim.update(ok=held == len(cs), seeds=info)
+        # holds only if it holds in every seed; fails if it fails in one; else (some undecided) undecided
+        failed = len(cs) - held - undecided
+        claim.update(ok=True if held == len(cs) else (False if failed else None), seeds=info)
         out.append(claim)
     return out
 

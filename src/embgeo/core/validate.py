@@ -30,14 +30,29 @@ def as_float_array(name: str, x: object, ndim: int | None = None) -> np.ndarray:
     return arr
 
 
-def check_dense_size(what: str, shape: tuple[int, ...], hint: str = "",
-                     budget: int = DENSE_BUDGET_BYTES) -> None:
-    """Refuse to allocate a dense float64 array of ``shape`` above ``budget`` bytes."""
+def check_dense_size(what: str, shape: tuple[int, ...], hint: str = "", budget: int | None = None) -> None:
+    """Refuse to allocate a dense float64 array of ``shape`` above ``budget`` bytes (default: the module's
+    DENSE_BUDGET_BYTES, read at call time)."""
+    budget = DENSE_BUDGET_BYTES if budget is None else budget
     nbytes = 8 * int(np.prod([int(s) for s in shape], dtype=np.float64))
     if nbytes > budget:
         gib = nbytes / 1024**3
         msg = f"{what} would need a dense {shape} float64 array ({gib:.1f} GiB > {budget / 1024**3:.1f} GiB budget)"
         raise TooLargeError(msg + (f"; {hint}" if hint else ""))
+
+
+def available_memory_bytes() -> float:
+    """Bytes this process can still allocate: the free physical memory, and under an address-space limit
+    (``ulimit -v``, RLIMIT_AS) the room left below it; inf when neither can be read."""
+    import resource
+
+    import psutil
+
+    room = float(psutil.virtual_memory().available)
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        room = min(room, soft - psutil.Process().memory_info().vms)
+    return room
 
 
 def check_positive_int(name: str, value: object, minimum: int = 1) -> int:

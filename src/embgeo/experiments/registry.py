@@ -64,9 +64,18 @@ def finished(trace: Trace) -> Trace:
     return trace
 
 
+#: The three verdicts of a claim, from its ``ok``: True, False, None.
+VERDICTS = {True: "holds", False: "fails", None: "undecided"}
+
+
 @dataclass
 class Claim:
     """One checked statement: ``ok`` says whether ``measured`` agrees with the paper/theory.
+
+    ``ok`` is True (holds), False (fails) or None (undecided: the measured value is only known within a
+    certified band — a solver's error bound, a binomial interval, a spread over seeds — and the band
+    straddles the level, so the run cannot say; see :func:`banded`). Undecided claims are counted apart,
+    never as holding or failing.
 
     ``tolerance`` documents where the bound comes from (the paper's printed precision, a spread
     over seeds, or the statement's own inequality); ``note`` explains a failure or a reading.
@@ -79,7 +88,7 @@ class Claim:
 
     name: str
     measured: Any
-    ok: bool
+    ok: bool | None
     paper: Any = None
     theory: Any = None
     tolerance: Any = None
@@ -88,6 +97,44 @@ class Claim:
 
     def to_dict(self) -> dict:
         return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items() if k != "any_scale"}
+
+
+def verdict(claim: Claim | dict) -> str:
+    """"holds", "fails" or "undecided" for a claim or its dict (``ok`` True / False / None)."""
+    ok = claim.ok if isinstance(claim, Claim) else claim.get("ok")
+    return VERDICTS[None if ok is None else bool(ok)]
+
+
+def tally(claims) -> dict:
+    """{"holds": n, "fails": n, "undecided": n} over claims or claim dicts."""
+    out = dict.fromkeys(VERDICTS.values(), 0)
+    for c in claims:
+        out[verdict(c)] += 1
+    return out
+
+
+def banded(name: str, measured: float, band: float, level: float, *, above: bool = True, paper: Any = None,
+           theory: Any = None, note: str = "", band_source: str = "the certified band") -> Claim:
+    """Claim ``measured ≥ level`` (``above``) or ``≤ level`` for a value known only within ± ``band``.
+
+    Holds when the whole interval [measured − band, measured + band] is on the claimed side, fails when it
+    is entirely on the other side, and is undecided (``ok`` None) when it straddles the level. A NaN
+    measured value or band fails (nothing was measured); ``band`` must be ≥ 0 (inf: always undecided
+    for a finite value). ``band_source`` names where the band comes from, for the tolerance column.
+    """
+    measured, band = float(measured), float(band)
+    if band < 0:
+        raise ValueError(f"banded({name!r}): the band must be >= 0, got {band}")
+    if not (math.isfinite(measured) and not math.isnan(band)):
+        ok: bool | None = False
+    else:
+        lo, hi = measured - band, measured + band
+        ok = (lo >= level) if above else (hi <= level)
+        if not ok and ((hi >= level) if above else (lo <= level)):
+            ok = None  # the band straddles the level
+    op = ">=" if above else "<="
+    return Claim(name, measured, ok, paper, theory, f"{op} {level:g}, decided outside ± {band:.2g} ({band_source})",
+                 note)
 
 
 def close(name: str, measured: float, target: float, tol: float, *, paper: Any = None, theory: Any = None,

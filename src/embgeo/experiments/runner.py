@@ -45,7 +45,12 @@ class RunRecord:
 
     @property
     def passed(self) -> int:
-        return sum(bool(c["ok"]) for c in self.claims)
+        """Claims that hold (undecided ones are not counted: see :func:`~embgeo.experiments.registry.banded`)."""
+        return sum(c.get("ok") is True for c in self.claims)
+
+    @property
+    def undecided(self) -> int:
+        return sum(c.get("ok") is None for c in self.claims)
 
 
 def package_versions() -> dict:
@@ -168,7 +173,8 @@ def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/
             record = RunRecord(name, scale, {}, [], [], 0.0, package_versions(), str(out / name),
                                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         status = (f"error: {record.error.splitlines()[0]}" if record.error
-                  else f"{record.passed}/{len(record.claims)} claims hold")
+                  else f"{record.passed}/{len(record.claims)} claims hold"
+                  + (f", {record.undecided} undecided" if record.undecided else ""))
         echo(f"    {status}, {record.seconds:.1f} s" + (" (reused)" if record.reused else ""))
         records.append(record)
     path = write_report(records, out / "report.html", title=f"embgeo reproduction: {paper}, {scale} scale")

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from embgeo.core.validate import check_dense_size
 from embgeo.ntp.data import NTPData
 
 
@@ -70,8 +71,17 @@ class Coordinates:
             return sla.solve_triangular(self.K, (W @ self._H.T).T, lower=True, check_finite=False).T
         return W if self.basis is None else W @ self.basis
 
+    @property
+    def d(self) -> int:
+        """The embedding dimension d of H̄ (m × d)."""
+        if self._H is not None:
+            return self._H.shape[1]
+        return self.K.shape[1] if self.basis is None else self.basis.shape[0]
+
     def to_w(self, X: np.ndarray) -> np.ndarray:
-        """W = X Bᵀ (V × d)."""
+        """W = X Bᵀ (V × d); refused (TooLargeError) before it is allocated when above the dense budget."""
+        check_dense_size("W (V × d) in the embedding space", (X.shape[0], self.d),
+                         "the theory objects are matrices of the embeddings' size; use a smaller d")
         if self._H is not None:
             return sla.solve_triangular(self.K, X.T, lower=True, trans="T", check_finite=False).T @ self._H
         return X if self.basis is None else X @ self.basis.T

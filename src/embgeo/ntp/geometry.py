@@ -366,7 +366,8 @@ def logit_structure(L: ArrayLike, data: NTPData) -> dict:
 # -- the paper's objects for the current embeddings ------------------------------------------
 
 def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: float | None = 60.0, *,
-                    svm: bool = True) -> dict:
+                    svm: bool = True, warm_start: theory.NTPSVM | None = None,
+                    svm_seconds: float | None = None) -> dict:
     """W*(H), W^mm(H), F(H) for the CURRENT embeddings H (m, d), and W's (V, d) alignment with them.
 
     The paper's objects are functions of the embeddings; with H_t moving they move too. The data
@@ -379,8 +380,9 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     cos_corrected = cos(W − W*, W^mm), subspace_error and margin (the normalized NTP-margin of
     P_⊥(W)).
 
-    ``max_seconds`` is one budget for the whole call, but only the iterative solvers can stop
-    early (separability's dual iterations, the NTP-SVM); the exact compatibility solve and, for
+    ``max_seconds`` is one budget for the whole call (``svm_seconds``, when given, is the NTP-SVM's own
+    budget instead: deciding separability and solving W^mm are then timed apart), but only the iterative
+    solvers can stop early (separability's dual iterations, the NTP-SVM); the exact compatibility solve and, for
     small problems, HiGHS's separability LP run to the end. ``svm=False`` skips the NTP-SVM (W^mm and
     the metrics that need it stay NaN, ``svm_status`` "not run"): it is the costly part when H is
     separable with d ≪ m.
@@ -388,6 +390,10 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     A W^mm from a time-limited NTP-SVM is its best certified point: ``svm_error_bound`` ε bounds
     ‖W − W^mm‖/‖W^mm‖, so a cosine against it is within 2ε of the exact one (the unit vectors of two
     matrices at relative distance ε are at most 2ε apart).
+
+    ``warm_start``: the NTP-SVM of an earlier record (same supports; ``out["svm_result"]`` of the previous
+    call): its multipliers start the solver, as W^mm(H_t) moves little between records. Without it the
+    decoder W starts it.
 
     "Not compatible" and "not separable" are measurements, not errors: they give False and NaN
     metrics. A solver that cannot decide (time limit, ill-conditioning) gives None.
@@ -398,8 +404,9 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     the max residual of (4) at the least-squares point, NaN if undecided), ``cos_mm``, ``cos_corrected``,
     ``subspace_error``, ``margin`` (NaN without a reference), ``svm_status`` (the NTP-SVM's status:
     "optimal", "time_limit" (the best certified point is used), "not run" or "failed: ..."),
-    ``svm_error_bound`` (its certified relative distance from the exact W^mm; NaN when not run) and
-    ``seconds``.
+    ``svm_error_bound`` (its certified relative distance from the exact W^mm; NaN when not run),
+    ``seconds`` and ``svm_result`` (the :class:`~embgeo.ntp.theory.NTPSVM` or None: not a scalar, for the
+    next record's ``warm_start``).
     """
     t0 = time.perf_counter()
     check_ntp_data(data)
@@ -416,7 +423,7 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     F = theory.subspace(current)
     out: dict = {"compatible": None, "separable": None, "compatibility_residual": math.nan,
                  **dict.fromkeys(REFERENCE_METRICS, math.nan),
-                 "svm_status": "not run", "svm_error_bound": math.nan}
+                 "svm_status": "not run", "svm_error_bound": math.nan, "svm_result": None}
 
     def left() -> float | None:
         return None if max_seconds is None else max_seconds - (time.perf_counter() - t0)
@@ -441,8 +448,11 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
         out["subspace_error"] = float(err / ns) if ns > 0 else float(err)
     if out["compatible"] and out["separable"] and svm:
         try:
-            svm_ = theory.ntp_svm(current, subspace_=F, separability=sep, max_seconds=_positive(left()))
+            warm = warm_start if warm_start is not None and warm_start.W is not None else W
+            budget = _positive(left()) if svm_seconds is None else check_float("svm_seconds", svm_seconds)
+            svm_ = theory.ntp_svm(current, subspace_=F, separability=sep, max_seconds=budget, warm_start=warm)
             out["svm_status"] = svm_.status
+            out["svm_result"] = svm_
             out["svm_error_bound"] = float(svm_.residuals.get("error_bound", math.nan))
             if svm_.W is not None:
                 out.update(reference_metrics(current, W, Reference(comp.W, svm_.W, F)))

@@ -597,7 +597,9 @@ class SVMDual:
         self.weights = np.asarray(weights, dtype=np.float64)
         coo = self.support.tocoo()
         self.pg, self.pj = coo.row.astype(np.int64), coo.col.astype(np.int64)  # sorted by (g, j)
-        self.EP = EqualitySystem(K, self.pg, self.pj, self.weights, gram)  # weighted projection onto F⊥
+        from embgeo.ntp.svm_alm import TieProjection  # (svm_alm imports this module)
+
+        self.EP = TieProjection(K, self.pg, self.pj, self.weights)  # weighted projection onto F⊥
         self._EP1 = None
         self.scale = farkas_scale(K)
 
@@ -636,8 +638,8 @@ class SVMDual:
     # -- primal points ---------------------------------------------------------------------------
     def primal_from(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The weighted projection of X onto F⊥ (supports tied): (X̃, t)."""
-        sol = self.EP.solve(-row_dots(X, self.K, self.pg, self.pj), check=False)
-        return X + sol.X, sol.t
+        Xt, t, _ = self.EP.project(X)
+        return Xt, t
 
     # -- the solver ------------------------------------------------------------------------------
     def solve(self, *, tol: float = 1e-12, max_iter: int = 100_000, check_every: int = 25,
@@ -1003,7 +1005,9 @@ class SVMDual:
         keep = mu > 0
         wg, wj, mu = wg[keep], wj[keep], mu[keep]
         if self._EP1 is None:
-            self._EP1 = EqualitySystem(self.K, self.pg, self.pj, np.ones(self.G), self.gram)
+            from embgeo.ntp.svm_alm import TieProjection
+
+            self._EP1 = TieProjection(self.K, self.pg, self.pj, np.ones(self.G))
         # Λ⁰: the column sums of −μ compensated on the first support pair of each context.
         colsum = np.bincount(wj, weights=mu, minlength=self.m)
         first = np.full(self.m, -1)
@@ -1013,13 +1017,13 @@ class SVMDual:
         A_off = sp.csr_matrix((-mu, (wg, wj)), shape=(self.G, self.m))
         A_sup = sp.csr_matrix((lam0, (self.pg, self.pj)), shape=(self.G, self.m))
         X1 = (A_off + A_sup) @ self.K
-        sol = self._EP1.solve(-row_dots(X1, self.K, self.pg, self.pj))
-        perp = float(np.linalg.norm(X1 + sol.X))
-        if perp > FARKAS_RTOL * self.scale and not accept_any:
-            return None
+        _, _, lam = self._EP1.project(X1)  # the balancing λ on the supports: Ψ K = X1 + λ K, minimal
         g = np.concatenate([self.pg, wg])
         j = np.concatenate([self.pj, wj])
-        psi = np.concatenate([lam0 + sol.lam, -mu])
+        psi = np.concatenate([lam0 + lam, -mu])
+        perp = float(np.linalg.norm(sp.csr_matrix((psi, (g, j)), shape=(self.G, self.m)) @ self.K))  # ‖Ψ K‖
+        if perp > FARKAS_RTOL * self.scale and not accept_any:
+            return None
         return g, j, psi, perp
 
 

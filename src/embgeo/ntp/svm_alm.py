@@ -314,6 +314,69 @@ def _line_search(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: 
     return max(float(-s0[k] / s1[k]), 0.0)
 
 
+# -- the ties (6a) ---------------------------------------------------------------------------------------------
+
+class TieProjection:
+    """The weighted projection onto the ties (6a): for group rows X (G, r),
+
+        min ½ Σ_g n_g ‖δ_g‖²  s.t.  (x_g + δ_g)ᵀk_j = t_j  for every support pair (g, j), t free,
+
+    and its multipliers λ (n_g δ_g = Σ_j λ_{gj} k_j, Σ_g λ_{gj} = 0 per context). A context with one support
+    group ties itself (t_j = its logit, λ = 0 there); the others go through the method of multipliers on their
+    pairs, with one :class:`NewtonSystem` factored once (in the unit scale max ‖k_j‖ = 1, penalty TIE_RHO)
+    and iterated until the ties hold to rounding. Used for the primal points of both NTP-SVM solvers and the
+    Farkas completion of :class:`~embgeo.ntp.solvers.SVMDual`: no per-group SVD, so a frequent token in more
+    contexts than dimensions costs r × r, not q × q. Cost: setup Σ_g q_g² min(q_g, r) + c³/3 (c contexts with
+    ≥ 2 support groups), then O(|pairs| r + c²) per round.
+    """
+
+    def __init__(self, K: np.ndarray, sg: np.ndarray, sj: np.ndarray, n: np.ndarray):
+        self.scale = float(np.max(np.linalg.norm(K, axis=1))) or 1.0
+        self.K = K / self.scale
+        self.m, self.G = K.shape[0], len(n)
+        self.sg, self.sj, self.n = sg, sj, np.asarray(n, dtype=np.float64)
+        self.first = np.full(self.m, -1)
+        self.first[sj[::-1]] = np.arange(len(sj))[::-1]
+        self.multi = np.bincount(sj, minlength=self.m)[sj] >= 2
+        self.tg, self.tj = sg[self.multi], sj[self.multi]
+        self._system = None
+
+    def _scatter(self, g, j, w):
+        return sp.csr_matrix((w, (g, j)), shape=(self.G, self.m)) @ self.K
+
+    def project(self, X: np.ndarray, rounds: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(X̃, t, λ) in the caller's units: X̃ = X + δ tied on every support pair (t_j the tied logit, exactly
+        that of the context's first support group) and λ (one per support pair, in the order of sg, sj)."""
+        Xn = X * self.scale
+        t = row_dots(Xn, self.K, self.sg[self.first], np.arange(self.m))
+        lam = np.zeros(len(self.sg))
+        if len(self.tg) == 0:
+            return X, t, lam
+        if self._system is None:
+            self._system = NewtonSystem(self.K, self.n, self.tg, self.tj, TIE_RHO)
+            self._system.factor()
+        system, rho = self._system, TIE_RHO
+        nu = np.zeros(len(self.tg))
+        D = np.zeros_like(Xn)
+        best = np.inf
+        for _ in range(rounds):
+            a = row_dots(Xn + D, self.K, self.tg, self.tj) - t[self.tj]
+            size = float(np.max(np.abs(a)))
+            if size <= 1e-15 * max(1.0, float(np.max(np.abs(t)))) or size >= 0.5 * best:
+                break  # at rounding, or no longer decreasing
+            best = size
+            w = nu + rho * a
+            dx, dt = system.solve(-(self.n[:, None] * D + self._scatter(self.tg, self.tj, w)),
+                                  np.bincount(self.tj, weights=w, minlength=self.m))
+            D, t = D + dx, t + dt
+            nu = nu + rho * (row_dots(Xn + D, self.K, self.tg, self.tj) - t[self.tj])
+        Xn = Xn + D
+        lam[self.multi] = -nu / self.scale ** 2  # stationarity: n_g δ_g + Σ_j ν_{gj} k_j = 0 (caller's units)
+        # balanced exactly per context (the last solve leaves rounding): on each context's first support pair
+        lam[self.first] -= np.bincount(self.sj, weights=lam, minlength=self.m)
+        return Xn / self.scale, row_dots(Xn, self.K, self.sg[self.first], np.arange(self.m)), lam
+
+
 # -- the solver --------------------------------------------------------------------------------------------
 
 @dataclass
@@ -352,10 +415,7 @@ class SVMALM:
         self.sg, self.sj = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
         self.first = np.full(self.m, -1)  # the first support pair of each context (balances the dual)
         self.first[self.sj[::-1]] = np.arange(len(self.sj))[::-1]
-        # ties that are not trivial: the support pairs of the contexts with ≥ 2 support groups
-        multi = np.bincount(self.sj, minlength=self.m)[self.sj] >= 2
-        self.tg, self.tj = self.sg[multi], self.sj[multi]
-        self._tie_system = None
+        self.ties = TieProjection(self.K, self.sg, self.sj, self.n)
         self._cache = None  # (key of P, NewtonSystem) of the last factorization
         self.factorizations = 0
         self.cg_solves = 0
@@ -438,35 +498,10 @@ class SVMALM:
         return steps
 
     # -- certificates ----------------------------------------------------------------------------------
-    def tie(self, X: np.ndarray, rounds: int = 30) -> tuple[np.ndarray, np.ndarray]:
-        """(X̃, t): the weighted projection of X (G, r) onto the ties (6a), min Σ_g n_g ‖x̃_g − x_g‖² s.t.
-        x̃_gᵀk_j = t_j on every support pair. A context with one support group ties itself (t_j = its
-        logit); the others by the method of multipliers on their pairs with one factorization,
-        iterated until the ties hold to rounding."""
-        t = row_dots(X, self.K, self.sg[self.first], np.arange(self.m))
-        if len(self.tg) == 0:
-            return X, t
-        if self._tie_system is None:
-            self._tie_system = NewtonSystem(self.K, self.n, self.tg, self.tj, TIE_RHO)
-            self._tie_system.factor()
-        system, rho = self._tie_system, TIE_RHO
-        nu = np.zeros(len(self.tg))
-        D = np.zeros_like(X)
-        best = np.inf
-        for _ in range(rounds):
-            a = row_dots(X + D, self.K, self.tg, self.tj) - t[self.tj]
-            size = float(np.max(np.abs(a)))
-            if size <= 1e-15 * max(1.0, float(np.max(np.abs(t)))) or size >= 0.5 * best:
-                break  # at rounding, or no longer decreasing
-            best = size
-            w = nu + rho * a
-            dx, dt = system.solve(-(self.n[:, None] * D + self._scatter(self.tg, self.tj, w)),
-                                  np.bincount(self.tj, weights=w, minlength=self.m))
-            D, t = D + dx, t + dt
-            nu = nu + rho * (row_dots(X + D, self.K, self.tg, self.tj) - t[self.tj])
-        X = X + D
-        # t_j exactly the logit of the first support group; the other ties hold to the rounding left
-        return X, row_dots(X, self.K, self.sg[self.first], np.arange(self.m))
+    def tie(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(X̃, t): X (G, r, unit scale) projected onto the ties (6a) (:class:`TieProjection`)."""
+        Xt, t, _ = self.ties.project(X)
+        return Xt, t
 
     def dual_point(self, st: _State) -> tuple[float, np.ndarray]:
         """(D, ν̃): the multipliers balanced per context on its first support pair (Σ_g λ_{gj} = 0), and

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embgeo.experiments.registry import verdict as verdict_of
+
 if TYPE_CHECKING:
     from embgeo.experiments.runner import RunRecord
 
@@ -38,7 +40,7 @@ nav a{margin-right:1em}
 main{max-width:1400px;margin:0 auto;padding:0 1em 3em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em;width:100%;table-layout:auto}
 th,td{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#eee} .ok{color:#05620b;font-weight:bold} .fail{color:#a40000;font-weight:bold}
+th{background:#eee} .ok{color:#05620b;font-weight:bold} .fail{color:#a40000;font-weight:bold} .undecided{color:#8a5a00;font-weight:bold}
 figure{margin:1em 0} figure img{width:100%;height:auto;border:1px solid #ddd}
 figcaption{font-size:.9em;color:#333}
 pre{background:#f5f5f5;padding:.5em;overflow-x:auto;white-space:pre-wrap}
@@ -54,7 +56,9 @@ measured value is held to and where it comes from — <i>exact statement</i> mea
 ordering, an equality of rows, every run qualifying) with no numeric slack; <i>verdict</i>: whether the
 claim holds. A failing claim is reported with its reason in the note, never tuned away. Over several seeds
 (<code>reproduce --seeds N</code>), <i>measured</i> is the mean ± the standard deviation over seeds and the
-verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.</div>"""
+verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.
+<i>undecided</i>: the measured value is known only within a certified band (a solver's error bound, an
+interval) that straddles the level, so this run cannot say; such claims are counted apart.</div>"""
 
 
 def _fmt(value) -> str:
@@ -74,16 +78,19 @@ def _claims_table(run: str, claims: list[dict]) -> str:
     head = ("<tr><th>claim</th><th>paper</th><th>theory</th><th>measured</th><th>tolerance</th><th>verdict</th>"
             "<th>note</th></tr>")
     rows = []
+    css = {"holds": "ok", "fails": "fail", "undecided": "undecided"}
     for i, c in enumerate(claims):
-        verdict = '<span class="ok">holds</span>' if c["ok"] else '<span class="fail">fails</span>'
+        word = verdict_of(c)
+        verdict = f'<span class="{css[word]}">{word}</span>'
         measured = _fmt(c.get("measured"))
         seeds = c.get("seeds")
         if seeds:  # over seeds (reproduce --seeds N): mean ± spread, verdict counted per seed
             if "std" in seeds:
                 measured = f"{_fmt(seeds['mean'])} ± {_fmt(seeds['std'])}"
-            word = "holds" if c["ok"] else "fails"
-            verdict = (f'<span class="{"ok" if c["ok"] else "fail"}">{word}</span>: holds in '
-                       f'{seeds["holds"]}/{seeds["n"]} seeds')
+            verdict += f': holds in {seeds["holds"]}/{seeds["n"]} seeds'
+            if seeds.get("undecided"):
+                verdict += f', undecided in {seeds["undecided"]}'
+
         cells = [c["name"], _fmt(c.get("paper")), _fmt(c.get("theory")), measured,
                  _fmt(c.get("tolerance")), None, c.get("note", "")]
         rows.append(f"<tr id='{run}-claim-{i}'>" + "".join(
@@ -114,6 +121,7 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
     metas = {r.name: _meta(r) for r in records}
     total = sum(len(r.claims) for r in records)
     passed = sum(r.passed for r in records)
+    undecided = sum(r.undecided for r in records)
     errors = [r.name for r in records if r.error]
     by_paper: dict[str, list] = {}
     for r in records:
@@ -124,29 +132,37 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>",
              f"<style>{STYLE}</style></head><body><nav><a href='#top'>top</a><a href='#failing'>failing claims</a>"
              f"{nav}</nav><main id='top'><h1>{html.escape(title)}</h1>",
-             f"<p id='summary'><b>{passed} of {total} claims hold</b> across {len(records)} experiments"
+             f"<p id='summary'><b>{passed} of {total} claims hold</b>"
+             + (f", <span class='undecided'>{undecided} undecided</span>" if undecided else "")
+             + f" across {len(records)} experiments"
              + (f"; <span class='fail'>{len(errors)} experiment(s) failed to run: {', '.join(errors)}</span>"
                 if errors else "") + f". Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC}.</p>", LEGEND]
 
-    failing = [(r.name, i, c) for r in records for i, c in enumerate(r.claims) if not c["ok"]]
-    parts.append(f"<h2 id='failing'>Failing claims ({len(failing)})</h2>")
-    if failing:
-        parts.append("<ul>" + "".join(
-            f"<li><a href='#{name}-claim-{i}'>{html.escape(name)}: {html.escape(c['name'])}</a></li>"
-            for name, i, c in failing) + "</ul>")
-    else:
-        parts.append("<p>None.</p>")
+    for word, anchor in (("fails", "failing"), ("undecided", "undecided")):
+        listed = [(r.name, i, c) for r in records for i, c in enumerate(r.claims) if verdict_of(c) == word]
+        if word == "undecided" and not listed:
+            continue
+        parts.append(f"<h2 id='{anchor}'>{'Failing' if word == 'fails' else 'Undecided'} claims ({len(listed)})</h2>")
+        if listed:
+            parts.append("<ul>" + "".join(
+                f"<li><a href='#{name}-claim-{i}'>{html.escape(name)}: {html.escape(c['name'])}</a></li>"
+                for name, i, c in listed) + "</ul>")
+        else:
+            parts.append("<p>None.</p>")
 
     for paper, runs in by_paper.items():
         ptitle, cite = PAPERS.get(paper, (paper, ""))
         held = sum(r.passed for r in runs)
         count = sum(len(r.claims) for r in runs)
+        open_ = sum(r.undecided for r in runs)
         parts.append(f"<section class='paper' id='paper-{paper}'><h2>{html.escape(ptitle)}</h2>"
-                     f"<p>{html.escape(cite)} — {held} of {count} claims hold.</p>"
+                     f"<p>{html.escape(cite)} — {held} of {count} claims hold"
+                     + (f", {open_} undecided" if open_ else "") + ".</p>"
                      "<table><tr><th>experiment</th><th>what it reproduces</th><th>claims holding</th>"
                      "<th>scale</th><th>run time</th></tr>")
         for r in runs:
-            state = "error" if r.error else f"{r.passed}/{len(r.claims)}"
+            state = "error" if r.error else f"{r.passed}/{len(r.claims)}" + (
+                f" ({r.undecided} undecided)" if r.undecided else "")
             parts.append(f"<tr><td><a href='#{r.name}'>{r.name}</a></td>"
                          f"<td>{html.escape(metas[r.name].get('title', ''))}</td><td>{state}</td>"
                          f"<td>{html.escape(r.scale)}</td><td>{r.seconds:.1f} s</td></tr>")
