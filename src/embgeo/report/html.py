@@ -40,7 +40,8 @@ nav a{margin-right:1em}
 main{max-width:1400px;margin:0 auto;padding:0 1em 3em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em;width:100%;table-layout:auto}
 th,td{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#eee} .ok{color:#05620b;font-weight:bold} .fail{color:#a40000;font-weight:bold} .undecided{color:#8a5a00;font-weight:bold}
+th{background:#eee} .ok{color:#05620b;font-weight:bold} .fail{color:#a40000;font-weight:bold}
+.undecided{color:#8a5a00;font-weight:bold}
 figure{margin:1em 0} figure img{width:100%;height:auto;border:1px solid #ddd}
 figcaption{font-size:.9em;color:#333}
 pre{background:#f5f5f5;padding:.5em;overflow-x:auto;white-space:pre-wrap}
