@@ -38,6 +38,7 @@ import os
 import sys
 
 from bench_threads import blas_threads, limit_threads, set_thread_env
+from ntp_reference import reference_constraints
 
 
 def _size(text: str) -> tuple[int, int, int, int]:
@@ -70,7 +71,6 @@ import clarabel  # noqa: E402
 import cvxpy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
 from scipy.optimize import linprog  # noqa: E402
 
 from embgeo.errors import NotCompatibleError  # noqa: E402
@@ -97,31 +97,6 @@ def header() -> None:
 
 
 # -- reference route on vec(W) -----------------------------------------------------------------
-
-def kron_rows(H: np.ndarray, ctx: np.ndarray, plus: np.ndarray, minus: np.ndarray, V: int) -> sp.csr_matrix:
-    """Sparse rows (e_plus - e_minus) ⊗ h_ctx in row-major vec(W) coordinates, shape (n, V·d)."""
-    n, d = len(ctx), H.shape[1]
-    cols = np.concatenate([plus[:, None] * d + np.arange(d), minus[:, None] * d + np.arange(d)], axis=1)
-    vals = np.concatenate([H[ctx], -H[ctx]], axis=1)
-    return sp.csr_matrix((vals.ravel(), (np.repeat(np.arange(n), 2 * d), cols.ravel())), shape=(n, V * d))
-
-
-def reference_constraints(data) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
-    """A_eq, b (anchor vs the rest of S_j) and A_in (anchor vs every v ∉ S_j), built from the data."""
-    P = data.probs.tocsr()
-    V, H = data.V, data.embeddings
-    ctx = np.repeat(np.arange(data.m), np.diff(P.indptr))
-    tok, anchor = P.indices, data.anchors[ctx]
-    keep = tok != anchor
-    p_anchor = np.asarray(P[ctx, anchor]).ravel()
-    b = np.log(p_anchor[keep] / P.data[keep])
-    A_eq = kron_rows(H, ctx[keep], anchor[keep], tok[keep], V)
-    off = np.ones((data.m, V), dtype=bool)
-    off[ctx, tok] = False
-    j_in, v_in = np.nonzero(off)
-    A_in = kron_rows(H, j_in, data.anchors[j_in], v_in, V)
-    return A_eq, b, A_in
-
 
 def _clarabel(prob: cp.Problem) -> float:
     prob.solve(solver=cp.CLARABEL, max_threads=ARGS.threads)

@@ -175,6 +175,7 @@ ALM_CASES = [
     pytest.param(lambda: synthetic(7, 6, 5, 3, seed=5), id="d<m-m7-V6-d5-S3"),
     pytest.param(lambda: synthetic(6, 6, 4, 2, seed=2), id="d<m-m6-V6-d4-S2"),
     pytest.param(lambda: synthetic(6, 5, 9, 2, seed=0), id="d>m-m6-V5-d9-S2"),
+    pytest.param(lambda: synthetic(6, 6, 6, 2, seed=0), id="d=m-m6-V6-d6-S2"),
     pytest.param(lambda: synthetic(10, 8, 14, 4, seed=0), id="d>m-m10-V8-d14-S4"),
     pytest.param(lambda: make_data([1, 2, 3, 2, 1, 2, 2], V=7, d=5, weights=np.arange(1, 8) / 28, seed=0),
                  id="d<m-S1..3-uneven"),
@@ -211,7 +212,7 @@ def test_alm_matches_cvxpy_and_certifies(make):
     assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)
     # the dual route agrees (an independent method on the same data), within its own certificate when it
     # stops short of the tolerance (it stalls on ill-conditioned d ≪ m data: the reason for the ALM)
-    other = ntp_svm(data, method="dual")
+    other = ntp_svm(data, method="dual", max_seconds=5)
     bound = SVM_RTOL if other.status == "optimal" else other.residuals["error_bound"] + SVM_RTOL
     assert rel_err(other.W, res.W) <= bound
 
@@ -335,3 +336,55 @@ def test_support_pattern_input_is_not_modified():
     pattern = pb.groups.pattern.copy()
     A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve()
     assert (sp.csr_matrix(pattern) != pb.groups.pattern).nnz == 0
+
+
+# == 5. brute force ==========================================================================================
+
+def brute_force_w_mm(data) -> np.ndarray:
+    """W^mm by enumeration: for every subset A of the (6b) rows (anchor form), the least-norm W with (6a) and
+    the rows of A at exactly 1; W^mm is the smallest such W that satisfies every (6b) row. (W^mm is the
+    least-norm point of its own active rows, and every feasible least-norm point is at least as long.)"""
+    import itertools
+
+    H, P = data.embeddings, data.probs.toarray()
+    V, d = data.V, data.d
+    eq, ineq = [], []
+    for j in range(data.m):
+        supp = np.flatnonzero(P[j] > 0)
+        a = supp[0]
+        for z in supp[1:]:
+            row = np.zeros((V, d))
+            row[a] += H[j]
+            row[z] -= H[j]
+            eq.append(row.ravel())
+        for v in np.setdiff1d(np.arange(V), supp):
+            row = np.zeros((V, d))
+            row[a] += H[j]
+            row[v] -= H[j]
+            ineq.append(row.ravel())
+    eq, ineq = np.array(eq).reshape(-1, V * d), np.array(ineq)
+    best = None
+    for k in range(len(ineq) + 1):
+        for A in itertools.combinations(range(len(ineq)), k):
+            M = np.vstack([eq, ineq[list(A)]])
+            rhs = np.concatenate([np.zeros(len(eq)), np.ones(k)])
+            w = np.linalg.lstsq(M, rhs, rcond=None)[0] if len(M) else np.zeros(V * d)
+            if np.linalg.norm(M @ w - rhs) > 1e-9 or np.min(ineq @ w) < 1 - 1e-9:
+                continue
+            if best is None or np.linalg.norm(w) < np.linalg.norm(best) - 1e-12:
+                best = w
+    return best.reshape(V, d)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_alm_matches_brute_force_enumeration(seed):
+    """d = 2 < m = 5, V = 4, supports of one or two tokens: 10 or so (6b) rows, every subset enumerated."""
+    rng = np.random.default_rng(seed)
+    while True:
+        data = make_data(list(rng.integers(1, 3, 5)), V=4, d=2, seed=int(rng.integers(1000)))
+        if theory.is_separable(data, method="lp"):
+            break
+    W_bf = brute_force_w_mm(data)
+    res = ntp_svm(data, method="alm")
+    assert res.status == "optimal"
+    assert rel_err(res.W, W_bf) <= SVM_RTOL

