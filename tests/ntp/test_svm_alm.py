@@ -365,8 +365,8 @@ def brute_force_w_mm(data) -> np.ndarray:
     eq, ineq = np.array(eq).reshape(-1, V * d), np.array(ineq)
     best = None
     for k in range(len(ineq) + 1):
-        for A in itertools.combinations(range(len(ineq)), k):
-            M = np.vstack([eq, ineq[list(A)]])
+        for active in itertools.combinations(range(len(ineq)), k):
+            M = np.vstack([eq, ineq[list(active)]])
             rhs = np.concatenate([np.zeros(len(eq)), np.ones(k)])
             w = np.linalg.lstsq(M, rhs, rcond=None)[0] if len(M) else np.zeros(V * d)
             if np.linalg.norm(M @ w - rhs) > 1e-9 or np.min(ineq @ w) < 1 - 1e-9:
