@@ -752,6 +752,28 @@ def test_pair_lp_respects_its_budget():
     assert theory._pair_lp_farkas(pb) is not None
 
 
+def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
+    """One pair LP can be large (the two most frequent groups at m = 100,000): each gets the budget left as
+    HiGHS's time limit, never more than PAIR_LP_SECONDS, also when ntp_svm was given no max_seconds."""
+    import scipy.optimize
+
+    limits = []
+    real = scipy.optimize.linprog
+
+    def spy(*args, options=None, **kw):
+        limits.append((options or {}).get("time_limit"))
+        return real(*args, options=options, **kw)
+
+    monkeypatch.setattr(scipy.optimize, "linprog", spy)
+    monkeypatch.setattr(theory, "PAIR_LP_SECONDS", 7.0)
+    pb = theory._problem(_text_like(150, 12, 4, 0), None)
+    assert theory._pair_lp_farkas(pb) is not None
+    assert limits and all(0 < t <= 7.0 for t in limits)
+    limits.clear()
+    assert theory._pair_lp_farkas(pb, max_seconds=3.0) is not None
+    assert limits and all(0 < t <= 3.0 for t in limits)
+
+
 # == 8. incompatibility decided by the equality solve ===================================================
 
 @pytest.mark.parametrize("case", [(10, 8, 2, 2, 6), (12, 10, 3, 3, 0), (9, 8, 2, 2, 39)])

@@ -617,8 +617,12 @@ def _decide_cheaply(pb: _Problem, max_seconds: float | None = None) -> Separabil
 
 #: The pair LP tries pairs among this many largest groups (most contexts), largest pairs first ...
 PAIR_LP_GROUPS = 40
-#: ... and at most this many pairs (each an LP with r + 1 rows and |J_a ∪ J_b| columns).
+#: ... and at most this many pairs (each an LP with r + 1 rows and |J_a ∪ J_b| columns) ...
 PAIR_LP_MAX_PAIRS = 200
+#: ... within this many seconds in all (each LP gets what is left as HiGHS's time limit): at m = 100,000
+#: the pair of the two most frequent groups alone is an LP in tens of thousands of columns, and an
+#: unbounded attempt held ntp_svm past its max_seconds for minutes before its own solver started.
+PAIR_LP_SECONDS = 20.0
 
 
 def _pair_lp_farkas(pb: _Problem, max_pairs: int | None = None, max_seconds: float | None = None):
@@ -633,11 +637,13 @@ def _pair_lp_farkas(pb: _Problem, max_pairs: int | None = None, max_seconds: flo
     Σ_j Ψ_{g,j} k_j = ±ρ, the residual above: a Farkas matrix of the whole problem when ‖ρ‖ is at
     rounding level. Pairs among the PAIR_LP_GROUPS largest groups, by |J_a| + |J_b| descending (the
     ones with the most constraints per dimension), at most ``max_pairs`` of them (default
-    PAIR_LP_MAX_PAIRS) or ``max_seconds``. Cost per pair: an LP in r + 1 rows and |J_a ∪ J_b| columns.
+    PAIR_LP_MAX_PAIRS) within ``max_seconds`` (at most PAIR_LP_SECONDS, HiGHS's time limit on each).
+    Cost per pair: an LP in r + 1 rows and |J_a ∪ J_b| columns.
     """
     from scipy.optimize import linprog
 
     max_pairs = PAIR_LP_MAX_PAIRS if max_pairs is None else max_pairs
+    max_seconds = PAIR_LP_SECONDS if max_seconds is None else min(max_seconds, PAIR_LP_SECONDS)
     start = time.perf_counter()
     K, r, P = pb.K, pb.coords.rank, pb.groups.pattern
     sizes = np.diff(P.indptr)
@@ -647,7 +653,8 @@ def _pair_lp_farkas(pb: _Problem, max_pairs: int | None = None, max_seconds: flo
     pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
     scale = farkas_scale(K)
     for a, b in pairs[:max_pairs]:
-        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+        left = max_seconds - (time.perf_counter() - start)
+        if left <= 0:
             return None
         Ja, Jb = P.indices[P.indptr[a]:P.indptr[a + 1]], P.indices[P.indptr[b]:P.indptr[b + 1]]
         Pj, Nj, Ej = np.setdiff1d(Ja, Jb), np.setdiff1d(Jb, Ja), np.intersect1d(Ja, Jb)
@@ -658,7 +665,8 @@ def _pair_lp_farkas(pb: _Problem, max_pairs: int | None = None, max_seconds: flo
         A = np.vstack([(K[ctx] * sign[:, None]).T, np.r_[np.ones(Pj.size + Nj.size), np.zeros(Ej.size)]])
         rhs = np.r_[np.zeros(r), 1.0]
         bounds = [(0, None)] * (Pj.size + Nj.size) + [(None, None)] * Ej.size
-        res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs")
+        res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs",
+                      options={"time_limit": left})
         if res.status != 0:
             continue  # the pair is separable (or HiGHS could not tell): no certificate from it
         z = _polish_vertex(A, rhs, res.x, Pj.size + Nj.size)
@@ -895,8 +903,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if sep is None and warm_W is not None:
         F = subspace_ if subspace_ is not None else Subspace(data)
         sep = _separable_from_candidate(pb, F, warm_W)
-    if sep is None:
-        sep = _decide_cheaply(pb)
+    if sep is None:  # the pair LPs get at most a quarter of max_seconds
+        sep = _decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
     if sep is None and pb.coords.rank < data.m and _lp_nnz(pb) <= LP_SMALL_NNZ:
         sep = _separability_by_lp(pb)
     if sep is not None and not sep:
