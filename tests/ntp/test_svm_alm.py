@@ -301,6 +301,40 @@ def test_a_stall_is_returned_as_optimal_inaccurate_not_raised(monkeypatch):
     assert np.linalg.norm(res.W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
 
 
+def test_newton_system_inexact_ok_returns_a_descent_iterate():
+    """Where T cannot be factored the conjugate gradients' last iterate is the direction: it must lower
+    the quadratic model ½dᵀMd − bᵀd below 0 (a descent direction for the line search) and be flagged."""
+    K, n, g, j = newton_instance(2, True)
+    rho = 1e3
+    system = A.NewtonSystem(K, n, g, j, rho)
+    rng = np.random.default_rng(0)
+    bx, bt = rng.standard_normal((len(n), K.shape[1])), rng.standard_normal(K.shape[0])
+    dx, dt = system.solve(bx, bt, rtol=1e-14, maxiter=1, inexact_ok=True)
+    assert system.inexact
+    M = dense_newton(K, n, g, j, rho)
+    d, b = np.concatenate([dx.ravel(), dt]), np.concatenate([bx.ravel(), bt])
+    assert 0.5 * d @ M @ d - b @ d < 0
+    system.solve(bx, bt, rtol=1e-14, maxiter=10_000)
+    assert not system.inexact
+
+
+def test_alm_where_no_schur_complement_can_be_factored_still_certifies(monkeypatch):
+    """The m = 100,000 case: T over 26,632 coupled contexts did not fit the memory, and the ALM raised
+    TooLargeError after 456 s. With every T refused (and conjugate gradients cut short) it must return a
+    certified point instead (with 3 CG iterations per direction it stalls far from the optimum, and says so)."""
+    monkeypatch.setattr(A, "_fits_dense", lambda c: False)
+    monkeypatch.setattr(A, "CG_CONTEXTS", 0)
+    monkeypatch.setattr(A, "CG_MAXITER", 3)
+    data = planted(60, 12, 5, seed=0)
+    seen = []
+    res = ntp_svm(data, method="alm", max_seconds=60, progress=lambda i, info: seen.append(info["inexact_solves"]))
+    assert seen[-1] > 0  # the inexact directions were taken
+    assert res.status in ("optimal", "optimal_inaccurate", "time_limit") and res.W is not None
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
+    status, W_ref = ref_ntp_svm(data)
+    assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)
+
+
 @pytest.mark.parametrize("case", [(7, 6, 5, 3, 0), (6, 6, 4, 2, 0)])
 def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkeypatch):
     """Non-separable data that no cheap route decides: the ALM finds no feasible point, and ntp_svm

@@ -312,11 +312,11 @@ _GD = {"optimizer": "gd", "lr": 30.0, "steps": 5000}
 register(Experiment("ntp-real-ufm-gd", "ntp", "Learned embeddings (UFM) trained by full-batch GD (Thm. 2's "
                     "optimizer) against W*(H_t), W^mm(H_t)", RealConfig, run_ufm,
                     {"quick": _GD, "paper": {**_PAPER_LIKE, **_GD}},
-                    "about 1 h (5000 GD steps at 0.65 s; quick: 8 min)"))
+                    "about 1 h (5000 GD steps at 0.65 s; quick: 7 min)"))
 register(Experiment("ntp-real-lstm", "ntp", "A causal LSTM on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_lstm, {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3, "steps": 800}},
-                    "about 50 min (800 steps; quick: 4 min)"))
+                    "about 50 min (800 steps; quick: 3.6 min)"))
 register(Experiment("ntp-real-transformer", "ntp", "A small transformer on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_transformer,
                     {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3, "steps": 500}},
-                    "about 50 min (500 steps; quick: 6 min)"))
+                    "about 50 min (500 steps; quick: 5.4 min)"))

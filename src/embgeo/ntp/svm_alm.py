@@ -50,6 +50,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from embgeo.core import validate
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError
 from embgeo.ntp.solvers import SVMOutcome, row_dots, scan_off_support
@@ -115,6 +116,7 @@ class NewtonSystem:
         self.c = c = len(self.ctx)
         self.chol = None
         self.cg_iterations = 0
+        self.inexact = False  # the last solve stopped short of rtol (allowed only where T cannot be factored)
         q = np.bincount(gc, minlength=G)
         light = q[gc] <= r
         # light groups: C_g⁻¹ batched by q, assembled into a block-diagonal matrix over their pairs
@@ -217,9 +219,11 @@ class NewtonSystem:
     def dense(self) -> bool:
         return self.chol is not None
 
-    def _tsolve(self, rhs: np.ndarray, rtol: float, maxiter: int) -> np.ndarray:
+    def _tsolve(self, rhs: np.ndarray, rtol: float, maxiter: int, inexact_ok: bool = False) -> np.ndarray:
         """T⁻¹ rhs: the Cholesky factor when there is one, else Jacobi-preconditioned conjugate gradients
-        (:class:`CGFailed` if they do not reach ``rtol`` in ``maxiter`` iterations)."""
+        (:class:`CGFailed` if they do not reach ``rtol`` in ``maxiter`` iterations, or, with ``inexact_ok``,
+        their last iterate: it still lowers the quadratic model, so the step is a descent direction)."""
+        self.inexact = False
         if self.chol is not None:
             return sla.cho_solve(self.chol, rhs, check_finite=False)
         norm = float(np.linalg.norm(rhs))
@@ -243,12 +247,15 @@ class NewtonSystem:
             z = r / self._diag
             rz, rz_old = float(r @ z), rz
             p = z + (rz / rz_old) * p
+        if inexact_ok:
+            self.inexact = True
+            return x
         raise CGFailed
 
-    def solve(self, bx: np.ndarray, bt: np.ndarray, rtol: float = 1e-10,
-              maxiter: int = 500) -> tuple[np.ndarray, np.ndarray]:
-        """(ΔX, Δt) for the right-hand side (bx (G, r), bt (m,)); ``rtol`` and ``maxiter`` for the
-        conjugate gradients when T is not factored."""
+    def solve(self, bx: np.ndarray, bt: np.ndarray, rtol: float = 1e-10, maxiter: int = 500,
+              inexact_ok: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(ΔX, Δt) for the right-hand side (bx (G, r), bt (m,)); ``rtol``, ``maxiter`` and ``inexact_ok``
+        for the conjugate gradients when T is not factored (:meth:`_tsolve`)."""
         K, rho = self.K, self.rho
         bx = bx.copy()
         np.add.at(bx, self.gs, K[self.js] * bt[self.js][:, None])  # eliminated single-pair contexts
@@ -260,7 +267,7 @@ class NewtonSystem:
                 rhs += rho * np.bincount(self.ll, weights=row_dots(y, K, self.gl, self.jl), minlength=self.c)
             if len(self.gh):
                 rhs += rho * np.bincount(self.lh, weights=row_dots(y, K, self.gh, self.jh), minlength=self.c)
-            dtc = self._tsolve(rhs, rtol, maxiter)
+            dtc = self._tsolve(rhs, rtol, maxiter, inexact_ok)
             dt[self.ctx] = dtc
             if len(self.gl):
                 bx += rho * self._light_sum(dtc[self.ll])
@@ -273,6 +280,13 @@ class NewtonSystem:
 
 class CGFailed(Exception):
     """The conjugate gradients on T did not converge: factor T instead."""
+
+
+def _fits_dense(c: int) -> bool:
+    """Whether T (c × c) may be factored: within the dense budget and, with room for the rest, the memory
+    left to the process (``ulimit -v`` included). Where not, the conjugate gradients' last iterate is used."""
+    nbytes = 8.0 * c * c
+    return nbytes <= validate.DENSE_BUDGET_BYTES and nbytes <= 0.5 * validate.available_memory_bytes()
 
 
 def _spd_inverse(A: np.ndarray) -> np.ndarray:
@@ -419,6 +433,7 @@ class SVMALM:
         self._cache = None  # (key of P, NewtonSystem) of the last factorization
         self.factorizations = 0
         self.cg_solves = 0
+        self.inexact_solves = 0  # Newton directions from unconverged conjugate gradients (T too large to factor)
         self._cg_failed: set[float] = set()  # penalties at which the conjugate gradients failed
 
     # -- pieces ------------------------------------------------------------------------------------
@@ -454,7 +469,7 @@ class SVMALM:
                 dense = st.rho in self._cg_failed
             system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
                                   np.concatenate([self.sj, st.wj[act]]), st.rho)
-            if dense or system.c <= CG_CONTEXTS:
+            if system.c <= CG_CONTEXTS or (dense and _fits_dense(system.c)):
                 system.factor()
                 self.factorizations += 1
             self._cache = (key, system)
@@ -462,9 +477,12 @@ class SVMALM:
 
     def _newton_direction(self, st: _State, act: np.ndarray, gx: np.ndarray, gt: np.ndarray):
         system = self._system(st, act)
-        try:
-            out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=CG_MAXITER)
-            self.cg_solves += not system.dense
+        if system.dense:
+            return system.solve(-gx, -gt)
+        try:  # where T is too large to factor, an inexact direction rather than an exception
+            out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=CG_MAXITER, inexact_ok=not _fits_dense(system.c))
+            self.cg_solves += 1
+            self.inexact_solves += system.inexact
             return out
         except CGFailed:
             self._cg_failed.add(st.rho)
@@ -489,9 +507,10 @@ class SVMALM:
                                  self._a(dx, dt, self.sg, self.sj), wS, st.rho,
                                  self._a(dx, dt, st.wg, st.wj), st.mu + st.rho * (aW + 1.0))
             X, t = X + alpha * dx, t + alpha * dt
-            if abs(alpha - 1.0) < 1e-12 and np.array_equal(st.mu + st.rho * (self._a(X, t, st.wg, st.wj) + 1) > 0,
-                                                           act):
-                break  # a unit step that kept P: the quadratic model was exact
+            exact = self._cache is None or not self._cache[1].inexact
+            if exact and abs(alpha - 1.0) < 1e-12 and np.array_equal(
+                    st.mu + st.rho * (self._a(X, t, st.wg, st.wj) + 1) > 0, act):
+                break  # a unit step that kept P: the quadratic model was exact (and solved exactly)
             if deadline is not None and time.perf_counter() > deadline:
                 break
         st.X, st.t = X, t
@@ -591,7 +610,7 @@ class SVMALM:
             if progress is not None:
                 progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
                                  "factorizations": self.factorizations, "violation": violation,
-                                 "cg_solves": self.cg_solves})
+                                 "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
             if best.gap <= tol:
                 best.status = "optimal"
                 break
