@@ -106,6 +106,41 @@ def test_newton_system_cg_gives_up_with_cgfailed():
         system.solve(np.ones((len(n), K.shape[1])), np.ones(K.shape[0]), rtol=1e-14, maxiter=1)
 
 
+def dense_tie_projection(K, n, g, j, X):
+    """min ½ Σ_g n_g ‖δ_g‖² s.t. (x_g + δ_g)ᵀk_j = t_j on the pairs (g, j), t free: the KKT system, dense."""
+    G, (m, r) = len(n), K.shape
+    nv = G * r + m
+    A = np.zeros((len(g), nv))
+    for p, (gg, jj) in enumerate(zip(g, j, strict=True)):
+        A[p, gg * r:(gg + 1) * r] = K[jj]
+        A[p, G * r + jj] = -1.0
+    D = np.zeros((nv, nv))
+    D[np.arange(G * r), np.arange(G * r)] = np.repeat(n, r)
+    kkt = np.block([[D, A.T], [A, np.zeros((len(g), len(g)))]])
+    rhs = np.concatenate([np.zeros(nv), -A[:, :G * r] @ X.ravel()])
+    sol = np.linalg.lstsq(kkt, rhs, rcond=None)[0]
+    return X + sol[:G * r].reshape(G, r)
+
+
+@pytest.mark.parametrize("factored", [True, False])
+@pytest.mark.parametrize("heavy", [False, True])
+def test_tie_projection_is_the_weighted_projection(factored, heavy, monkeypatch):
+    """X̃ of TieProjection against the dense KKT solve, with T factored and with T too large to factor
+    (conjugate gradients: the m = 100,000 case, where factoring it ran out of memory)."""
+    if not factored:
+        monkeypatch.setattr(A, "_fits_dense", lambda c: False)
+    K, n, g, j = newton_instance(3, heavy)
+    X = np.random.default_rng(1).standard_normal((len(n), K.shape[1]))
+    Xt, t, lam = A.TieProjection(K, g, j, n).project(X)
+    assert rel_err(Xt, dense_tie_projection(K, n, g, j, X)) <= 1e-9
+    assert np.abs(np.einsum("pr,pr->p", Xt[g], K[j]) - t[j]).max() <= 1e-10 * np.abs(t).max()
+    # stationarity of the multipliers: n_g δ_g = Σ_j λ_gj k_j, and Σ_g λ_gj = 0 per context
+    Y = np.zeros_like(X)
+    np.add.at(Y, g, lam[:, None] * K[j])
+    assert rel_err(n[:, None] * (Xt - X), Y) <= 1e-7
+    assert np.abs(np.bincount(j, weights=lam, minlength=K.shape[0])).max() <= 1e-9 * np.abs(lam).max()
+
+
 # == 2. the line search =================================================================================
 
 @pytest.mark.parametrize("seed", range(5))

@@ -73,6 +73,8 @@ GTOL_FACTOR = 0.5
 MAX_NEWTON = 30
 #: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
 TIE_RHO = 1e6
+#: Conjugate-gradient iterations per round of the tie projection where its T cannot be factored.
+TIE_CG_MAXITER = 1000
 #: T is solved by conjugate gradients above this many coupled contexts (a Cholesky factorization costs c³/3),
 #: to a relative residual CG_RTOL in at most CG_MAXITER iterations (else it is factored).
 CG_CONTEXTS = 3000
@@ -337,11 +339,12 @@ class TieProjection:
 
     and its multipliers λ (n_g δ_g = Σ_j λ_{gj} k_j, Σ_g λ_{gj} = 0 per context). A context with one support
     group ties itself (t_j = its logit, λ = 0 there); the others go through the method of multipliers on their
-    pairs, with one :class:`NewtonSystem` factored once (in the unit scale max ‖k_j‖ = 1, penalty TIE_RHO)
-    and iterated until the ties hold to rounding. Used for the primal points of both NTP-SVM solvers and the
-    Farkas completion of :class:`~embgeo.ntp.solvers.SVMDual`: no per-group SVD, so a frequent token in more
-    contexts than dimensions costs r × r, not q × q. Cost: setup Σ_g q_g² min(q_g, r) + c³/3 (c contexts with
-    ≥ 2 support groups), then O(|pairs| r + c²) per round.
+    pairs, with one :class:`NewtonSystem` factored once (in the unit scale max ‖k_j‖ = 1, penalty TIE_RHO;
+    solved by conjugate gradients instead where T does not fit in memory) and iterated until the ties hold
+    to rounding or stop improving (the certificate reports what remains). Used for the primal points of both
+    NTP-SVM solvers and the Farkas completion of :class:`~embgeo.ntp.solvers.SVMDual`: no per-group SVD, so a
+    frequent token in more contexts than dimensions costs r × r, not q × q. Cost: setup Σ_g q_g² min(q_g, r)
+    + c³/3 (c contexts with ≥ 2 support groups), then O(|pairs| r + c²) per round.
     """
 
     def __init__(self, K: np.ndarray, sg: np.ndarray, sj: np.ndarray, n: np.ndarray):
@@ -368,7 +371,8 @@ class TieProjection:
             return X, t, lam
         if self._system is None:
             self._system = NewtonSystem(self.K, self.n, self.tg, self.tj, TIE_RHO)
-            self._system.factor()
+            if _fits_dense(self._system.c):  # else conjugate gradients (m = 100,000: c = 19,864 did not fit)
+                self._system.factor()
         system, rho = self._system, TIE_RHO
         nu = np.zeros(len(self.tg))
         D = np.zeros_like(Xn)
@@ -381,7 +385,8 @@ class TieProjection:
             best = size
             w = nu + rho * a
             dx, dt = system.solve(-(self.n[:, None] * D + self._scatter(self.tg, self.tj, w)),
-                                  np.bincount(self.tj, weights=w, minlength=self.m))
+                                  np.bincount(self.tj, weights=w, minlength=self.m),
+                                  rtol=1e-13, maxiter=TIE_CG_MAXITER, inexact_ok=True)
             D, t = D + dx, t + dt
             nu = nu + rho * (row_dots(Xn + D, self.K, self.tg, self.tj) - t[self.tj])
         Xn = Xn + D
