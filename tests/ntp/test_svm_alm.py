@@ -309,6 +309,26 @@ def test_warm_starts_give_the_same_optimum():
     assert again.status == "optimal" and rel_err(again.W, fresh.W) <= SVM_RTOL
 
 
+def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
+    """No feasible point in the time and separability undecided (m = 100,000 cold, 600 s): one SolverError
+    that names the sizes and the way out, not the inner route's message."""
+    from embgeo.ntp.solvers import SVMOutcome
+
+    monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome("time_limit", iterations=7))
+    monkeypatch.setattr(theory, "PAIR_LP_MAX_PAIRS", 0)
+
+    def undecided(*args, **kw):
+        raise SolverError("is_separable: undecided")
+
+    monkeypatch.setattr(theory, "is_separable", undecided)
+    data = planted(60, 12, 5, seed=0)
+    with pytest.raises(SolverError) as exc:
+        ntp_svm(data, method="alm", max_seconds=5)
+    msg = str(exc.value)
+    assert "max_seconds=5" in msg and f"m = {data.m} contexts" in msg and f"V = {data.V}" in msg
+    assert "warm_start" in msg
+
+
 def test_time_limit_returns_a_certified_point_or_says_there_is_none():
     data = planted(60, 12, 5, seed=0)
     try:

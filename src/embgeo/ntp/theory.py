@@ -921,7 +921,10 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                                                                     dual=warm_dual, progress=progress)
         if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
             left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
-            sep = is_separable(data, subspace_, method="dual", max_seconds=left, max_iter=max_iter)
+            try:
+                sep = is_separable(data, subspace_, method="dual", max_seconds=left, max_iter=max_iter)
+            except SolverError as err:
+                raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
             if not sep:
                 return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, out.iterations,
                               time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
@@ -941,8 +944,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
                 "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
     if out.X is None:
-        raise SolverError(f"ntp_svm: no point feasible for every constraint after {out.iterations} iterations "
-                          f"({out.status}) and separability undecided; allow more time (max_seconds)")
+        raise SolverError(_undecided_message(pb, out, max_seconds))
     status = out.status if out.status in ("optimal", "time_limit") else "optimal_inaccurate"
     if out.status == "optimal" and out.gap > tol:  # an exact active-set solve accepted as a KKT point
         status = "optimal"
@@ -952,6 +954,16 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     norm_W = float(np.sqrt(2 * out.primal))
     return NTPSVM(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations, time.perf_counter() - t0,
                   name, out.rounds, _pb=pb, _out=out)
+
+
+def _undecided_message(pb: _Problem, out, max_seconds: float | None) -> str:
+    """Why ntp_svm has nothing to return, with the problem's size (the user decides what to change)."""
+    data = pb.data
+    within = f"within max_seconds={max_seconds:g}" if max_seconds is not None else f"after {out.iterations} iterations"
+    return (f"ntp_svm: no point feasible for every constraint {within} ({out.status}) and separability "
+            f"undecided, at m = {data.m} contexts, V = {data.V} tokens in {pb.groups.n_groups} groups, "
+            f"d = {data.d} (rank {pb.coords.rank}), {data.probs.nnz} support pairs; pass warm_start= a "
+            "separating decoder (e.g. the trained one) or allow more time")
 
 
 def _group_rows(pb: _Problem, W: np.ndarray) -> np.ndarray:
