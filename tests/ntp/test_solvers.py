@@ -981,6 +981,21 @@ def test_candidate_separator_is_a_certificate(case):
     np.testing.assert_allclose(Wc, W / kesler_values(data, W).min(), rtol=1e-5, atol=1e-7 * np.abs(W).max())
 
 
+@pytest.mark.parametrize("case", [(8, 8, 6, 2, 0), (8, 10, 6, 3, 1), (50, 10, 60, 6, 0)])
+def test_candidate_projection_is_the_orthogonal_projection_onto_f_perp(case):
+    """A candidate with a general perturbation (not inside F): the certificate is P_⊥(candidate)/γ with P_⊥
+    the dense projector, restricted to the span of the embeddings (the rest changes no logit)."""
+    data = synthetic(*case[:4], seed=case[4])
+    status, W = ref_ntp_svm(data)
+    candidate = 3.0 * W + 0.01 * np.linalg.norm(W) / np.sqrt(W.size) * np.random.default_rng(2).standard_normal(W.shape)
+    sep = is_separable(data, candidate=candidate)
+    assert sep and sep.method.startswith("the given candidate")
+    Wp = candidate - (dense_projector_F(data) @ candidate.ravel()).reshape(W.shape)
+    Q, _ = np.linalg.qr(data.embeddings.T)  # an orthonormal basis of the span of the h_j
+    Wp = Wp @ Q @ Q.T
+    np.testing.assert_allclose(sep.W, Wp / kesler_values(data, Wp).min(), atol=1e-9 * np.abs(Wp).max() / 3)
+
+
 def test_candidate_that_does_not_separate_falls_through():
     sep_data = synthetic(8, 8, 6, 2, seed=0)
     sep = is_separable(sep_data, candidate=np.zeros((sep_data.V, sep_data.d)))  # margin 0: not a certificate

@@ -549,11 +549,9 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
                          "route), got both")
     if candidate is not None:
         candidate = _check_W(data, candidate)
-        if subspace_ is None:
-            subspace_ = Subspace(data)  # the candidate's projection needs F; its coordinates are shared with pb
     pb = _problem(data, subspace_)
     if candidate is not None:
-        sep = _separable_from_candidate(pb, subspace_, candidate)
+        sep = _separable_from_candidate(pb, candidate)
         if sep is not None:
             return sep
     if method == "auto":
@@ -576,24 +574,29 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     return _separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
 
 
-def _separable_from_candidate(pb: _Problem, F: Subspace, W: np.ndarray) -> Separability | None:
+def _separable_from_candidate(pb: _Problem, W: np.ndarray) -> Separability | None:
     """P_⊥(W)/γ when γ, the smallest (6b) margin of P_⊥(W), is > 0 and its (6a) ties are exact; else None.
 
-    Tokens are their own groups here (the rows of a given W need not be equal within a group)."""
+    Tokens are their own groups here (the rows of a given W need not be equal within a group). P_⊥ in
+    coordinates is the least change of the rows that ties every support — the unweighted
+    :class:`~embgeo.ntp.svm_alm.TieProjection` (F⊥ is the set of W whose supports tie): no equality
+    system, which at m = 100,000 would have needed 9 GiB for the frequent tokens' contexts."""
+    from embgeo.ntp.svm_alm import TieProjection
+
     data = pb.data
-    X = F.coords.to_coords(F.project_perp(W))  # (V, r)
-    t = row_dots(X, pb.K, data.anchors, np.arange(data.m))  # the tied in-support logit of each context
+    coo = data.probs.tocoo()
+    X, t, _ = TieProjection(pb.K, coo.col.astype(np.int64), coo.row.astype(np.int64),
+                            np.ones(data.V)).project(pb.coords.to_coords(W))  # (V, r), t: each context's tie
     # the CSR arrays of probs (m, V) read as CSC are its transpose: column j lists the tokens of S_j
     support = sp.csc_matrix((np.ones(data.probs.nnz), data.probs.indices, data.probs.indptr), shape=(data.V, data.m))
     gamma = scan_off_support(X, t, pb.K, support).min_margin
     if not gamma > 0:
         return None
     X, t = X / gamma, t / gamma
-    coo = data.probs.tocoo()
     eq = float(np.max(np.abs(row_dots(X, pb.K, coo.col, coo.row) - t[coo.row]), initial=0.0))
     if eq > MARGIN_ATOL:
         return None  # the projection's rounding is not small against the margin: decide otherwise
-    return Separability(True, F.coords.to_w(X), None, {"min_margin": 1.0, "equality": eq},
+    return Separability(True, pb.coords.to_w(X), None, {"min_margin": 1.0, "equality": eq},
                         "the given candidate projected onto F⊥, scaled to margin 1")
 
 
@@ -901,8 +904,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     warm_W, warm_dual = _warm_start(data, pb, warm_start)
     sep = separability
     if sep is None and warm_W is not None:
-        F = subspace_ if subspace_ is not None else Subspace(data)
-        sep = _separable_from_candidate(pb, F, warm_W)
+        sep = _separable_from_candidate(pb, warm_W)
     if sep is None:  # the pair LPs get at most a quarter of max_seconds
         sep = _decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
     if sep is None and pb.coords.rank < data.m and _lp_nnz(pb) <= LP_SMALL_NNZ:
