@@ -329,6 +329,25 @@ def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
     assert "warm_start" in msg
 
 
+def test_a_separating_warm_start_is_certified_before_any_step(monkeypatch):
+    """m = 100,000 from the planted decoder: the start separated, the iterates did not within the time, and
+    ntp_svm raised. The start itself must come back, certified, when nothing better was found."""
+    data = planted(60, 12, 5, seed=0)
+    W_mm = ntp_svm(data, method="alm").W
+    warm = 2.0 * W_mm + 0.05 * np.random.default_rng(3).standard_normal(W_mm.shape)
+    assert kesler_values(data, warm).min() > 0
+
+    def astray(self, st, gtol, deadline):  # iterates that separate nothing
+        st.X = np.zeros_like(st.X)
+        return 1
+
+    monkeypatch.setattr(A.SVMALM, "_inner", astray)
+    res = ntp_svm(data, method="alm", warm_start=warm, max_seconds=1e-9)
+    assert res.status == "time_limit" and res.W is not None
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
+    assert np.linalg.norm(res.W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
+
+
 def test_time_limit_returns_a_certified_point_or_says_there_is_none():
     data = planted(60, 12, 5, seed=0)
     try:

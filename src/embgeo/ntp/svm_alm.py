@@ -591,6 +591,10 @@ class SVMALM:
         deadline = None if max_seconds is None else start + max_seconds
         st = self.start(X0, dual)
         best = SVMOutcome("max_iter", mode="augmented Lagrangian")
+        if X0 is not None or dual is not None:  # a separating start (e.g. a trained decoder) is certified as is
+            Xf, tf, _ = self.feasible_point(st.X)
+            if Xf is not None:
+                best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
         best_dual = None
         prev_violation, gtol, history = np.inf, None, []
         for outer in range(1, max_outer + 1):
