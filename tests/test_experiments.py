@@ -13,7 +13,7 @@ from embgeo.experiments import REGISTRY, get, names, parse_overrides, reproduce,
 NTP = names("ntp")
 #: The trained models on real text take minutes each at quick scale; tests/test_experiments_ntp_real.py runs
 #: each on a small corpus and checks its claims' logic, and the README records their quick-scale verdicts.
-REAL = ["ntp-real-ufm", "ntp-real-lstm", "ntp-real-transformer"]
+REAL = ["ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer"]
 CORE = [n for n in NTP if n not in REAL]
 CLAIM_KEYS = {"name", "paper", "theory", "measured", "tolerance", "ok", "note"}
 
@@ -29,7 +29,7 @@ def reproduction(tmp_path_factory):
 
 def test_registry_lists_the_paper_figures():
     assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-regpath", "ntp-overparam",
-                   "ntp-separability", "ntp-real-ufm", "ntp-real-lstm", "ntp-real-transformer"]
+                   "ntp-separability", "ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer"]
     for name in NTP:
         exp = get(name)
         assert exp.paper_runtime, name  # documented paper-scale run time
