@@ -15,7 +15,12 @@ Once a model learns its context embeddings H_T they are NTP-separable with d ≪
 * ``paper-planted``: that UFM's H_T is *not* NTP-separable (a pair certificate: two frequent tokens
   share more than 128 spanning contexts), so the paper-like NTP-SVM instance is planted: each context's
   embedding with its tie rows under the trained decoder W_T projected out (W_T then ties every support
-  exactly and ranks it first), m = 15,012, V = 1001, d = 128.
+  exactly and ranks it first), m = 15,012, V = 1001, d = 128;
+* ``synthetic-100k``: the issue's largest size, m = 100,000 contexts, V = 5001, d = 128, made without
+  training (a trained UFM at this size costs hours here): N(0, I) embeddings, a planted decoder W_0 whose
+  first 200 rows are 3× larger (frequent tokens), supports of 1–3 tokens (80/15/5 %) = the top tokens of
+  W_0 h_j, each h_j with its tie rows projected out; ``alm-warm`` starts from W_0. Children of this case
+  run under an address-space cap (``--cap-gb``, default 8).
 
 Sides, each in its own child process (wall clock and peak RSS of the child; one BLAS thread unless
 ``--threads``):
@@ -57,11 +62,12 @@ INSTANCES = {
     "cs": ("ufm", 250, 1000, 64, 1000, 1e-2, "cs"),
     "paper-cs": ("ufm", 2000, 1000, 128, 1000, 1e-2, "cs"),
     "paper-planted": ("ufm", 2000, 1000, 128, 1000, 1e-2, "planted"),
+    "synthetic-100k": ("synthetic", 100_000, 5000, 128, 0, 0.0, None),
 }
 SIDES = {"tiny": ["alm", "alm-warm", "previous", "cvxpy"], "ufm": ["alm", "alm-warm", "previous"],
          "lstm": ["alm", "alm-warm", "previous"], "transformer": ["alm", "alm-warm", "previous"],
          "cs": ["alm", "previous", "liblinear-4", "liblinear-6"], "paper-cs": ["alm", "liblinear-4", "liblinear-6"],
-         "paper-planted": ["alm-warm", "alm"]}
+         "paper-planted": ["alm-warm", "alm"], "synthetic-100k": ["alm-warm", "alm"]}
 
 
 # -- instances ---------------------------------------------------------------------------------------
@@ -85,6 +91,33 @@ def _train(model: str, lines: int, vocab: int, d: int, steps: int, lr: float, pa
     P = data.probs
     np.savez(path, H=seen["H"], W=seen["W"], probs_data=P.data, probs_indices=P.indices, probs_indptr=P.indptr,
              shape=np.array(P.shape), weights=data.weights)
+
+
+def _synthetic(m: int, vocab: int, d: int, path: Path) -> None:
+    """The planted m-context instance of ``synthetic-100k`` (see the module docstring), saved like _train's."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    V = vocab + 1
+    W = rng.standard_normal((V, d)) * np.where(np.arange(V) < 200, 3.0, 1.0)[:, None]
+    H = rng.standard_normal((m, d))
+    sizes = rng.choice([1, 2, 3], size=m, p=[0.8, 0.15, 0.05])
+    rows, cols = [], []
+    for a in range(0, m, 5000):
+        top = np.argsort(-(H[a:a + 5000] @ W.T), axis=1)[:, :3]
+        for i, row in enumerate(top):
+            j, S = a + i, row[:sizes[a + i]]
+            if len(S) > 1:  # tie the support under W: project h_j onto the orthogonal complement of w_z − w_S0
+                Q, _ = np.linalg.qr((W[S[1:]] - W[S[0]]).T)
+                H[j] -= Q @ (Q.T @ H[j])
+            rows += [j] * len(S)
+            cols += list(S)
+    P = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, V))
+    P = sp.csr_matrix(sp.diags(1.0 / np.asarray(P.sum(axis=1)).ravel()) @ P)
+    assert min_margin_of(H, P, W) > 0  # W still ranks every support first after the projections: separable
+    np.savez(path, H=H, W=W, probs_data=P.data, probs_indices=P.indices, probs_indptr=P.indptr,
+             shape=np.array(P.shape), weights=np.full(m, 1.0 / m))
 
 
 def load(path: Path, derived: str | None):
@@ -125,8 +158,12 @@ def instance_file(name: str, cache: Path) -> Path:
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        print(f"   training {model} on {lines} tweets (d = {d}, {steps} steps) for {name} ...", flush=True)
-        _train(model, lines, vocab, d, steps, lr, path)
+        if model == "synthetic":
+            print(f"   making the planted instance for {name} ...", flush=True)
+            _synthetic(lines, vocab, d, path)
+        else:
+            print(f"   training {model} on {lines} tweets (d = {d}, {steps} steps) for {name} ...", flush=True)
+            _train(model, lines, vocab, d, steps, lr, path)
         print(f"   ... {time.perf_counter() - t0:.0f} s, cached in {path}", flush=True)
     return path
 
@@ -135,6 +172,9 @@ def instance_file(name: str, cache: Path) -> Path:
 
 def worker(spec: dict) -> None:
     limit_threads(spec["threads"])
+    if spec.get("cap_gb"):
+        cap = int(spec["cap_gb"] * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     import numpy as np
 
     data, W_T = load(Path(spec["file"]), spec["derived"])
@@ -183,13 +223,16 @@ def worker(spec: dict) -> None:
 
 def min_margin(data, W) -> float:
     """The smallest (6b) margin min_j (min_{z∈S_j} z − max_{v∉S_j} v) of the logits W h̄_j, in blocks."""
+    return min_margin_of(data.embeddings, data.probs, W)
+
+
+def min_margin_of(H, P, W) -> float:
     import numpy as np
 
-    P = data.probs
     best = np.inf
-    for s in range(0, data.m, 2048):
-        e = min(s + 2048, data.m)
-        Z = data.embeddings[s:e] @ W.T
+    for s in range(0, H.shape[0], 2048):
+        e = min(s + 2048, H.shape[0])
+        Z = H[s:e] @ W.T
         rows = np.repeat(np.arange(e - s), np.diff(P.indptr[s:e + 1]))
         cols = P.indices[P.indptr[s]:P.indptr[e]]
         low = np.full(e - s, np.inf)
@@ -224,6 +267,7 @@ def main() -> None:
     p.add_argument("--previous-seconds", type=float, default=300.0, help="time limit of the previous solver")
     p.add_argument("--alm-seconds", type=float, default=1800.0, help="time limit of the ALM")
     p.add_argument("--cache", type=Path, default=Path("/tmp/embgeo-bench-learned"))
+    p.add_argument("--cap-gb", type=float, default=8.0, help="address-space cap of synthetic-100k's children")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     set_thread_env(args.threads)
@@ -245,7 +289,8 @@ def main() -> None:
             W_out = args.cache / f"W-{name}-{side}.npy"
             W_out.unlink(missing_ok=True)
             spec = {"file": str(path), "derived": derived, "side": side, "threads": args.threads, "W_out": str(W_out),
-                    "previous_seconds": args.previous_seconds, "alm_seconds": args.alm_seconds}
+                    "previous_seconds": args.previous_seconds, "alm_seconds": args.alm_seconds,
+                    "cap_gb": args.cap_gb if name == "synthetic-100k" else None}
             limit = (args.previous_seconds if side == "previous" else args.alm_seconds) + 600
             res = run_child(spec, limit)
             if W_out.exists():
