@@ -99,6 +99,32 @@ def test_newton_system_matches_dense_solve(mode, heavy, rho):
     assert rel_err(got, ref) <= 1e-9
 
 
+@pytest.mark.parametrize("heavy", [False, True])
+def test_newton_system_preconditioned_by_an_earlier_factor(heavy):
+    """T solved by conjugate gradients preconditioned with the factored T of a system with one pair fewer: the
+    same answer as the dense solve, in fewer iterations than with Jacobi at a penalty where T is
+    ill-conditioned (the reason to borrow; measured 2–3 against 13–17)."""
+    K, n, g, j = newton_instance(3, heavy)
+    G, (m, r) = len(n), K.shape
+    rho = 1e4
+    drop = int(np.flatnonzero(np.bincount(j, minlength=m)[j] >= 3)[0])  # a pair whose context stays coupled
+    old = A.NewtonSystem(K, n, np.delete(g, drop), np.delete(j, drop), rho)
+    old.factor()
+    rng = np.random.default_rng(1)
+    bx, bt = rng.standard_normal((G, r)), rng.standard_normal(m)
+    ref = np.linalg.solve(dense_newton(K, n, g, j, rho), np.concatenate([bx.ravel(), bt]))
+    iterations = {}
+    for borrow in (False, True):
+        system = A.NewtonSystem(K, n, g, j, rho)
+        if borrow:
+            system.borrow(old)
+        dx, dt = system.solve(bx, bt, rtol=1e-12, maxiter=10_000)
+        assert rel_err(np.concatenate([dx.ravel(), dt]), ref) <= 1e-8
+        iterations[borrow] = system.cg_iterations
+    assert iterations[True] < iterations[False]
+    assert iterations[True] <= 6  # T_old⁻¹T = I + a low-rank part: CG ends in about its rank + 1 steps
+
+
 def test_newton_system_cg_gives_up_with_cgfailed():
     K, n, g, j = newton_instance(2, True)
     system = A.NewtonSystem(K, n, g, j, 1e3)

@@ -85,6 +85,8 @@ TIE_CG_MAXITER = 1000
 CG_CONTEXTS = 300
 CG_RTOL = 1e-6
 CG_MAXITER = 300
+#: Iterations of the conjugate gradients preconditioned by an earlier factorization before T is factored anew.
+PCG_MAXITER = 30
 #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX.
 STALL_OUTER = 8
 
@@ -122,6 +124,7 @@ class NewtonSystem:
         self.ctx = np.flatnonzero(count >= 2)
         self.c = c = len(self.ctx)
         self.chol = None
+        self._borrowed = None
         self.cg_iterations = 0
         self.inexact = False  # the last solve stopped short of rtol (allowed only where T cannot be factored)
         q = np.bincount(gc, minlength=G)
@@ -207,6 +210,25 @@ class NewtonSystem:
             d = d + np.bincount(self.lh, weights=self.rho - self.rho ** 2 * u, minlength=self.c)
         return d
 
+    def precondition(self, r: np.ndarray) -> np.ndarray:
+        """M⁻¹ r for the conjugate gradients: Jacobi, or, where :meth:`borrow` gave one, an earlier system's
+        factored T on the contexts the two share (a principal submatrix of an SPD inverse is SPD) and Jacobi
+        on the others."""
+        if self._borrowed is None:
+            return r / self._diag
+        other, mine, theirs = self._borrowed
+        z = r / self._diag
+        rr = np.zeros(other.c)
+        rr[theirs] = r[mine]
+        z[mine] = sla.cho_solve(other.chol, rr, check_finite=False)[theirs]
+        return z
+
+    def borrow(self, other: NewtonSystem) -> None:
+        """Precondition with ``other``'s Cholesky factor (a factored system at the same ρ whose pairs differ
+        in few places: T⁻¹_other T is then the identity plus a low-rank part, and CG needs few steps)."""
+        _, mine, theirs = np.intersect1d(self.ctx, other.ctx, assume_unique=True, return_indices=True)
+        self._borrowed = (other, mine, theirs)
+
     def factor(self) -> None:
         """T as a dense c × c array (the light part from its sparse form, each heavy group's
         ρI − ρ²K_gH_g⁻¹K_gᵀ added in place) and its Cholesky factor."""
@@ -241,8 +263,9 @@ class NewtonSystem:
             return x
         if not hasattr(self, "_diag"):
             self._diag = self._tdiag()
+        precond = self.precondition
         r = rhs.copy()
-        z = r / self._diag
+        z = precond(r)
         p = z.copy()
         rz = float(r @ z)
         for _ in range(maxiter):
@@ -253,7 +276,7 @@ class NewtonSystem:
             r -= alpha * q
             if np.linalg.norm(r) <= rtol * norm:
                 return x
-            z = r / self._diag
+            z = precond(r)
             rz, rz_old = float(r @ z), rz
             p = z + (rz / rz_old) * p
         if inexact_ok:
@@ -442,7 +465,8 @@ class SVMALM:
         self.first = np.full(self.m, -1)  # the first support pair of each context (balances the dual)
         self.first[self.sj[::-1]] = np.arange(len(self.sj))[::-1]
         self.ties = TieProjection(self.K, self.sg, self.sj, self.n)
-        self._cache = None  # (key of P, NewtonSystem) of the last factorization
+        self._cache = None  # (key of P and ρ, NewtonSystem) of the last Newton matrix
+        self._factored = None  # the last NewtonSystem whose T was factored
         self.factorizations = 0
         self.cg_solves = 0
         self.inexact_solves = 0  # Newton directions from unconverged conjugate gradients (T too large to factor)
@@ -471,34 +495,48 @@ class SVMALM:
         gx = self.n[:, None] * X + self._scatter(np.concatenate([self.sg, st.wg]), j, w)
         return gx, -np.bincount(j, weights=w, minlength=self.m)
 
-    def _system(self, st: _State, act: np.ndarray, dense: bool | None = None) -> NewtonSystem:
-        """The Newton matrix of P = S ∪ {active pairs of W}, factored only when it changed. T is solved by
-        conjugate gradients when c > CG_CONTEXTS unless they failed at this ρ or a smaller one (T's condition
-        grows with ρ); else factored."""
+    def _system(self, st: _State, act: np.ndarray, factor: bool = False) -> NewtonSystem:
+        """The Newton matrix of P = S ∪ {active pairs of W}, built only when P or ρ changed. T is factored when
+        small (c ≤ CG_CONTEXTS) or when ``factor``; else solved by conjugate gradients: Jacobi-preconditioned
+        below the smallest ρ at which they failed (T's condition grows with ρ), and from there on
+        preconditioned by the last factored T at the same ρ (P changes in few pairs from one Newton step to
+        the next, so T_old⁻¹T is the identity plus a low-rank part), or factored where there is none."""
         key = (st.rho, len(act), act.tobytes())
-        if self._cache is None or self._cache[0] != key or (dense and not self._cache[1].dense):
-            if dense is None:
-                dense = bool(self._cg_failed) and st.rho >= min(self._cg_failed)
+        if self._cache is None or self._cache[0] != key:
             system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
                                   np.concatenate([self.sj, st.wj[act]]), st.rho)
-            if system.c <= CG_CONTEXTS or (dense and _fits_dense(system.c)):
-                system.factor()
-                self.factorizations += 1
+            hard = bool(self._cg_failed) and st.rho >= min(self._cg_failed)
+            last = self._factored
+            if system.c <= CG_CONTEXTS:
+                factor = True
+            elif hard and _fits_dense(system.c):
+                if last is not None and last.rho == st.rho:
+                    system.borrow(last)
+                else:
+                    factor = True
             self._cache = (key, system)
-        return self._cache[1]
+        system = self._cache[1]
+        if factor and not system.dense:
+            system.factor()
+            self.factorizations += 1
+            self._factored = system
+        return system
 
     def _newton_direction(self, st: _State, act: np.ndarray, gx: np.ndarray, gt: np.ndarray):
         system = self._system(st, act)
         if system.dense:
             return system.solve(-gx, -gt)
+        borrowed = system._borrowed is not None
         try:  # where T is too large to factor, an inexact direction rather than an exception
-            out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=CG_MAXITER, inexact_ok=not _fits_dense(system.c))
+            out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=PCG_MAXITER if borrowed else CG_MAXITER,
+                               inexact_ok=not _fits_dense(system.c))
             self.cg_solves += 1
             self.inexact_solves += system.inexact
             return out
         except CGFailed:
-            self._cg_failed.add(st.rho)
-            return self._system(st, act, dense=True).solve(-gx, -gt)
+            if not borrowed:
+                self._cg_failed.add(st.rho)
+            return self._system(st, act, factor=True).solve(-gx, -gt)
 
     def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
         """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
