@@ -5,7 +5,19 @@ import math
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.experiments.registry import Claim, at_least, at_most, banded, close, holds, significant, tally, verdict
+from embgeo.experiments.registry import (
+    Claim,
+    as_check,
+    at_least,
+    at_most,
+    banded,
+    close,
+    counted,
+    holds,
+    significant,
+    tally,
+    verdict,
+)
 from embgeo.experiments.runner import paper_column
 
 
@@ -50,7 +62,7 @@ def test_significance_keeps_underflowed_p_values_positive():
 
 def test_to_dict_has_the_report_keys_and_jsonable_values():
     d = close("c", math.nan, 1.0, 0.1, paper=1.0, any_scale=True).to_dict()
-    assert set(d) == {"name", "paper", "theory", "measured", "tolerance", "ok", "note"}
+    assert set(d) == {"name", "paper", "theory", "measured", "tolerance", "ok", "note", "check"}
     assert d["measured"] == "nan" and d["ok"] is False
 
 
@@ -127,7 +139,7 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     from embgeo.sweep import aggregate_claims
 
     claims = [c.to_dict() for c in (at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), banded("c", 0.91, 0.02, 0.9))]
-    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1}
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "checks": 0, "checks failing": 0}
     rec = RunRecord("exp", "quick", {}, claims, [], 1.0, {}, str(tmp_path / "exp"))
     assert rec.passed == 1 and rec.undecided == 1
     line = _failing_line({"exp": claims})
@@ -142,3 +154,33 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     assert aggregate_claims([[held], [held]])[0]["ok"] is True
     assert aggregate_claims([[open_], [dict(open_, ok=False)]])[0]["ok"] is False
     assert aggregate_claims([[failed]])[0]["seeds"]["undecided"] == 0
+
+
+# -- consistency checks: shown, not counted --------------------------------------------------------------
+
+def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
+    """A check keeps its verdict (a failing check is a bug and is named with the failing claims) but is out of
+    the held/total count of tally, the run record, the CLI, the report and the seed aggregate."""
+    from embgeo.cli import _failing_line
+    from embgeo.experiments.runner import RunRecord
+    from embgeo.report.html import write_report
+    from embgeo.sweep import aggregate_claims
+
+    ok_check = as_check(holds("read back", 3, True), "the generator's parameter")
+    bad_check = as_check(at_most("identity", 1.0, 1e-10), "true by construction")
+    assert ok_check.check and "consistency check, not counted: the generator's parameter" in ok_check.note
+    claims = [c.to_dict() for c in (at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), ok_check, bad_check)]
+    assert [c["name"] for c in counted(claims)] == ["a", "b"]
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 0, "checks": 2, "checks failing": 1}
+    rec = RunRecord("exp", "quick", {}, claims, [], 1.0, {}, str(tmp_path / "exp"))
+    assert (rec.passed, rec.total, rec.checks, rec.checks_failing) == (1, 2, 2, 1)
+    assert rec.summary() == "1/2 claims hold, 2 consistency checks (1 FAILING)"
+    assert "exp: identity (consistency check)" in _failing_line({"exp": claims})
+    (tmp_path / "exp").mkdir()
+    text = write_report([rec], tmp_path / "report.html").read_text()
+    assert "1 of 2 claims hold" in text and "besides 2 consistency checks" in text
+    assert "check: holds" in text and "check: fails" in text
+    assert aggregate_claims([[claims[2]], [claims[2]]])[0]["check"] is True
+    # a record written before checks existed counts every claim
+    old = [{k: v for k, v in c.items() if k != "check"} for c in claims]
+    assert RunRecord("exp", "quick", {}, old, [], 1.0, {}, str(tmp_path)).total == 4

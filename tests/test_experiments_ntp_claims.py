@@ -107,6 +107,16 @@ def test_gd_loss_bound_at_its_comparator_matches_kl(fig4):
     assert kl_gap(data, ref.w_star) > kl_gap(data, ref.w_star + 10 * ref.w_mm) > 0
 
 
+def test_gd_loss_bound_is_a_consistency_check_a_wrong_reference_meets(fig4):
+    """Issue 21: the descent lemma holds for any comparator, so the bound built from a wrong W^mm (or W*) is still
+    met; the claim cannot test the theory's objects and is counted as a consistency check."""
+    cfg, data, ref, df = fig4
+    claim = gd_loss_claim(data, ref, df, cfg.lr)[0]
+    assert claim.check and claim.ok
+    wrong = gd_loss_claim(data, ref.replace(w_mm=-ref.w_mm, w_star=1.5 * ref.w_star), df, cfg.lr)[0]
+    assert wrong.ok  # met with the wrong reference too: why it is not counted
+
+
 def test_gd_loss_claim_says_when_the_step_is_too_large(fig4):
     _, data, ref, df = fig4
     claim = gd_loss_claim(data, ref, df, 2.0 / smoothness(data))[0]

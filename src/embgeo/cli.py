@@ -281,7 +281,8 @@ def _print_claims(claims: list[dict]) -> None:
 
     for c in claims:
         word = verdict(c)
-        print(f"  [{'FAILS' if word == 'fails' else word}] {c['name']}: measured {c['measured']}"
+        word = "FAILS" if word == "fails" else word
+        print(f"  [{'check: ' + word if c.get('check') else word}] {c['name']}: measured {c['measured']}"
               + (f", paper {c['paper']}" if c.get("paper") is not None else "")
               + (f", theory {c['theory']}" if c.get("theory") is not None else ""))
 
@@ -291,9 +292,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     from embgeo.experiments import parse_overrides, run
 
     record = run(args.name, args.scale, parse_overrides(args.set), out=args.out)
-    print(f"{args.name} ({args.scale}): {record.passed}/{len(record.claims)} claims hold"
-          + (f", {record.undecided} undecided" if record.undecided else "")
-          + f", {record.seconds:.1f} s, written to {record.out}")
+    print(f"{args.name} ({args.scale}): {record.summary()}, {record.seconds:.1f} s, written to {record.out}")
     _print_claims(record.claims)
     print(_failing_line({args.name: record.claims}))
 
@@ -301,8 +300,9 @@ def cmd_run(args: argparse.Namespace) -> None:
 def _failing_line(claims_by_run: dict) -> str:
     """The last line of ``run`` / ``reproduce``: the failing claims by name, then the undecided ones (whose
     certified band straddles their level), or that all hold."""
-    def named(ok):
-        return [f"{run}: {c['name']}" for run, claims in claims_by_run.items() for c in claims if c.get("ok") is ok]
+    def named(ok):  # a consistency check that fails is a bug: it is named with the failing claims
+        return [f"{run}: {c['name']}" + (" (consistency check)" if c.get("check") else "")
+                for run, claims in claims_by_run.items() for c in claims if c.get("ok") is ok]
 
     failing, undecided = named(False), named(None)
     parts = (["failing claims: " + "; ".join(failing)] if failing else []) + \

@@ -84,6 +84,11 @@ class Claim:
     note otherwise (:func:`embgeo.experiments.runner.paper_column`), unless ``any_scale`` says the
     printed value does not depend on the settings a scale or ``--set`` changes (e.g. the entropy of
     the paper's data generator). ``any_scale`` is an instruction to the runner, not stored.
+
+    ``check`` marks a **consistency check**: a statement that holds by construction of the code or of the
+    chosen data (an identity of the solvers' output, a setting read back), so it cannot fail if the paper
+    were wrong. It stays in the tables — a failing check is a bug — but is counted apart from the claims
+    (:func:`counted`, :func:`as_check`).
     """
 
     name: str
@@ -94,9 +99,26 @@ class Claim:
     tolerance: Any = None
     note: str = ""
     any_scale: bool = False
+    check: bool = False
 
     def to_dict(self) -> dict:
         return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items() if k != "any_scale"}
+
+
+def as_check(claim: Claim, why: str) -> Claim:
+    """``claim`` as a consistency check (counted apart), its note saying ``why`` it cannot fail."""
+    note = f"consistency check, not counted: {why}" + (f"; {claim.note}" if claim.note else "")
+    return dataclasses.replace(claim, check=True, note=note)
+
+
+def is_check(claim: Claim | dict) -> bool:
+    """Whether a claim (or its dict; records written before checks existed have none) is a consistency check."""
+    return bool(claim.check if isinstance(claim, Claim) else claim.get("check", False))
+
+
+def counted(claims) -> list:
+    """The claims that count (consistency checks removed), claims or claim dicts."""
+    return [c for c in claims if not is_check(c)]
 
 
 def verdict(claim: Claim | dict) -> str:
@@ -106,10 +128,14 @@ def verdict(claim: Claim | dict) -> str:
 
 
 def tally(claims) -> dict:
-    """{"holds": n, "fails": n, "undecided": n} over claims or claim dicts."""
+    """{"holds": n, "fails": n, "undecided": n} over the counted claims (or claim dicts), and
+    {"checks": n, "checks failing": n} over the consistency checks."""
     out = dict.fromkeys(VERDICTS.values(), 0)
-    for c in claims:
+    for c in counted(claims):
         out[verdict(c)] += 1
+    checks = [c for c in claims if is_check(c)]
+    out["checks"] = len(checks)
+    out["checks failing"] = sum(verdict(c) != "holds" for c in checks)
     return out
 
 

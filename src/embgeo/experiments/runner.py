@@ -23,7 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from embgeo.errors import InputError
-from embgeo.experiments.registry import RUN_DIR, _jsonable, get, names
+from embgeo.experiments.registry import RUN_DIR, _jsonable, counted, get, is_check, names
 
 
 @dataclass
@@ -44,13 +44,35 @@ class RunRecord:
     scalars: dict = field(default_factory=dict)
 
     @property
+    def total(self) -> int:
+        """Claims that count: every claim but the consistency checks (:func:`~embgeo.experiments.registry.as_check`)."""
+        return len(counted(self.claims))
+
+    @property
     def passed(self) -> int:
-        """Claims that hold (undecided ones are not counted: see :func:`~embgeo.experiments.registry.banded`)."""
-        return sum(c.get("ok") is True for c in self.claims)
+        """Counted claims that hold (undecided ones are apart: see :func:`~embgeo.experiments.registry.banded`)."""
+        return sum(c.get("ok") is True for c in counted(self.claims))
 
     @property
     def undecided(self) -> int:
-        return sum(c.get("ok") is None for c in self.claims)
+        return sum(c.get("ok") is None for c in counted(self.claims))
+
+    @property
+    def checks(self) -> int:
+        return sum(is_check(c) for c in self.claims)
+
+    @property
+    def checks_failing(self) -> int:
+        """Consistency checks that do not hold: each one is a bug of the code, not a finding."""
+        return sum(is_check(c) and c.get("ok") is not True for c in self.claims)
+
+    def summary(self) -> str:
+        """"5/6 claims hold, 1 undecided, 2 consistency checks pass" (the parts that apply)."""
+        text = f"{self.passed}/{self.total} claims hold" + (f", {self.undecided} undecided" if self.undecided else "")
+        if self.checks:
+            text += (f", {self.checks} consistency check{'s' if self.checks > 1 else ''} "
+                     + (f"({self.checks_failing} FAILING)" if self.checks_failing else "pass"))
+        return text
 
 
 def package_versions() -> dict:
@@ -172,9 +194,7 @@ def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/
         except Exception as exc:  # noqa: BLE001 - one broken experiment must not hide the others
             record = RunRecord(name, scale, {}, [], [], 0.0, package_versions(), str(out / name),
                                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-        status = (f"error: {record.error.splitlines()[0]}" if record.error
-                  else f"{record.passed}/{len(record.claims)} claims hold"
-                  + (f", {record.undecided} undecided" if record.undecided else ""))
+        status = f"error: {record.error.splitlines()[0]}" if record.error else record.summary()
         echo(f"    {status}, {record.seconds:.1f} s" + (" (reused)" if record.reused else ""))
         records.append(record)
     path = write_report(records, out / "report.html", title=f"embgeo reproduction: {paper}, {scale} scale")

@@ -59,7 +59,10 @@ claim holds. A failing claim is reported with its reason in the note, never tune
 (<code>reproduce --seeds N</code>), <i>measured</i> is the mean ± the standard deviation over seeds and the
 verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.
 <i>undecided</i>: the measured value is known only within a certified band (a solver's error bound, an
-interval) that straddles the level, so this run cannot say; such claims are counted apart.</div>"""
+interval) that straddles the level, so this run cannot say; such claims are counted apart.
+<i>check</i>: a consistency check — a statement true by construction of the code or of the chosen data (an
+identity of the solvers' output, a setting read back), which could not fail were the paper wrong; shown so a
+bug would be seen, not counted among the claims.</div>"""
 
 
 def _fmt(value) -> str:
@@ -82,7 +85,7 @@ def _claims_table(run: str, claims: list[dict]) -> str:
     css = {"holds": "ok", "fails": "fail", "undecided": "undecided"}
     for i, c in enumerate(claims):
         word = verdict_of(c)
-        verdict = f'<span class="{css[word]}">{word}</span>'
+        verdict = f'<span class="{css[word]}">{"check: " if c.get("check") else ""}{word}</span>'
         measured = _fmt(c.get("measured"))
         seeds = c.get("seeds")
         if seeds:  # over seeds (reproduce --seeds N): mean ± spread, verdict counted per seed
@@ -120,9 +123,10 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     metas = {r.name: _meta(r) for r in records}
-    total = sum(len(r.claims) for r in records)
+    total = sum(r.total for r in records)
     passed = sum(r.passed for r in records)
     undecided = sum(r.undecided for r in records)
+    checks, checks_failing = sum(r.checks for r in records), sum(r.checks_failing for r in records)
     errors = [r.name for r in records if r.error]
     by_paper: dict[str, list] = {}
     for r in records:
@@ -136,6 +140,9 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
              f"<p id='summary'><b>{passed} of {total} claims hold</b>"
              + (f", <span class='undecided'>{undecided} undecided</span>" if undecided else "")
              + f" across {len(records)} experiments"
+             + (f" (besides {checks} consistency checks, "
+                + (f"<span class='fail'>{checks_failing} failing</span>)" if checks_failing else "all passing)")
+                if checks else "")
              + (f"; <span class='fail'>{len(errors)} experiment(s) failed to run: {', '.join(errors)}</span>"
                 if errors else "") + f". Generated {datetime.now(UTC):%Y-%m-%d %H:%M UTC}.</p>", LEGEND]
 
@@ -146,7 +153,8 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
         parts.append(f"<h2 id='{anchor}'>{'Failing' if word == 'fails' else 'Undecided'} claims ({len(listed)})</h2>")
         if listed:
             parts.append("<ul>" + "".join(
-                f"<li><a href='#{name}-claim-{i}'>{html.escape(name)}: {html.escape(c['name'])}</a></li>"
+                f"<li><a href='#{name}-claim-{i}'>{html.escape(name)}: {html.escape(c['name'])}</a>"
+                + (" (consistency check)" if c.get("check") else "") + "</li>"
                 for name, i, c in listed) + "</ul>")
         else:
             parts.append("<p>None.</p>")
@@ -154,7 +162,7 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
     for paper, runs in by_paper.items():
         ptitle, cite = PAPERS.get(paper, (paper, ""))
         held = sum(r.passed for r in runs)
-        count = sum(len(r.claims) for r in runs)
+        count = sum(r.total for r in runs)
         open_ = sum(r.undecided for r in runs)
         parts.append(f"<section class='paper' id='paper-{paper}'><h2>{html.escape(ptitle)}</h2>"
                      f"<p>{html.escape(cite)} — {held} of {count} claims hold"
@@ -162,7 +170,7 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
                      "<table><tr><th>experiment</th><th>what it reproduces</th><th>claims holding</th>"
                      "<th>scale</th><th>run time</th></tr>")
         for r in runs:
-            state = "error" if r.error else f"{r.passed}/{len(r.claims)}" + (
+            state = "error" if r.error else f"{r.passed}/{r.total}" + (
                 f" ({r.undecided} undecided)" if r.undecided else "")
             parts.append(f"<tr><td><a href='#{r.name}'>{r.name}</a></td>"
                          f"<td>{html.escape(metas[r.name].get('title', ''))}</td><td>{state}</td>"
