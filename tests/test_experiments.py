@@ -51,13 +51,13 @@ def test_outputs_of_each_experiment(reproduction, name):
         assert (d / f"{fig}.png").stat().st_size > 1000 and (d / f"{fig}.pdf").stat().st_size > 1000
 
 
-#: Claims that fail at quick scale, honestly. Fig. 1's cone rule: with cones of 110°/120°/130°,
-#: w_2 (110°) is longer than w_1 = w_5 (120°). With the paper's η = 0.01, NGD is behind GD until about
-#: step 2000 of 10⁴ (ahead from there on), so over the whole trajectory it is not faster in loss or
-#: alignment (Fig. 5 says it is).
-KNOWN_FAILING = {"ntp-toy2d": {"the wider a two-context word's cone, the larger ‖w_v‖ (Fig. 1)"},
-                 "ntp-ngd-adam": {"NGD converges faster than GD in CE − 𝓗 (Fig. 5, whole trajectory)",
-                                  "NGD converges faster than GD in 1 − cos(W_k − W*, W^mm) (Fig. 5, whole trajectory)"}}
+#: Claims that fail at quick scale, honestly. Fig. 5 over the last decade (the asymptotic rates the paper cites):
+#: Adam is behind NGD in alignment, and it is not *slightly* faster in loss and subspace error but 23× and 14×
+#: (0.044 and 0.071 of NGD's error); "slightly" is read as a ratio in [1/2, 1).
+_SLIGHTLY = "Adam slightly faster than NGD in {} (Fig. 5: error ratio in [1/2, 1) over the last decade)"
+KNOWN_FAILING = {"ntp-ngd-adam": {"Adam converges faster than NGD in 1 − cos(W_k − W*, W^mm) (Fig. 5, last decade)",
+                                  *(_SLIGHTLY.format(m) for m in ("CE − 𝓗", "1 − cos(W_k − W*, W^mm)",
+                                                                   "‖P_F W_k − W*‖/‖W*‖"))}}
 
 
 @pytest.mark.parametrize("name", CORE)

@@ -15,6 +15,8 @@ from embgeo.experiments.ntp import (
     convergence_claims,
     faster_claims,
     gd_loss_claim,
+    slightly_faster_claims,
+    supports_only_claims,
     toy_geometry_claims,
 )
 from embgeo.ntp.data import synthetic, toy2d
@@ -89,6 +91,67 @@ def test_faster_claims_fail_for_the_slower_optimizer():
     assert ratios == pytest.approx([0.1, 0.5, 1 / 3])
     with pytest.raises(ValueError, match="same steps"):
         faster_claims("A", fast.iloc[1:], "B", slow)
+
+
+def test_faster_is_decided_on_the_last_decade_only():
+    """Issue 21: "faster" refers to asymptotic rates. An optimizer behind until step 100 and ahead from there is
+    faster; one ahead early and behind over the last decade is not (the whole-trajectory mean said otherwise)."""
+    steps = np.array([10, 30, 100, 300, 1000, 2000, 5000, 10000])
+    slow = pd.DataFrame({"step": steps, "kl_gap": np.full(8, 1e-2), "cos_corrected": np.full(8, 0.9),
+                         "subspace_error": np.full(8, 0.1)})
+    late = slow.copy()
+    late.loc[steps < 1000, ["kl_gap", "subspace_error"]] *= 100  # far behind before the last decade
+    late.loc[steps >= 1000, ["kl_gap", "subspace_error"]] *= 0.5
+    late.loc[steps < 1000, "cos_corrected"], late.loc[steps >= 1000, "cos_corrected"] = 0.0, 0.95
+    assert all(c.ok for c in faster_claims("late", late, "slow", slow))
+    early = slow.copy()
+    early.loc[steps < 1000, ["kl_gap", "subspace_error"]] *= 1e-3
+    early.loc[steps >= 1000, ["kl_gap", "subspace_error"]] *= 1.2
+    early.loc[steps < 1000, "cos_corrected"], early.loc[steps >= 1000, "cos_corrected"] = 0.999, 0.85
+    assert not any(c.ok for c in faster_claims("early", early, "slow", slow))
+
+
+@pytest.mark.parametrize("factor, ok", [(0.6, True), (0.9, True), (0.1, False), (0.45, False), (1.2, False)])
+def test_slightly_faster_means_faster_by_less_than_a_factor_two(factor, ok):
+    base = _frame(lambda k: np.log1p(k))
+    other = base.assign(kl_gap=base["kl_gap"] * factor, subspace_error=base["subspace_error"] * factor,
+                        cos_corrected=1 - (1 - base["cos_corrected"]) * factor)
+    claims = slightly_faster_claims("A", other, "B", base)
+    assert [c.ok for c in claims] == [ok] * 3
+    assert [c.measured for c in claims] == pytest.approx([factor] * 3)
+
+
+def test_cone_rule_compares_words_with_a_pattern_of_their_own():
+    """Toy: words 2 (cone A–B, 110°) and 4 (A–C, 130°) have patterns of their own and are compared; words 1 and 5
+    share B–C and are only reported. Swapping ‖w_2‖ and ‖w_4‖ breaks the rule; rotating w_2 out of its cone
+    fails the cone claim."""
+    data = toy2d(0)
+    W = ntp_svm(data).W
+    claims = toy_geometry_claims(data, W)
+    rule, cone = _by_name(claims, "the wider"), _by_name(claims, "inside its contexts' cone")
+    assert rule.ok and cone.ok
+    assert "w_2: 110°" in rule.note and "w_4: 130°" in rule.note and rule.note.index("sharing") < rule.note.index("w_1")
+    swapped = W.copy()
+    n2, n4 = np.linalg.norm(W[1]), np.linalg.norm(W[3])
+    swapped[1], swapped[3] = W[1] * n4 / n2, W[3] * n2 / n4
+    assert not _by_name(toy_geometry_claims(data, swapped), "the wider").ok
+    rotated = W.copy()
+    rotated[1] = -W[1]
+    assert not _by_name(toy_geometry_claims(data, rotated), "inside its contexts' cone").ok
+
+
+def test_directions_of_different_supports_fail_the_supports_only_claim():
+    """Two toy trainings with the same supports align (Fig. 2); the same claim fed the corrected iterate of data
+    whose supports differ (the toy's rows of W^mm permuted: another pattern) fails."""
+    data, other = toy2d(0), toy2d(1)
+    refs = [compute_reference(d) for d in (data, other)]
+    Ws = [train(d, "gd", 1 / (2 * smoothness(d)), 3000, seed=0, progress=False, reference=False).W for d in (data, other)]
+    corrected = [W - r.w_star for W, r in zip(Ws, refs, strict=True)]
+    claims = supports_only_claims(data, other, corrected[0], corrected[1], refs[0].w_mm, refs[1].w_mm, ALIGN_LEVEL)
+    assert all(c.ok for c in claims) and claims[1].check
+    permuted = corrected[1][[1, 2, 3, 4, 0]]
+    assert not supports_only_claims(data, other, corrected[0], permuted, refs[0].w_mm, refs[1].w_mm,
+                                    ALIGN_LEVEL)[0].ok
 
 
 def test_gd_loss_bound_holds_at_every_record_and_catches_a_wrong_entropy(fig4):

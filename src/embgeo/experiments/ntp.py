@@ -77,6 +77,38 @@ CONTRACTION = 0.5
 GROWTH_RATIO = 0.5
 
 
+def level_statistics(df: pd.DataFrame) -> dict:
+    """The statistics Thm. 2's claims hold to a level, at the last step k of one trace frame: the corrected
+    cosine, the subspace error, its ratio over the last decade, and the norm's last-decade increase over the
+    previous decade's (see :func:`convergence_claims`)."""
+    k = int(df["step"].iloc[-1])
+    s0, s1 = _decade(df, "subspace_error")
+
+    def norm_at(step: int) -> float:
+        return float(df[df["step"] >= step]["norm"].iloc[0])
+
+    grow_last, grow_prev = norm_at(k) - norm_at(k // 10), norm_at(k // 10) - norm_at(k // 100)
+    return {"cos_corrected": float(df["cos_corrected"].iloc[-1]), "subspace_error": s1, "contraction": s1 / s0,
+            "growth": grow_last / grow_prev if grow_prev > 0 else float("nan")}
+
+
+def calibrate_levels(seeds=range(1, 21), steps: int = 10_000) -> pd.DataFrame:
+    """The spread over seeds of :func:`level_statistics` for GD, NGD and Adam on the Fig. 4 generator at the
+    paper's settings (η = 0.5, 0.01, 0.01; β = (0.9, 0.99); LeCun init), one row per (optimizer, seed).
+
+    The levels below come from this spread (seeds 1–20: the experiments' own seed 0 is out of sample), not
+    from the runs they judge. Several minutes of one core (60 trainings of 10⁴ steps)."""
+    rows = []
+    for seed in seeds:
+        data = synthetic(50, 10, 60, 6, seed=seed)
+        ref = compute_reference(data)
+        for label, opt, lr in (("GD", "gd", 0.5), ("NGD", "ngd", 0.01), ("Adam", "adam", 0.01)):
+            trace = finished(train(data, opt, lr, steps, init="lecun", seed=seed, progress=False, reference=ref,
+                                   betas=(0.9, 0.99)))
+            rows.append({"optimizer": label, "seed": seed, **level_statistics(trace.to_frame())})
+    return pd.DataFrame(rows)
+
+
 def convergence_claims(label: str, df: pd.DataFrame, ref: str) -> list:
     """Thm. 2 (or Fig. 5's "same implicit bias") as levels at the last step of one trace.
 
@@ -138,31 +170,56 @@ def gd_loss_claim(data: NTPData, reference: Reference, df: pd.DataFrame, lr: flo
                      "checks the GD trainer")]
 
 
-#: Fig. 5's comparisons start after the first decade (all optimizers leave the same W_0).
-BURN_IN = 10
+#: "Slightly faster" (Fig. 5: "Adam slightly faster than NGD"), read as: faster, but by less than this factor
+#: in error over the last decade — the curves of the two would be hard to tell apart on the paper's log axes.
+SLIGHTLY = 2.0
+_METRICS = (("kl_gap", "CE − 𝓗"), ("cos_corrected", "1 − cos(W_k − W*, W^mm)"),
+            ("subspace_error", "‖P_F W_k − W*‖/‖W*‖"))
 
 
-def faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFrame, figure: str = "Fig. 5") -> list:
-    """"``fast`` converges faster than ``slow``" on every convergence metric of Figs. 4-5, over the whole
-    trajectory: the geometric mean over the records from step BURN_IN on (≈ the area under the log-log
-    curves, records being log-spaced) of the ratio of their errors CE − 𝓗, 1 − cos(W_k − W*, W^mm)
-    and ‖P_F W_k − W*‖/‖W*‖ is below 1. A, B: trace frames recorded at the same steps."""
+def _last_decade_ratios(A: pd.DataFrame, B: pd.DataFrame) -> list[tuple[str, float, np.ndarray, np.ndarray]]:
+    """Per metric of Figs. 4-5: (name, geometric mean of the error ratio A/B over the records of the last decade,
+    the ratios, their steps). The paper's "faster" refers to asymptotic rates (NGD's are proved for one-hot
+    data), so only the last decade [k/10, k] is compared; the early steps, where every optimizer leaves the
+    same W_0, do not count (a mean over log-spaced records from step 10 gave them two thirds of the weight)."""
     if not np.array_equal(A["step"].to_numpy(), B["step"].to_numpy()):
         raise ValueError("faster_claims: the traces must be recorded at the same steps")
-    keep = (A["step"] >= BURN_IN).to_numpy()
-    claims = []
-    for column, what in (("kl_gap", "CE − 𝓗"), ("cos_corrected", "1 − cos(W_k − W*, W^mm)"),
-                         ("subspace_error", "‖P_F W_k − W*‖/‖W*‖")):
+    steps = A["step"].to_numpy()
+    keep = steps >= steps[-1] / 10
+    out = []
+    for column, what in _METRICS:
         ea, eb = A[column].to_numpy()[keep], B[column].to_numpy()[keep]
         if column.startswith("cos"):
             ea, eb = 1 - ea, 1 - eb
         ratio = ea / eb
-        mean = float(10 ** np.mean(np.log10(ratio)))
-        ahead = A["step"].to_numpy()[keep][ratio < 1]
-        claims.append(at_most(f"{fast} converges faster than {slow} in {what} ({figure}, whole trajectory)", mean, 1.0,
-                              note=f"geometric mean of the error ratio {fast}/{slow} over steps ≥ {BURN_IN}; "
-                                   f"last step {ratio[-1]:.3g}; {fast} ahead at {ahead.size} of {ratio.size} records"
-                                   + (f" (first {int(ahead[0])})" if ahead.size else "")))
+        out.append((what, float(10 ** np.mean(np.log10(ratio))), ratio, steps[keep]))
+    return out
+
+
+def faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFrame, figure: str = "Fig. 5") -> list:
+    """"``fast`` converges faster than ``slow``" on every convergence metric of Figs. 4-5: the geometric mean of
+    the ratio of their errors CE − 𝓗, 1 − cos(W_k − W*, W^mm) and ‖P_F W_k − W*‖/‖W*‖ over the records of the
+    last decade is below 1 (:func:`_last_decade_ratios`). A, B: trace frames recorded at the same steps."""
+    claims = []
+    for what, mean, ratio, steps in _last_decade_ratios(A, B):
+        ahead = steps[ratio < 1]
+        claims.append(at_most(f"{fast} converges faster than {slow} in {what} ({figure}, last decade)", mean, 1.0,
+                              note=f"geometric mean of the error ratio {fast}/{slow} over steps "
+                                   f"{steps[0]}–{steps[-1]}; last step {ratio[-1]:.3g}; {fast} ahead at "
+                                   f"{ahead.size} of {ratio.size} records"))
+    return claims
+
+
+def slightly_faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFrame, figure: str = "Fig. 5") -> list:
+    """"``fast`` slightly faster than ``slow``": per metric, the last-decade error ratio in [1/SLIGHTLY, 1) —
+    faster, but by less than a factor SLIGHTLY (our reading of "slightly"; the paper gives none)."""
+    claims = []
+    for what, mean, ratio, _ in _last_decade_ratios(A, B):
+        claims.append(holds(f"{fast} slightly faster than {slow} in {what} ({figure}: error ratio in "
+                            f"[1/{SLIGHTLY:g}, 1) over the last decade)", mean, 1 / SLIGHTLY <= mean < 1,
+                            theory=f"[{1 / SLIGHTLY:g}, 1)",
+                            note=f"geometric mean of {fast}/{slow} over the last decade; last step {ratio[-1]:.3g}; "
+                                 f"'slightly' read as: faster by less than a factor {SLIGHTLY:g}"))
     return claims
 
 
@@ -205,6 +262,13 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
     claims.append(as_check(at_most("W* ⟂ W^mm", abs(inner), 1e-10, theory=0.0, note="|cos(W*, W^mm)|"),
                            "W* ∈ F and W^mm ∈ F⊥ by construction of the solvers"))
     claims += toy_geometry_claims(data, W_mm)
+    # Fig. 2: the same supports, other probabilities (the next seed's Dirichlet draw), trained the same way
+    other = toy2d(cfg.seed + 1)
+    ref_other = compute_reference(other)
+    trace_other = finished(train(other, "gd", 1 / (2 * smoothness(other)) if cfg.lr is None else cfg.lr, cfg.steps,
+                                 init="lecun", seed=cfg.seed, progress=False, reference=ref_other))
+    claims += supports_only_claims(data, other, trace.W - Ws, trace_other.W - ref_other.w_star, W_mm,
+                                   ref_other.w_mm, ALIGN_LEVEL)
     c, _, _ = _entropy_claim("𝓗 of the toy generator vs the printed realization", PAPER_H_TOY, 0.5 + 1 / 3,
                              toy2d, cfg.entropy_seeds)
     claims.append(c)
@@ -236,32 +300,71 @@ def run_toy2d(cfg: Toy2dConfig) -> Result:
 
 
 def toy_geometry_claims(data: NTPData, W_mm: np.ndarray) -> list:
-    """Fig. 1's reading of W^mm: w_3's hyperplane separates A (word 3 follows A only) from B and C,
-    and among words that follow two contexts, the wider their cone the larger ‖w_v‖."""
+    """Fig. 1's reading of W^mm: w_3's hyperplane separates A (word 3 follows A only) from B and C; every word
+    that follows two contexts has w_v inside their cone; and among such words whose support pattern no other
+    word shares, the wider their cone the larger ‖w_v‖.
+
+    Words with a shared pattern (1 and 5 both follow B and C) have equal rows of W^mm (one group, counted twice
+    in ½‖W‖²: the minimisation pays double for that row's length, so it comes out shorter), so the cone rule is
+    a statement about the other words; the shared pair is reported in the note, not compared.
+    """
     H = data.embeddings
     w3 = W_mm[2]
     sep = float(min(w3 @ H[0], -(w3 @ H[1]), -(w3 @ H[2])))
     cos3 = float(w3 @ H[0] / (np.linalg.norm(w3) * np.linalg.norm(H[0])))
-    pairs = []  # (cone angle in degrees, ‖w_v‖, word) for the words in exactly two supports
+    two = []  # (cone angle in degrees, ‖w_v‖, word, contexts, cone coefficients) for the words in two supports
     for v in range(data.V):
-        ctx = [j for j in range(data.m) if v in data.supports[j]]
+        ctx = tuple(j for j in range(data.m) if v in data.supports[j])
         if len(ctx) == 2:
             a, b = H[ctx[0]], H[ctx[1]]
             angle = float(np.degrees(np.arccos(np.clip(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), -1, 1))))
-            pairs.append((angle, float(np.linalg.norm(W_mm[v])), data.token_labels[v]))
-    pairs.sort()
-    norms = np.array([p[1] for p in pairs])
-    angles = np.array([p[0] for p in pairs])
-    wider = np.diff(angles) > 1e-9
-    ok = bool(np.all(np.diff(norms)[wider] > 0))
+            coef = np.linalg.solve(np.column_stack([a, b]), W_mm[v])  # w_v = c_1 h_a + c_2 h_b (d = 2)
+            two.append((angle, float(np.linalg.norm(W_mm[v])), data.token_labels[v], ctx, coef))
+    patterns = [t[3] for t in two]
+    unique = sorted(t for t in two if patterns.count(t[3]) == 1)
+    shared = [t for t in two if patterns.count(t[3]) > 1]
+    norms = np.array([t[1] for t in unique])
+    wider = np.diff([t[0] for t in unique]) > 1e-9
+    ok = bool(len(unique) >= 2 and np.all(np.diff(norms)[wider] > 0))
+    # inside the cone: both coefficients ≥ 0, relative to ‖w_v‖ (the smallest one is the margin)
+    inside = min(float(t[4].min()) / t[1] for t in two)
     return [
         at_least("w_3's hyperplane separates context A from B and C (word 3 only follows A, Fig. 1)", sep, 1e-12,
                  theory="> 0", note=f"min(⟨w_3, h_A⟩, −⟨w_3, h_B⟩, −⟨w_3, h_C⟩); cos(w_3, h_A) = {cos3:.4f} "
                                     "(\"almost aligns\")"),
-        holds("the wider a two-context word's cone, the larger ‖w_v‖ (Fig. 1)", float(norms[-1]), ok,
-              note="(cone angle, ‖w_v‖) by word: " + ", ".join(f"w_{t}: {a:.0f}°, {n:.4f}" for a, n, t in pairs)
-                   + ("" if ok else "; the norm also depends on the other words' margins, so the ordering holds "
-                                    "only between some words")),
+        at_least("every two-context word's w_v lies inside its contexts' cone (Fig. 1)", inside, 0.0, theory="≥ 0",
+                 note="smallest coefficient c_i/‖w_v‖ of w_v = c_1 h_a + c_2 h_b over the words in two supports: "
+                      + ", ".join(f"w_{t[2]}: ({t[4][0]:.3f}, {t[4][1]:.3f})" for t in two)),
+        holds("the wider a two-context word's cone, the larger ‖w_v‖ (Fig. 1; words with a pattern of their own)",
+              float(norms[-1]) if len(norms) else None, ok,
+              note="(cone angle, ‖w_v‖): " + ", ".join(f"w_{t[2]}: {t[0]:.0f}°, {t[1]:.4f}" for t in unique)
+                   + "; not compared, sharing one pattern (one row of W^mm counted twice in ½‖W‖²): "
+                   + ", ".join(f"w_{t[2]}: {t[0]:.0f}°, {t[1]:.4f}" for t in shared)),
+    ]
+
+
+def supports_only_claims(data: NTPData, other: NTPData, corrected: np.ndarray, corrected_other: np.ndarray,
+                         W_mm: np.ndarray, W_mm_other: np.ndarray, align_level: float) -> list:
+    """Fig. 2's "W^mm depends only on the supports", on two trainings whose data share the supports but not the
+    probabilities: their corrected iterates W_k − W*(p) (``corrected``, (V, d)) align with each other, and
+    W^mm(p) = W^mm(p′).
+
+    The first is a claim about GD (it fails if the directions GD takes depended on the probabilities); its
+    level follows from the alignment level c of each run to W^mm: two directions within arccos c of a common
+    one are within 2·arccos c of each other, so their cosine is ≥ cos(2 arccos c). The second is true of the
+    NTP-SVM's definition (Def. 3 reads only the supports) and is a consistency check of the solver."""
+    cos_runs = float(np.sum(corrected * corrected_other)
+                     / (np.linalg.norm(corrected) * np.linalg.norm(corrected_other)))
+    level = float(np.cos(2 * np.arccos(align_level)))
+    same = float(np.linalg.norm(W_mm - W_mm_other) / np.linalg.norm(W_mm))
+    return [
+        at_least(f"trained directions on two probability draws with the same supports agree: cos(W_k − W*(p), "
+                 f"W′_k − W*(p′)) ≥ {level:.3f} (Fig. 2: W^mm depends only on the supports)", cos_runs, level,
+                 theory=1.0, note=f"level cos(2 arccos {align_level:g}) from the alignment level of each run; "
+                                  f"𝓗 = {entropy(data):.4f} and {entropy(other):.4f} nats"),
+        as_check(at_most("W^mm(p) = W^mm(p′) for probabilities with the same supports", same, 1e-6, theory=0.0,
+                         note="‖W^mm(p) − W^mm(p′)‖/‖W^mm(p)‖"),
+                 "Def. 3 reads only the supports, and so does the solver"),
     ]
 
 
@@ -347,8 +450,9 @@ def run_ngd_adam(cfg: NGDAdamConfig) -> Result:
     for label in ("NGD", "Adam"):
         claims += convergence_claims(label, frames[label], "Fig. 5: same implicit bias")
         claims += faster_claims(label, frames[label], "GD", frames["GD"])
-    # The paper: "Adam slightly faster than NGD"; the ratios in the notes say how much.
+    # The paper: "Adam slightly faster than NGD": faster, and by how much
     claims += faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"])
+    claims += slightly_faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"])
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), layout="constrained")
     figures.training_panels({f"{k} η={runs[k][1]:g}": v for k, v in frames.items()}, entropy(data), axes)
     return Result(claims, {"fig5_ngd_adam": fig}, _trace_frame(traces))
