@@ -28,7 +28,8 @@ def reproduction(tmp_path_factory):
 
 
 def test_registry_lists_the_paper_figures():
-    assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-regpath", "ntp-overparam",
+    assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-regpath", "ntp-sequence-length",
+                   "ntp-overparam",
                    "ntp-separability", "ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer"]
     for name in NTP:
         exp = get(name)

