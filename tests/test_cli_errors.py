@@ -149,7 +149,8 @@ def test_answers_larger_than_the_budget_are_refused_before_they_are_allocated(fi
 
 def test_sizes_beyond_the_memory_left_are_refused(files, monkeypatch, capsys):
     """Under a memory limit (ulimit -v, a container) the estimate is held against what the process can still
-    allocate, and a size it cannot hold is refused in one line instead of a MemoryError traceback."""
+    allocate, and a size it cannot hold is refused in one line instead of a MemoryError traceback (the answers;
+    F's exact system is then not built, see tests/test_cli_analyze.py)."""
     from embgeo import cli
     from embgeo.core import validate
 
@@ -157,5 +158,6 @@ def test_sizes_beyond_the_memory_left_are_refused(files, monkeypatch, capsys):
     monkeypatch.chdir(files)
     assert cli.main(["ntp", "analyze", "--tokens", "ten.txt", "-k", "1", "--embeddings", "random:8"]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("embgeo: error: the exact paths need up to") and "can allocate only" in line
+    assert line.startswith("embgeo: error: the answers (W*, W^mm, a certificate: V × d each) need") \
+        and "can allocate only" in line
     assert validate.available_memory_bytes() == 1024.0

@@ -63,6 +63,7 @@ def _analyze_data(args) -> tuple:
             if value not in (None, False):
                 raise InputError(f"{flag} applies to --text or --tokens only, not to --synthetic data")
         m, V, d, S = _parse_ints(args.synthetic or SYNTHETIC_DEFAULT, 4, "--synthetic m,V,d,S")
+        _check_answer_size(V, d)  # before generating: the generator's per-token arrays grow with V too
         data = synthetic(m, V, d, S, seed=args.seed)
         return data, f"synthetic(m={m}, V={V}, d={d}, S={S}, seed={args.seed})", {}
     flag = "--text" if args.text else "--tokens"
@@ -83,6 +84,14 @@ def _analyze_data(args) -> tuple:
     info = {**info, "pairs": mode, "context_length": args.context_length, "sequences": len(sequences),
             "skipped_sequences": data.n_skipped_sequences}
     return data, f"{flag[2:]}:{path}", info
+
+
+def _check_answer_size(V: int, d: int) -> None:
+    """Refuse sizes whose answers (W*, W^mm, a certificate: V × d each) exceed the dense budget."""
+    from embgeo.core.validate import check_dense_size
+
+    if V >= 1 and d >= 1:  # smaller sizes are refused by the generator with its own message
+        check_dense_size("W* and W^mm (V × d each)", (V, d), "use a smaller V or d in --synthetic m,V,d,S")
 
 
 def _read_sequences(args) -> tuple[list[list[int]], list[str] | None, dict]:
@@ -120,7 +129,12 @@ def _print_data(data, source: str, info: dict, seconds: float) -> None:
 
 
 def ntp_analyze(args: argparse.Namespace) -> dict:
-    """Compute every theory object of the NTP paper on one dataset and write them to --out."""
+    """Compute every theory object of the NTP paper on one dataset and write them to --out.
+
+    --out was checked writable before anything was loaded (:func:`check_out_dir`). The theory runs in a
+    worker thread so that Ctrl-C stops the command at once whatever the solvers are doing (LAPACK and HiGHS
+    would otherwise hold the interrupt until they return).
+    """
     from embgeo.ntp import entropy
 
     t_load = time.perf_counter()
@@ -129,103 +143,208 @@ def ntp_analyze(args: argparse.Namespace) -> dict:
     _print_data(data, source, info, t_load)
     H = entropy(data)
     print(f"entropy      H = {H:.6f} nats")
-    results = _analyze_theory(data, args.max_seconds)
+    results = _interruptible(_analyze_theory, data, args.max_seconds)
     summary = {"source": source, "m": data.m, "V": data.V, "d": data.d, "n_samples": data.n_samples,
                "entropy_nats": H, **results["summary"],
                "seconds": {"load": t_load, **results["seconds"]}, "input": info}
     t = summary["seconds"]
-    print(f"solver time  W*: {t['w_star']:.2f} s, separability + NTP-SVM: {t['separability_and_svm']:.2f} s")
+    print(f"time         load {t['load']:.2f} s, W* {t['w_star']:.2f} s, dim F {t['dim_F']:.2f} s, separability + "
+          f"NTP-SVM {t['separability_and_svm']:.2f} s; total {sum(t.values()):.2f} s")
+    plan = summary["memory"]
+    print(f"memory       peak {_gib(plan['peak_measured'])} measured (estimated {_gib(plan['peak_estimate'])} for the "
+          "stages that ran)")
     if args.out:
         _write_analysis(Path(args.out), data, summary, results)
     return summary
 
 
-def _analyze_theory(data, max_seconds: float | None) -> dict:
-    """F, W* (or the certificate that it does not exist), separability and the NTP-SVM, printed as they
-    are found; the NTP-SVM stops after ``max_seconds`` with its best certified point."""
-    from tqdm import tqdm
+def _interruptible(fn, *args):
+    """``fn(*args)`` in a daemon thread, waited for in short joins: Ctrl-C reaches the main thread within a
+    fraction of a second and the process exits (the thread dies with it); the thread's exception is re-raised."""
+    import threading
+
+    out: dict = {}
+
+    def target():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
+            out["error"] = exc
+
+    worker = threading.Thread(target=target, name="embgeo-analysis", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _memory_plan(data, F) -> dict:
+    """The memory the analysis will take, printed before any solver runs; refuses what cannot fit.
+
+    Stages: the process as it is (data loaded, coordinates built), F's exact equality system (dim F, W* when no
+    certificate decides; built only when it fits the dense budget and the memory left, else dim F is bounded),
+    and the NTP-SVM, which runs only when no certificate decides separability (bounded by the dual's size).
+    """
+    import psutil
 
     from embgeo.core.validate import DENSE_BUDGET_BYTES, available_memory_bytes
-    from embgeo.errors import SolverError, TooLargeError
-    from embgeo.ntp.theory import estimate_memory, is_compatible, ntp_svm, subspace
+    from embgeo.errors import TooLargeError
+    from embgeo.ntp.theory import estimate_memory
 
-    mem = estimate_memory(data)
-    print(f"memory       exact paths up to {_gib(mem['total'])} (equality system {_gib(mem['equality_system'])}, "
-          f"SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate {_gib(mem['outputs'])}); parts above "
-          f"{_gib(DENSE_BUDGET_BYTES)} are refused, certificates need far less", flush=True)
     one_w = 8 * data.V * data.d
     if one_w > DENSE_BUDGET_BYTES:  # every answer (W*, W^mm, a certificate) is one such matrix: refuse up front
         raise TooLargeError(f"W* and W^mm are V × d = {data.V} × {data.d} matrices of {_gib(one_w)} each (budget "
                             f"{_gib(DENSE_BUDGET_BYTES)}): use a smaller d in --embeddings random:D")
+    parts = estimate_memory(data)
+    now = psutil.Process().memory_info().rss
     room = available_memory_bytes()
-    if mem["total"] > room:  # under a memory limit (ulimit -v, a container): refuse rather than be killed
-        raise TooLargeError(f"the exact paths need up to {_gib(mem['total'])} but this process can allocate only "
-                            f"{_gib(room)} more (free memory or the address-space limit): use a smaller d or "
-                            "fewer contexts")
+    if parts["outputs"] > room:  # under a memory limit (ulimit -v, a container): refuse rather than be killed
+        raise TooLargeError(f"the answers (W*, W^mm, a certificate: V × d each) need {_gib(parts['outputs'])} but this "
+                            f"process can allocate only {_gib(room)} more (free memory or the address-space limit): "
+                            "use a smaller d or fewer tokens")
+    system = F.system_bytes()
+    fits = system <= min(DENSE_BUDGET_BYTES, room)
+    svm = parts["svm_dual"] + parts["outputs"]
+    plan = {"process": now, "equality_system": system, "equality_system_built": fits, "svm": svm,
+            "parts": parts, "available": room}
+    plan["peak_estimate"] = now + (system if fits else 0) + parts["outputs"]
+    why = "" if fits else (f" — above the {_gib(DENSE_BUDGET_BYTES)} budget" if system > DENSE_BUDGET_BYTES
+                           else f" — above the {_gib(room)} this process can still allocate") + \
+        ": not built, dim F bounded, W* only from certificates"
+    print(f"memory       peak ≈ {_gib(plan['peak_estimate'])}: the process now {_gib(now)} + F's exact system "
+          f"{_gib(system)}{why}; the NTP-SVM, only if no certificate decides separability, up to {_gib(svm)} more",
+          flush=True)
+    if now + svm > room and not data.support_sizes.min() == data.V:
+        print(f"             (the NTP-SVM's bound is above the {_gib(room)} left: if it runs it may be refused)")
+    return plan
+
+
+def _analyze_theory(data, max_seconds: float | None) -> dict:
+    """F, W* (or the certificate that it does not exist), dim F (or its bounds), separability and the NTP-SVM,
+    each printed with its time as it is found; the NTP-SVM stops after ``max_seconds`` with its best certified
+    point. Returns the summary fields, the stage times and the result objects."""
+    import resource
+
+    from embgeo.ntp.theory import subspace
+
     t0 = time.perf_counter()
     F = subspace(data)
-    compat = is_compatible(data, F)
+    plan = _memory_plan(data, F)
+    compat, compat_error = _compatibility(data, F)
     t_compat = time.perf_counter() - t0
-    if compat:
-        print(f"compatible   True: W* solves the log-odds equations (4) to {compat.residual:.1e}; "
-              f"||W*|| = {np.linalg.norm(compat.W):.6f}")
-    else:
-        print(f"compatible   False ({compat.method}): every W leaves a residual of (4) >= {compat.residual:.2e}; "
-              f"certificate norm {compat.certificate_norm:.1e}")
-    try:
-        dim_F = F.dim
-    except TooLargeError as exc:
-        dim_F = None
-        print(f"subspace F   dim F not computed ({exc})")
-    else:
-        print(f"subspace F   dim F = {dim_F}, dim F_perp = {F.perp_dim}")
-    svm, svm_error = None, None
+    _print_compat(compat, compat_error, t_compat)
     t1 = time.perf_counter()
-    if data.support_sizes.min() < data.V:
-        # A bar on a terminal only (disable=None); piped output gets the result lines.
-        with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
-            def progress(iteration, state):
-                bar.update(iteration - bar.n)
-                bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
-            try:
-                svm = ntp_svm(data, subspace_=F, max_seconds=max_seconds, progress=progress)
-            except (SolverError, TooLargeError) as exc:  # undecided: say why, keep what was found
-                svm_error = str(exc)
-    t_svm = time.perf_counter() - t1
-    _print_svm(data, svm, svm_error)
+    dim_F, bounds, dim_note = _dimension(F, plan)
+    t_dim = time.perf_counter() - t1
+    if dim_F is not None:
+        print(f"subspace F   dim F = {dim_F}, dim F_perp = {F.ambient_dim - dim_F} ({t_dim:.2f} s)")
+    else:
+        print(f"subspace F   {bounds[0]} <= dim F <= {bounds[1]} ({dim_note}; {t_dim:.2f} s)")
+    t2 = time.perf_counter()
+    svm, svm_error = _separability(data, F, max_seconds)
+    t_svm = time.perf_counter() - t2
+    _print_svm(data, svm, svm_error, t_svm)
+    ran_svm = svm is not None and svm.W is not None
+    plan["peak_estimate"] += plan["svm"] if ran_svm else 0
+    plan["peak_measured"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
     summary = {
-        "dim_F": dim_F, "dim_F_perp": None if dim_F is None else F.perp_dim,
-        "compatible": bool(compat), "compatibility_residual": compat.residual,
-        "compatibility_method": compat.method, "compatibility_certificate_norm": compat.certificate_norm,
+        "dim_F": dim_F, "dim_F_perp": None if dim_F is None else F.ambient_dim - dim_F,
+        "dim_F_bounds": list(bounds) if bounds is not None else None,
+        "compatible": None if compat is None else bool(compat),
+        "compatibility_error": compat_error,
+        "compatibility_residual": None if compat is None else compat.residual,
+        "compatibility_method": None if compat is None else compat.method,
+        "compatibility_certificate_norm": None if compat is None else compat.certificate_norm,
         "w_star_norm": float(np.linalg.norm(compat.W)) if compat else None,
         "separable": None if svm is None else bool(svm.separability),
         "separability_method": None if svm is None else svm.separability.method,
         "separability_residuals": None if svm is None else svm.separability.residuals,
         "svm_status": svm.status if svm is not None else ("undecided" if svm_error else None),
         "svm_error": svm_error,
-        "ntp_margin": svm.margin if svm is not None and svm.W is not None else None,
-        "w_mm_norm": float(np.linalg.norm(svm.W)) if svm is not None and svm.W is not None else None,
-        "svm_residuals": None if svm is None or svm.W is None else svm.residuals,
-        "memory_estimate_bytes": mem,
+        "ntp_margin": svm.margin if ran_svm else None,
+        "w_mm_norm": float(np.linalg.norm(svm.W)) if ran_svm else None,
+        "svm_residuals": svm.residuals if ran_svm else None,
+        "memory_estimate_bytes": plan["parts"], "memory": {k: v for k, v in plan.items() if k != "parts"},
     }
-    return {"summary": summary, "seconds": {"w_star": t_compat, "separability_and_svm": t_svm},
+    return {"summary": summary, "seconds": {"w_star": t_compat, "dim_F": t_dim, "separability_and_svm": t_svm},
             "compat": compat, "svm": svm}
 
 
-def _print_svm(data, svm, error: str | None) -> None:
+def _compatibility(data, F):
+    """(Compatibility or None, why undecided): W*'s exact system may be too large when no certificate decides."""
+    from embgeo.errors import SolverError, TooLargeError
+    from embgeo.ntp.theory import is_compatible
+
+    try:
+        return is_compatible(data, F), None
+    except (SolverError, TooLargeError) as exc:
+        return None, str(exc)
+
+
+def _print_compat(compat, error: str | None, seconds: float) -> None:
+    if compat is None:
+        print(f"compatible   undecided: {error} ({seconds:.2f} s)")
+    elif compat:
+        print(f"compatible   True: W* solves the log-odds equations (4) to {compat.residual:.1e}; "
+              f"||W*|| = {np.linalg.norm(compat.W):.6f} ({seconds:.2f} s)")
+    else:
+        print(f"compatible   False ({compat.method}): every W leaves a residual of (4) >= {compat.residual:.2e}; "
+              f"certificate norm {compat.certificate_norm:.1e} ({seconds:.2f} s)")
+
+
+def _dimension(F, plan: dict) -> tuple[int | None, tuple[int, int] | None, str]:
+    """dim F from the exact system when it was planned to fit (then bounds equal it), else its bounds from the
+    tokens' ranks (:meth:`~embgeo.ntp.theory.Subspace.dim_bounds`) and why."""
+    from embgeo.errors import SolverError, TooLargeError
+
+    if plan["equality_system_built"]:
+        try:
+            return F.dim, None, ""
+        except (SolverError, TooLargeError) as exc:
+            note = f"the exact count failed: {exc}"
+    else:
+        note = f"the exact count needs F's equality system, {_gib(plan['equality_system'])}"
+    return None, F.dim_bounds(), note
+
+
+def _separability(data, F, max_seconds: float | None):
+    """(NTPSVM or None, why undecided); None, None when every support is the whole vocabulary."""
+    from tqdm import tqdm
+
+    from embgeo.errors import SolverError, TooLargeError
+    from embgeo.ntp.theory import ntp_svm
+
+    if data.support_sizes.min() >= data.V:
+        return None, None
+    # A bar on a terminal only (disable=None); piped output gets the result lines.
+    with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
+        def progress(iteration, state):
+            bar.update(iteration - bar.n)
+            bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
+        try:
+            return ntp_svm(data, subspace_=F, max_seconds=max_seconds, progress=progress), None
+        except (SolverError, TooLargeError) as exc:  # undecided: say why, keep what was found
+            return None, str(exc)
+
+
+def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> None:
+    took = "" if seconds is None else f" ({seconds:.2f} s)"
     if svm is None:
-        print("separable    " + (f"undecided: {error}" if error else "n/a (every support is the whole vocabulary)"))
+        print("separable    " + (f"undecided: {error}" if error else "n/a (every support is the whole vocabulary)")
+              + took)
         return
     sep = svm.separability
     if not sep:
         print(f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
-              f"(every separator would have NTP-margin <= that)")
+              f"(every separator would have NTP-margin <= that){took}")
         return
     print(f"separable    True ({sep.method})")
     gap = svm.residuals["duality_gap"]
     label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
     print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, certified "
-          f"||W - W^mm||/||W^mm|| <= {svm.residuals['error_bound']:.1e}; {svm.method})")
+          f"||W - W^mm||/||W^mm|| <= {svm.residuals['error_bound']:.1e}; {svm.method}){took}")
 
 
 def _gib(nbytes: float) -> str:
@@ -233,6 +352,8 @@ def _gib(nbytes: float) -> str:
 
 
 def _write_analysis(out: Path, data, summary: dict, results: dict) -> None:
+    """summary.json, W_star.npy / W_mm.npy when they exist, vocabulary.txt and contexts.txt when tokens and
+    contexts have names, and the certificates (certificate.txt to read, certificate.json in full)."""
     compat, svm = results["compat"], results["svm"]
     out.mkdir(parents=True, exist_ok=True)
     written = ["summary.json"]
@@ -245,8 +366,26 @@ def _write_analysis(out: Path, data, summary: dict, results: dict) -> None:
     if data.token_labels is not None:  # row z of W*, W^mm is the token on line z + 1
         (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in data.token_labels), encoding="utf-8")
         written.append("vocabulary.txt")
+    if data.contexts is not None:  # row j of the embeddings (--embeddings FILE.npy) is the context on line j + 1
+        (out / "contexts.txt").write_text("".join(f"{_context_text(data, j)}\n" for j in range(data.m)),
+                                          encoding="utf-8")
+        written.append("contexts.txt")
+    from embgeo.ntp.certificates import certificates
+
+    text, doc = certificates(data, compat, svm, _context_text)
+    (out / "certificate.txt").write_text(text, encoding="utf-8")
+    (out / "certificate.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    written += ["certificate.txt", "certificate.json"]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"written      {out}/" + ", ".join(written))
+
+
+def _context_text(data, j: int) -> str:
+    """Context j as its tokens (names when known), space-separated; ``context j`` for data without tokens."""
+    if data.contexts is None:
+        return f"context {j}"
+    names = data.token_labels
+    return " ".join(names[v] if names is not None else str(v) for v in data.contexts[j])
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -484,6 +623,12 @@ def check_out_dir(option: str, path: str | Path | None) -> None:
 
     if not os.access(probe, os.W_OK | os.X_OK):
         raise InputError(f"{option} {path}: {probe} is not writable")
+    import tempfile
+
+    try:  # os.access says yes to root everywhere (and /proc is not writable to anyone): try it
+        os.rmdir(tempfile.mkdtemp(prefix=".embgeo-probe-", dir=probe))
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in {probe} ({exc.strerror or exc})") from None
 
 
 def _check_outputs(args) -> None:

@@ -1014,3 +1014,81 @@ def test_candidate_input_errors():
         is_separable(data, method="lp", candidate=np.zeros((data.V, data.d)))
     with pytest.raises(ValueError, match="W"):
         is_separable(data, candidate=np.zeros((data.V, data.d + 1)))
+
+
+# == 13. Frequent tokens: constraints through their Gram, not null-space bases (issue 24) =====================
+
+def _frequent_tokens(kind: str, seed: int = 0):
+    """(K, grp, ctx, weights): tokens in more contexts than r = 3, as frequent words are. ``overlapping``: the
+    frequent tokens share contexts, so the feasible t are those of one x (t = K x: the Cholesky path);
+    ``disjoint``: two frequent tokens on separate contexts, so t may follow a different x on each (null M
+    is larger than range K_t: the eigendecomposition path)."""
+    rng = np.random.default_rng(seed)
+    m, r = 40, 3
+    K = rng.standard_normal((m, r))
+    if kind == "overlapping":
+        pats = [rng.choice(m, size=q, replace=False) for q in (25, 18, 12, 9)]
+        pats += [rng.choice(m, size=rng.integers(2, 4), replace=False) for _ in range(15)]
+    else:
+        pats = [np.arange(0, 12), np.arange(12, 24), [0, 12, 30], [5, 17, 31], [24, 25], [26, 27, 28], [32, 33]]
+    pats += [[j] for j in range(m)]  # every context in the pattern
+    grp, ctx = pattern(pats)
+    return K, grp, ctx, rng.uniform(0.5, 2.0, len(pats))
+
+
+@pytest.mark.parametrize("kind, path", [("overlapping", "cholesky"), ("disjoint", "eigen")])
+@pytest.mark.parametrize("rhs", ["random", "consistent"])
+def test_equality_system_frequent_tokens_match_the_null_space_route(kind, path, rhs):
+    """The projector route (thin SVDs, the constraints' Gram M) gives what the route with explicit null-space
+    bases gave (tests/ntp/previous/equality.py): the constraints' rank, consistency, X, t, the multipliers and
+    the certificate, on both ways of finding null M; and the dense KKT reference when consistent."""
+    from .previous.equality import EqualitySystem as NullSpaceRoute
+
+    K, grp, ctx, w = _frequent_tokens(kind)
+    rng = np.random.default_rng(5)
+    if rhs == "random":
+        c = rng.standard_normal(len(grp))
+    else:
+        X0, t0 = rng.standard_normal((len(w), K.shape[1])), rng.standard_normal(K.shape[0])
+        c = np.einsum("ij,ij->i", X0[grp], K[ctx]) - t0[ctx]
+    new, old = S.EqualitySystem(K, grp, ctx, w), NullSpaceRoute(K, grp, ctx, w)
+    assert new._m_factor[0] == path
+    assert (new.n_constraints, new.constraint_rank) == (old.n_constraints, old.constraint_rank)
+    a, b = new.solve(c), old.solve(c)
+    assert a.consistent == b.consistent
+    assert np.linalg.norm(a.X - b.X) <= 1e-10 * np.linalg.norm(b.X)
+    assert np.linalg.norm(a.t - b.t) <= 1e-10 * np.linalg.norm(b.t)
+    assert a.residuals["constraints"] == pytest.approx(b.residuals["constraints"], rel=1e-9, abs=1e-12)
+    assert_multipliers(K, grp, ctx, w, a.X, a.lam, rtol=1e-9)
+    if a.consistent:
+        X, t, _, _ = equality_kkt(K, grp, ctx, w, c)
+        assert np.linalg.norm(a.X - X) <= 1e-10 * np.linalg.norm(X)
+    else:
+        assert a.certificate @ c == pytest.approx(-1.0, abs=1e-9)
+        np.testing.assert_allclose(a.certificate, b.certificate, rtol=0, atol=1e-9 * np.abs(b.certificate).max())
+    if kind == "overlapping" and rhs == "random":
+        assert not a.consistent  # the instance exercises the certificate
+
+
+@pytest.mark.parametrize("make", [lambda: synthetic(50, 10, 60, 6), lambda: synthetic(100, 20, 5, 6, seed=1),
+                                  lambda: synthetic_large(500, V=200, d=8, seed=0),
+                                  lambda: synthetic_large(2000, V=300, d=6, seed=1)])
+def test_dim_bounds_bracket_dim_f(make):
+    """Subspace.dim_bounds (per-token ranks only) brackets the exact dim F, and is exact without dependent
+    tokens (d ≥ m)."""
+    F = subspace(make())
+    low, high = F.dim_bounds()
+    assert low <= F.dim <= high
+    if F.coords.rank == F.data.m:
+        assert low == high == F.dim
+
+
+def test_equality_system_bytes_bound_what_it_allocates():
+    """The estimate of a system with frequent tokens is at least the arrays it keeps (S, M's factor, T) and
+    within a small factor of them: what ntp analyze prints before building it."""
+    K, grp, ctx, w = _frequent_tokens("overlapping")
+    system = S.EqualitySystem(K, grp, ctx, w)
+    kept = sum(a.nbytes for a in (system.S, system.T, system.chol[0], system._m_factor[1], system._m_factor[2]))
+    kept += sum(b["U"].nbytes for b in system.buckets)
+    est = S.equality_system_bytes(np.bincount(grp), K.shape[1], K.shape[0], len(system.touched))
+    assert kept <= est <= 4 * kept

@@ -11,15 +11,23 @@ active-set solve of the NTP-SVM are all instances of
 For fixed t the problem splits by group: with K_g = K[J_g] (q_g × r, J_g the contexts of g in Q)
 and y_g = t[J_g] + c_g, the group needs K_g x_g = y_g, whose minimum-norm solution is x_g = K_g⁺ y_g
 at cost ½ n_g y_gᵀ (K_g K_gᵀ)⁺ y_g. When K_g has full row rank (q_g ≤ r, the usual case) every y_g
-is reachable; otherwise y_g must lie in range K_g, i.e. N_gᵀ y_g = 0 with N_g a basis of
-null K_gᵀ — linear constraints on t. Minimising over t is then the m × m problem
+is reachable; otherwise y_g must lie in range K_g, i.e. (I − P_g) y_g = 0 with P_g = U_g U_gᵀ the
+projector onto range K_g (U_g: its kept left singular vectors, q_g × rank K_g) — linear constraints
+on t. Minimising over t is then the m × m problem
 
-    min_t ½ tᵀ S t + bᵀ t  s.t.  C t = d,   S = Σ_g n_g E_gᵀ (K_g K_gᵀ)⁺ E_g,   C = [N_gᵀ E_g],
+    min_t ½ tᵀ S t + bᵀ t  s.t.  (I − P_g)(t[J_g] + c_g) = 0 for every deficient g,
+    S = Σ_g n_g E_gᵀ (K_g K_gᵀ)⁺ E_g,
 
-with E_g the selection of J_g. S is positive definite on {C t = 0} when every context is in Q
-(a proof: tᵀ S t = 0 and C t = 0 force t[J_g] = 0 for every g). Cost: one SVD per group
-(Σ_g q_g² r), an m × m Cholesky (or conjugate gradients on the sparse S when m is large and no
-group is rank deficient), and per solve O(|Q| r + m²). Never a constraint matrix in V·d, never d.
+with E_g the selection of J_g. The constraints are handled through their Gram matrix on the contexts
+they touch, M = Σ_g E_gᵀ (I − P_g) E_g (m_t × m_t): a pivoted Cholesky factorization of M gives the
+constraints' rank, the null space that parametrises the feasible t and a least-squares t when they
+cannot all hold (the certificate). S is positive definite on the feasible directions when every
+context is in Q (tᵀ S t = 0 forces t[J_g] = 0 for every g). A frequent token in q ≫ r contexts costs
+a thin q × r SVD and one q × q block at a time, never a basis of its (q − r)-dimensional null space
+(which at bigrams of 1M words made a 60,000 × 4,900 constraint matrix whose full SVD needed tens of
+GB). Cost: one SVD per group (Σ_g q_g min(q_g, r)²), Σ_g q_g² r to assemble S and M, an m × m
+Cholesky and the m_t × m_t pivoted one (or conjugate gradients on the sparse S when m is large and
+no group is rank deficient), and per solve O(|Q| r + m²). Never a constraint matrix in V·d, never d.
 The multipliers λ (one per pair, n_g x_g = Σ_j λ_{gj} k_j, Σ_g λ_{gj} = 0) come out exactly: they
 are the certificate of optimality and, for the NTP-SVM, the dual point.
 
@@ -73,10 +81,11 @@ class EqualitySolution:
     """Solution of :class:`EqualitySystem`.
 
     X : (G, r) group rows; t : (m,); lam : (|Q|,) multipliers with n_g x_g = Σ_j λ_{gj} k_j.
-    consistent : whether the constraints C t = d of the rank-deficient groups could be met
-    (always true for projections; false means the equalities have no solution).
+    consistent : whether the constraints (I − P_g)(t[J_g] + c_g) = 0 of the rank-deficient groups could be
+    met (always true for projections; false means the equalities have no solution).
     residuals : ``equality`` max |x_gᵀk_j − t_j − c_{gj}| relative to max(1, |c|); ``balance``
-    max_j |Σ_g λ_{gj}| relative to max |λ| (optimality in t); ``constraints`` ‖C t − d‖.
+    max_j |Σ_g λ_{gj}| relative to max |λ| (optimality in t); ``constraints`` the least-squares residual
+    (Σ_g ‖(I − P_g)(t[J_g] + c_g)‖²)^½ of those constraints.
     certificate : when not consistent, multipliers (|Q|,) that are zero on full-rank groups,
     balanced per context and orthogonal to range K_g per group, with ⟨λ, c⟩ = −1 (a proof that
     no solution exists; see :meth:`EqualitySystem.solve`).
@@ -112,7 +121,8 @@ class EqualitySystem:
         if np.any(np.bincount(ctx, minlength=self.m) == 0):
             raise SolverError("EqualitySystem: every context needs at least one pair in the pattern")
         counts = np.bincount(grp, minlength=G)
-        need = equality_system_bytes(counts, self.r, self.m)
+        touched = np.unique(ctx[counts[grp] > self.r]).size  # the contexts of groups with more pairs than r
+        need = equality_system_bytes(counts, self.r, self.m, touched)
         if need > DENSE_BUDGET_BYTES:
             raise TooLargeError(
                 f"the exact equality solve would need about {need / 1024**3:.1f} GiB for {len(grp)} pairs on "
@@ -126,21 +136,19 @@ class EqualitySystem:
 
     # -- per-group SVDs ------------------------------------------------------------------------
     def _bucket(self, groups: np.ndarray, q: int) -> dict:
-        """Factors of K_g K_gᵀ for the groups with q pairs: U (n, q, q), inv2 = n_g/σ² (0 on null directions).
+        """Factors of K_g K_gᵀ for the groups with q pairs: U (n, q, k), inv2 = n_g/σ² (0 on null directions),
+        ``keep`` (n, k) the singular values above the rank threshold; U[:, :, keep] spans range K_g.
 
         Well-conditioned blocks (the usual case) come from an eigendecomposition of the q × q Gram
-        K_g K_gᵀ (gathered from the m × m Gram when it is given); blocks with σ_min/σ_max < 1e-4,
-        where squaring would cost accuracy, and blocks with q > r from an SVD of K_g itself.
+        K_g K_gᵀ (gathered from the m × m Gram when it is given), k = q; blocks with σ_min/σ_max < 1e-4,
+        where squaring would cost accuracy, from an SVD of K_g itself; blocks with q > r from the thin SVD
+        of K_g (k = r: range K_g is all that is kept, its complement stays implicit as I − U Uᵀ).
         """
         r = self.r
         idx = self.ptr[groups][:, None] + np.arange(q)  # (n, q) positions in the pattern
         c = self.ctx[idx]
-        if q > r:  # more pairs than dimensions: complete U with the null space of K_gᵀ
-            check_dense_size("left singular vectors of one token's contexts", (len(groups), q, q),
-                             "a token follows too many contexts for the exact path; see ntp.theory's "
-                             "pair certificates for data with d ≪ m")
-            U, s, _ = np.linalg.svd(self.K[c], full_matrices=True)
-            s = np.concatenate([s, np.zeros((len(groups), q - r))], axis=1)
+        if q > r:  # more pairs than dimensions: y_g is constrained to range K_g (rank ≤ r < q)
+            U, s, _ = np.linalg.svd(self.K[c], full_matrices=False)
         else:
             if self.gram is not None:
                 Gb = self.gram[c[:, :, None], c[:, None, :]]
@@ -158,7 +166,13 @@ class EqualitySystem:
         self.stiff |= bool(np.any(kept_min < STIFF_RATIO * s[:, 0]))
         inv2 = np.where(keep, 1.0 / np.where(keep, s, 1.0) ** 2, 0.0) * self.weights[groups][:, None]
         return {"groups": groups, "q": q, "idx": idx, "U": U, "inv2": inv2, "keep": keep,
-                "deficient": np.flatnonzero(~keep.all(axis=1))}
+                "deficient": np.flatnonzero(keep.sum(axis=1) < q)}  # rank K_g < q_g
+
+    def _complement(self, bi: int, li: int, y: np.ndarray) -> np.ndarray:
+        """(I − P_g) y for group li of bucket bi: y minus its projection onto range K_g."""
+        b = self.buckets[bi]
+        U = b["U"][li][:, b["keep"][li]]
+        return y - U @ (U.T @ y)
 
     def _apply_block(self, b: dict, y: np.ndarray) -> np.ndarray:
         """n_g (K_g K_gᵀ)⁺ y_g for every group of bucket b; y (n, q)."""
@@ -168,63 +182,124 @@ class EqualitySystem:
     # -- the t-system --------------------------------------------------------------------------
     def _factor(self) -> None:
         m = self.m
-        rows, cols, vals = [], [], []
-        c_rows, c_cols, c_vals = [], [], []  # constraint matrix C: one row per null direction
-        self.null_slices = []  # (bucket index, local group index, first C row, number of rows)
-        n_c = 0
-        for bi, b in enumerate(self.buckets):
-            U, c = b["U"], self.ctx[b["idx"]]
-            blocks = np.einsum("nij,nj,nkj->nik", U, b["inv2"], U)  # n_g (K_g K_gᵀ)⁺
-            rows.append(np.repeat(c, b["q"], axis=1).ravel())
-            cols.append(np.tile(c, (1, b["q"])).ravel())
-            vals.append(blocks.ravel())
-            for li in b["deficient"]:
-                N = U[li][:, ~b["keep"][li]]  # (q, k) basis of null K_gᵀ
-                k = N.shape[1]
-                c_rows.append(np.repeat(np.arange(n_c, n_c + k), b["q"]))
-                c_cols.append(np.tile(c[li], k))
-                c_vals.append(N.T.ravel())
-                self.null_slices.append((bi, li, n_c, k))
-                n_c += k
-        self.S = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                               shape=(m, m)).tocsr()
-        self.n_constraints = n_c
-        self.C = (sp.csr_matrix((np.concatenate(c_vals), (np.concatenate(c_rows), np.concatenate(c_cols))),
-                                shape=(n_c, m)) if n_c else None)
-        self.mode = "cg" if (n_c == 0 and m > DENSE_T_MAX) else "dense"
+        # rank-deficient groups (rank K_g < q_g): their t[J_g] + c_g must lie in range K_g
+        self.deficient = [(bi, int(li)) for bi, b in enumerate(self.buckets) for li in b["deficient"]]
+        self.n_constraints = sum(self.buckets[bi]["q"] - int(self.buckets[bi]["keep"][li].sum())
+                                 for bi, li in self.deficient)  # Σ_g (q_g − rank K_g)
+        self.constraint_rank = 0
+        self.mode = "cg" if (not self.deficient and m > DENSE_T_MAX) else "dense"
         if self.mode == "cg":
+            rows, cols, vals = [], [], []
+            for b in self.buckets:
+                c = self.ctx[b["idx"]]
+                rows.append(np.repeat(c, b["q"], axis=1).ravel())
+                cols.append(np.tile(c, (1, b["q"])).ravel())
+                vals.append(self._blocks(b).ravel())
+            self.S = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                                   shape=(m, m)).tocsr()
             self.diag = self.S.diagonal()
             return
         check_dense_size("t-system of the equality constraints", (m, m),
                          "too many contexts for the exact dense path")
-        S = self.S.toarray()
-        if n_c == 0:
+        S = np.zeros((m, m))
+        for b in self.buckets:  # n_g (K_g K_gᵀ)⁺ added in place, ≤ 32 MB of blocks at a time (no Σ q² COO arrays)
+            c = self.ctx[b["idx"]]
+            step = max(1, 2**22 // b["q"] ** 2)
+            for lo in range(0, len(c), step):
+                cc, blocks = c[lo:lo + step], self._blocks(b, slice(lo, lo + step))
+                if len(cc) == 1:  # one group: its contexts are distinct, a plain in-place add is exact
+                    S[np.ix_(cc[0], cc[0])] += blocks[0]
+                else:
+                    np.add.at(S, (cc[:, :, None], cc[:, None, :]), blocks)
+        self.S = S
+        if not self.deficient:
             self.T = None
-            self.t_free = np.arange(m)
             self.chol = self._cholesky(S)
             return
-        # Null-space method on the contexts touched by constraints: t_D = t_p + Z s.
-        touched = np.unique(self.C.indices)
-        CD = self.C[:, touched].toarray()
-        check_dense_size("constraint matrix of rank-deficient tokens", CD.shape)
-        Uc, sc, Vct = np.linalg.svd(CD, full_matrices=True)
-        k = int(np.sum(sc > (sc[0] if sc.size else 0.0) * max(CD.shape) * np.finfo(float).eps))
-        self.constraint_rank = k
-        self.touched, self.Uc, self.sc, self.Vc = touched, Uc, sc[:k], Vct.T
+        # The constraints through their Gram on the touched contexts: M = Σ_g E_gᵀ (I − P_g) E_g.
+        touched = np.unique(np.concatenate([self.ctx[self.buckets[bi]["idx"][li]] for bi, li in self.deficient]))
+        mt = len(touched)
+        check_dense_size("Gram matrix of the rank-deficient tokens' constraints (touched contexts²)", (mt, mt),
+                         "too many contexts are touched by tokens with more contexts than dimensions")
+        pos = np.full(m, -1)
+        pos[touched] = np.arange(mt)
+        M = np.zeros((mt, mt))
+        for bi, li in self.deficient:
+            b = self.buckets[bi]
+            p = pos[self.ctx[b["idx"][li]]]
+            U = b["U"][li][:, b["keep"][li]]
+            block = -(U @ U.T)
+            block[np.diag_indices_from(block)] += 1.0
+            M[np.ix_(p, p)] += block
+        self.touched, self.pos = touched, pos
+        Z = self._constraint_null_space(M, self.K[touched])
+        del M
         free = np.setdiff1d(np.arange(m), touched)
-        Z = Vct[k:].T  # (|touched|, |touched| - k) null space of C_D
         # T maps the reduced variables (t_free, s) to t.
         T = np.zeros((m, len(free) + Z.shape[1]))
         T[free, np.arange(len(free))] = 1.0
         T[np.ix_(touched, np.arange(len(free), T.shape[1]))] = Z
+        del Z
         self.T = T
         self.chol = self._cholesky(T.T @ S @ T)
-        self.S_dense = S
+
+    def _constraint_null_space(self, M: np.ndarray, Kt: np.ndarray) -> np.ndarray:
+        """An orthonormal basis Z of null M (the feasible directions of t on the touched contexts); sets
+        ``constraint_rank`` and the factor behind :meth:`_m_solve`. M is overwritten.
+
+        M = Cᵀ C for C the stacked orthonormal bases of the complements, so its nonzero eigenvalues are the
+        squared singular values of C and what rounding leaves on null M is ~ m_t · eps · max M_jj (the rank
+        threshold below). Every t = K_t x lies in null M (t[J_g] = K_g x ∈ range K_g), and for tokens in
+        general position that is all of it: then M + α N₀N₀ᵀ (N₀ an orthonormal basis of range K_t, α = max
+        M_jj) is positive definite, one Cholesky factorization with a condition estimate shows it, and null M
+        = range N₀. Otherwise an eigendecomposition decides (both through numpy, which lets Ctrl-C through;
+        at m_t = 4,889 the Cholesky took 2 s, the eigendecomposition 30 s).
+        """
+        mt = M.shape[0]
+        scale = max(float(np.max(np.diag(M))), 1.0)
+        tol = 16 * max(mt, 1) * np.finfo(float).eps * scale
+        U, sv, _ = np.linalg.svd(Kt, full_matrices=False)
+        N0 = U[:, sv > sv[0] * max(Kt.shape) * np.finfo(float).eps] if sv.size else U[:, :0]
+        for i in range(0, mt, 1024):  # M += α N₀N₀ᵀ in row blocks (no second m_t × m_t array)
+            M[i:i + 1024] += scale * (N0[i:i + 1024] @ N0.T)
+        try:
+            L = np.linalg.cholesky(M)
+            rcond, info = sla.lapack.dpocon(L.T, np.max(np.abs(M).sum(axis=0)))  # O(m_t²); L.T: the upper factor
+        except np.linalg.LinAlgError:
+            rcond = 0.0
+        if rcond > 1e-8:  # λ_min ≥ ~1e-9 · λ_max, far above the rank threshold: null M = range N₀
+            self.constraint_rank = mt - N0.shape[1]
+            self._m_factor = ("cholesky", L, N0)
+            return N0
+        L = None
+        for i in range(0, mt, 1024):  # back to M (the rounding this leaves, ~eps · α, is below the threshold)
+            M[i:i + 1024] -= scale * (N0[i:i + 1024] @ N0.T)
+        ev, vecs = np.linalg.eigh(M)
+        kept = ev > tol
+        self.constraint_rank = int(kept.sum())
+        self._m_factor = ("eigen", ev[kept], vecs[:, kept])
+        return vecs[:, ~kept]
+
+    def _m_solve(self, h: np.ndarray) -> np.ndarray:
+        """The solution w ∈ range M of M w = h for h ∈ range M (any solution would do: two differ by z ∈ null M,
+        on which every (I − P_g) z[J_g] vanishes)."""
+        kind, a, b = self._m_factor
+        if kind == "eigen":
+            return b @ ((b.T @ h) / a)
+        y = sla.solve_triangular(a, h, lower=True, check_finite=False)  # (M + α N₀N₀ᵀ) w = h, then w ⟂ N₀
+        w = sla.solve_triangular(a, y, lower=True, trans="T", check_finite=False)
+        return w - b @ (b.T @ w)
+
+    def _blocks(self, b: dict, rows: slice = slice(None)) -> np.ndarray:
+        """n_g (K_g K_gᵀ)⁺ for the groups ``rows`` of bucket b: (n, q, q)."""
+        U = b["U"][rows]
+        return np.einsum("nij,nj,nkj->nik", U, b["inv2"][rows], U)
 
     @staticmethod
     def _cholesky(M: np.ndarray):
+        """The lower Cholesky factor as cho_solve takes it; numpy's, which releases the GIL (Ctrl-C gets through)."""
         try:
-            return sla.cho_factor(M, lower=True, check_finite=False)
+            return np.linalg.cholesky(M), True
         except np.linalg.LinAlgError:
             raise SolverError("EqualitySystem: the t-system is numerically singular (the contexts' embeddings are "
                               "too close to dependent for an exact solve)") from None
@@ -235,10 +310,10 @@ class EqualitySystem:
 
         ``check=False`` skips the residuals (an extra pass over the pattern) for internal use.
 
-        If the rank-deficient groups make C t = d unsolvable, returns ``consistent=False`` with the
-        least-squares t (x_g = K_g⁺ y_g then minimises the residual of every group) and a
-        certificate λ: zero on full-rank groups, λ_g ∈ null K_gᵀ, Σ_g λ_{gj} = 0 for every j and
-        ⟨λ, c⟩ = −1. For any (X, t) meeting all equalities, ⟨λ, [x_gᵀk_j − t_j − c_{gj}]⟩ would be
+        If the rank-deficient groups' constraints (I − P_g)(t[J_g] + c_g) = 0 cannot all hold, returns
+        ``consistent=False`` with the least-squares t (x_g = K_g⁺ y_g then minimises the residual of every
+        group) and a certificate λ: zero on full-rank groups, λ_g ∈ null K_gᵀ, Σ_g λ_{gj} = 0 for every j
+        and ⟨λ, c⟩ = −1. For any (X, t) meeting all equalities, ⟨λ, [x_gᵀk_j − t_j − c_{gj}]⟩ would be
         Σ_g λ_gᵀ K_g x_g − 0 + 1 = 1 ≠ 0: a contradiction, exact up to ‖λ_gᵀ K_g‖ (reported as
         ``certificate_norm``, so no solution has ‖X‖ < 1/certificate_norm).
         """
@@ -255,21 +330,28 @@ class EqualitySystem:
         elif self.T is None:
             t = sla.cho_solve(self.chol, -b, check_finite=False)
         else:
-            d = self._constraint_rhs(c)
-            k = self.constraint_rank
-            proj = self.Uc[:, :k].T @ d
-            resid = d - self.Uc[:, :k] @ proj
-            c_res = float(np.linalg.norm(resid))
+            # A least-squares t on the touched contexts: M t = h with h = −Σ_g E_gᵀ (I − P_g) c_g ∈ range M (the
+            # null directions of M are optimised below; they leave every residual (I − P_g)(t[J_g] + c_g) as it is).
+            h, d2 = np.zeros(len(self.touched)), 0.0
+            for bi, li in self.deficient:
+                cg_ = c[self.buckets[bi]["idx"][li]]
+                pc = self._complement(bi, li, cg_)
+                np.add.at(h, self.pos[self.ctx[self.buckets[bi]["idx"][li]]], -pc)
+                d2 += float(pc @ pc)
             t = np.zeros(self.m)
-            t[self.touched] = self.Vc[:, :k] @ (proj / self.sc)
-            if c_res > 1e-9 * max(1.0, float(np.linalg.norm(d))):
+            t[self.touched] = self._m_solve(h)
+            rho = [self._complement(bi, li, t[self.ctx[self.buckets[bi]["idx"][li]]] + c[self.buckets[bi]["idx"][li]])
+                   for bi, li in self.deficient]
+            c_res = float(np.sqrt(sum(float(x @ x) for x in rho)))
+            if c_res > 1e-9 * max(1.0, float(np.sqrt(d2))):
                 consistent = False
-                cert = self._certificate(resid, c)
-            rhs = -(self.T.T @ (self.S_dense @ t + b))
+                cert = self._certificate(rho)
+            rhs = -(self.T.T @ (self.S @ t + b))
             t = t + self.T @ sla.cho_solve(self.chol, rhs, check_finite=False)
-            # Multipliers of C t = d from stationarity S t + b + Cᵀ ν = 0 on the touched contexts.
-            g = (self.S_dense @ t + b)[self.touched]
-            nu = -self.Uc[:, :k] @ ((self.Vc[:, :k].T @ g) / self.sc)
+            # Multipliers of the constraints from stationarity S t + b + Σ_g E_gᵀ (I − P_g) η_g = 0 on the touched
+            # contexts: η_g = (I − P_g) w[J_g] with M w = −g (g = (S t + b) on them lies in range M at the optimum).
+            g = (self.S @ t + b)[self.touched]
+            nu = self._m_solve(-g)
         X, lam = self._recover(t, c, nu)
         if self.stiff and consistent and self.n_constraints == 0 and _balance(lam, self.ctx, self.m) > STIFF_BALANCE:
             return self._solve_kkt(c, check)
@@ -308,27 +390,18 @@ class EqualitySystem:
         residuals = self._residuals(X, t, lam, c, 0.0) if check else {"constraints": 0.0}
         return EqualitySolution(X, t, lam, True, residuals)
 
-    def _constraint_rhs(self, c: np.ndarray) -> np.ndarray:
-        """d = −N_gᵀ c_g stacked over the null directions of the rank-deficient groups."""
-        d = np.empty(self.n_constraints)
-        for bi, li, first, k in self.null_slices:
-            b = self.buckets[bi]
-            N = b["U"][li][:, ~b["keep"][li]]
-            d[first:first + k] = -N.T @ c[b["idx"][li]]
-        return d
+    def _certificate(self, rho: list[np.ndarray]) -> np.ndarray:
+        """λ_g = −ρ_g / ‖ρ‖² on the deficient groups (0 elsewhere), ρ_g = (I − P_g)(t[J_g] + c_g) at the
+        least-squares t: ⟨λ, c⟩ = −1.
 
-    def _certificate(self, resid: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """λ = scatter of N_g ρ_g / ‖ρ‖², ρ = d − C t the least-squares residual: ⟨λ, c⟩ = −1.
-
-        Cᵀρ = 0 at the least-squares optimum makes λ balanced per context (Σ_g E_gᵀ N_g ρ_g = Cᵀρ);
-        λ_g ∈ range N_g = null K_gᵀ; Σ_g ρ_gᵀ N_gᵀ c_g = −ρᵀ d = −‖ρ‖² since ρᵀ C t = 0.
+        λ_g ∈ range(I − P_g) = null K_gᵀ; Σ_g E_gᵀ ρ_g = M t − h = 0 at the least-squares optimum makes λ
+        balanced per context; ρ_gᵀ c_g = ‖ρ_g‖² − ρ_gᵀ t[J_g] and the last terms sum to tᵀ Σ_g E_gᵀ ρ_g = 0.
         """
         lam = np.zeros(len(self.ctx))
-        for bi, li, first, k in self.null_slices:
-            b = self.buckets[bi]
-            N = b["U"][li][:, ~b["keep"][li]]
-            lam[b["idx"][li]] = N @ resid[first:first + k]
-        return lam / float(resid @ resid)
+        total = sum(float(x @ x) for x in rho)
+        for (bi, li), x in zip(self.deficient, rho, strict=True):
+            lam[self.buckets[bi]["idx"][li]] = -x / total
+        return lam
 
     def _solve_cg(self, rhs: np.ndarray) -> np.ndarray:
         inv_diag = 1.0 / self.diag
@@ -342,17 +415,16 @@ class EqualitySystem:
         return t
 
     def _recover(self, t: np.ndarray, c: np.ndarray, nu: np.ndarray | None):
-        """x_g = K_g⁺ y_g (via K_gᵀ (K_gK_gᵀ)⁺ y_g) and λ_g = n_g (K_gK_gᵀ)⁺ y_g + N_g ν_g."""
+        """x_g = K_g⁺ y_g (via K_gᵀ (K_gK_gᵀ)⁺ y_g) and λ_g = n_g (K_gK_gᵀ)⁺ y_g + (I − P_g) ν[J_g]."""
         lam = np.empty(len(self.ctx))
         for bk in self.buckets:
             y = t[self.ctx[bk["idx"]]] + c[bk["idx"]]
             lam[bk["idx"]] = self._apply_block(bk, y)
-        if nu is not None:
-            for bi, li, first, k in self.null_slices:
-                b = self.buckets[bi]
-                N = b["U"][li][:, ~b["keep"][li]]
-                lam[b["idx"][li]] += N @ nu[first:first + k]
-        # x_g = Σ_j λ_{gj} k_j / n_g; the null part of λ_g contributes nothing (N_gᵀ K_g = 0).
+        if nu is not None:  # the constraints' multipliers (I − P_g) w[J_g], w on the touched contexts
+            for bi, li in self.deficient:
+                idx = self.buckets[bi]["idx"][li]
+                lam[idx] += self._complement(bi, li, nu[self.pos[self.ctx[idx]]])
+        # x_g = Σ_j λ_{gj} k_j / n_g; the null part of λ_g contributes nothing ((I − P_g) K_g = 0).
         A = sp.csr_matrix((lam / self.weights[self.grp], self.ctx, self.ptr), shape=(len(self.weights), self.m))
         return A @ self.K, lam
 
@@ -363,16 +435,18 @@ class EqualitySystem:
                 "balance": _balance(lam, self.ctx, self.m), "constraints": c_res}
 
 
-def equality_system_bytes(counts: np.ndarray, r: int, m: int) -> float:
-    """Bytes an :class:`EqualitySystem` allocates for groups with ``counts`` pairs each: the
-    per-group factors (q² + q r each; q × q also for the null space when q > r), the t-system
-    (m² dense up to DENSE_T_MAX, else sparse with Σ q² entries) and, for rank-deficient groups,
-    the constraint rows (Σ (q − r) q) and their dense SVD."""
+def equality_system_bytes(counts: np.ndarray, r: int, m: int, touched: int | None = None) -> float:
+    """Bytes an :class:`EqualitySystem` allocates for groups with ``counts`` pairs each: the per-group
+    factors (q² + q r for q ≤ r; the thin q × r for q > r, plus three q × q temporaries for the largest
+    such group while S and M are assembled), the t-system (S and its factor, 2 m², up to DENSE_T_MAX or
+    with groups of q > r; else sparse with Σ q² entries) and, with groups of q > r, their constraints'
+    Gram M and its factor or eigendecomposition (3 m_t², ``touched`` = m_t contexts, default m)."""
     q = counts[counts > 0].astype(np.float64)
-    heavy = q[q > r]
-    blocks = np.sum(q * q + q * r) + np.sum(heavy * heavy)
+    light, heavy = q[q <= r], q[q > r]
+    blocks = np.sum(light * light + light * r) + np.sum(heavy * r) + (3 * float(heavy.max()) ** 2 if heavy.size else 0)
     t_system = 2.0 * m * m if m <= DENSE_T_MAX or heavy.size else 3 * np.sum(q * q)
-    constraints = np.sum((heavy - r) * heavy) + (np.sum(heavy - r) * m if heavy.size else 0.0)
+    mt = float(m if touched is None else touched)
+    constraints = 3 * mt * mt if heavy.size else 0.0
     return 8.0 * float(blocks + t_system + constraints)
 
 

@@ -24,6 +24,7 @@ span, r = rank H̄. For fixed t everything splits by token, so:
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -65,6 +66,28 @@ from embgeo.ntp.solvers import (
 COMPAT_RTOL = 1e-7
 #: Tolerance on the margins of a separability / SVM certificate (target margin is 1).
 MARGIN_ATOL = 1e-7
+
+
+# -- units ---------------------------------------------------------------------------------
+
+def unit_scale(data: NTPData) -> tuple[NTPData, float]:
+    """``data`` with H̄ divided by s = 2^e, the power of two with max |h̄_ij| / s in [0.5, 1), and s.
+
+    Every tolerance of the solvers is stated for embeddings of order one (margins of 1, rank thresholds,
+    HiGHS's feasibility tolerances, Grams that must neither underflow nor overflow), so the theory objects
+    are computed on the rescaled data and returned in the caller's units: W / s, margins · s, certificate
+    norms ‖λ H̄‖ · s; logit residuals and relative gaps have no units. Dividing by a power of two is exact,
+    so the verdicts are those of unit scale at every scale (H̄ · 1e-300 … 1e300). The copy shares probs.
+    """
+    top = float(np.max(np.abs(data.embeddings), initial=0.0))
+    exponent = math.frexp(top)[1] if top > 0 else 0
+    if exponent == 0:
+        return data, 1.0
+    unit = copy.copy(data)
+    H = np.ldexp(data.embeddings, -exponent)
+    H.setflags(write=False)
+    unit.embeddings = H
+    return unit, math.ldexp(1.0, exponent)
 
 
 # -- loss, entropy, gradient (eq. 2) -------------------------------------------------------
@@ -172,12 +195,15 @@ class Subspace:
         when rank H̄ = m), less when a token follows more contexts than their span holds.
     ambient_dim : int
         V · d.
-    coords : :class:`~embgeo.ntp.constraints.Coordinates` of the contexts.
+    coords : :class:`~embgeo.ntp.constraints.Coordinates` of the contexts in unit scale (H̄ / scale).
+    scale : float
+        The power of two H̄ is divided by (:func:`unit_scale`); projections do not depend on it.
     """
 
     def __init__(self, data: NTPData):
         self.data = data
-        self.coords = coordinates(data.embeddings)
+        self._unit, self.scale = unit_scale(data)
+        self.coords = coordinates(self._unit.embeddings)
         tok, ctx, logp = token_pattern(data)
         # A context with one next token has no equation in (4) and no generator of F: its pair (v, j) only
         # defines t_j = x_vᵀk_j, a free variable. Dropping those pairs is exact and keeps a frequent
@@ -197,17 +223,58 @@ class Subspace:
             return None
         local = np.searchsorted(self.contexts, self._ctx)
         K = self.coords.K[self.contexts]
-        gram = _gram(self.coords)
+        # The m × m Gram saves the per-token Gram blocks' products only when r = m (d ≥ m); with r < m they cost
+        # no more than gathering from it, and the Gram and its copy on the kept contexts would be 2 m² doubles.
+        gram = _gram(self.coords) if self.coords.rank == self.data.m else None
         if gram is not None and self.contexts.size < self.data.m:
             gram = gram[np.ix_(self.contexts, self.contexts)]
         return EqualitySystem(K, self._grp, local, np.ones(len(self.tokens)), gram)
+
+    def system_bytes(self) -> float:
+        """Bytes :attr:`system` allocates (:func:`~embgeo.ntp.solvers.equality_system_bytes` on the kept pairs,
+        plus the Gram's copy on the kept contexts when r = m), before building it. O(Σ_j S_j)."""
+        if self.contexts.size == 0:
+            return 0.0
+        q = np.bincount(self._grp, minlength=len(self.tokens))
+        r, m = self.coords.rank, self.contexts.size
+        touched = np.unique(self._ctx[q[self._grp] > r]).size
+        gram_copy = 8.0 * m * m if r == self.data.m and m < self.data.m else 0.0
+        return equality_system_bytes(q, r, m, touched) + gram_copy
+
+    def dim_bounds(self) -> tuple[int, int]:
+        """(low, high) with low ≤ dim F ≤ high, from each token's rank alone (no equality system; equal when no
+        token's contexts are linearly dependent).
+
+        dim F = Σ_v rank K_v − m' + rank M (K_v the coordinates of token v's contexts among the m' contexts with
+        ≥ 2 next tokens, M = Σ_v E_vᵀ (I − P_v) E_v the Gram of the constraints that the dependent tokens put on
+        t; see :mod:`embgeo.ntp.solvers`). rank M is at least the largest single term, q_v − rank K_v, and at
+        most both Σ_v (q_v − rank K_v) and m_t − rank K[touched] (every t = K x on the m_t touched contexts is
+        in its null space). Cost: one SVD of each token's contexts, Σ_v q_v min(q_v, r)².
+        """
+        if self.contexts.size == 0:
+            return 0, 0
+        K, grp, ctx = self.coords.K, self._grp, self._ctx  # pairs sorted by token, then context
+        q = np.bincount(grp, minlength=len(self.tokens))
+        start = np.concatenate([[0], np.cumsum(q)])
+        ranks = np.empty(len(q), dtype=np.int64)
+        for size in np.unique(q):
+            groups = np.flatnonzero(q == size)
+            s = np.linalg.svd(K[ctx[start[groups][:, None] + np.arange(size)]], compute_uv=False)
+            ranks[groups] = np.sum(s > s[:, :1] * max(size, K.shape[1]) * np.finfo(float).eps, axis=1)
+        null = q - ranks  # Σ of these: the constraints' count
+        base = int(ranks.sum()) - self.contexts.size
+        if not null.any():
+            return base, base
+        touched = np.unique(ctx[null[grp] > 0])
+        high = min(int(null.sum()), touched.size - int(np.linalg.matrix_rank(K[touched])))
+        return base + int(null.max()), base + high
 
     @cached_property
     def dim(self) -> int:
         s = self.system
         if s is None:
             return 0
-        return len(self._tok) - self.contexts.size - (s.n_constraints - getattr(s, "constraint_rank", 0))
+        return int(len(self._tok) - self.contexts.size - (s.n_constraints - getattr(s, "constraint_rank", 0)))
 
     def _solve(self, c: np.ndarray, check: bool = True) -> EqualitySolution:
         """The equality problem for right-hand sides c on the kept pairs (the zero solution when F = {0})."""
@@ -247,8 +314,8 @@ class Subspace:
         ctx, a, z, _ = anchor_rows(self.data)
         check_dense_size("anchor rows of F", (len(ctx), V * d), "use project() instead of a dense basis")
         A = np.zeros((len(ctx), V, d))
-        A[np.arange(len(ctx)), a] += self.data.embeddings[ctx]
-        A[np.arange(len(ctx)), z] -= self.data.embeddings[ctx]
+        A[np.arange(len(ctx)), a] += self._unit.embeddings[ctx]  # F depends on span H̄ only: unit scale
+        A[np.arange(len(ctx)), z] -= self._unit.embeddings[ctx]
         if self.dim == 0:
             return np.zeros((0, V, d))
         _, _, Vt = np.linalg.svd(A.reshape(len(ctx), V * d), full_matrices=False)
@@ -278,13 +345,17 @@ def estimate_memory(data: NTPData) -> dict:
     m, V, d = data.m, data.V, data.d
     r = min(m, d)
     J = np.bincount(data.probs.indices, minlength=V)  # |J_v| per token
-    multi = data.support_sizes >= 2  # the contexts of W*'s and F's equality system (Subspace)
-    J_multi = np.bincount(data.probs[np.flatnonzero(multi)].indices, minlength=V)
+    multi = np.flatnonzero(data.support_sizes >= 2)  # the contexts of W*'s and F's equality system (Subspace)
+    kept = data.probs[multi]
+    J_multi = np.bincount(kept.indices, minlength=V)
+    heavy_rows = np.repeat(np.arange(len(multi)), np.diff(kept.indptr))[J_multi[kept.indices] > r]
+    touched = np.unique(heavy_rows).size  # the contexts of tokens in more of them than r (their constraints' Gram)
     groups = support_groups(data)
     G = groups.n_groups
     part = {
         "coordinates": 8 * (m * r + (m * m if d > m else 0)),
-        "equality_system": equality_system_bytes(J_multi, r, int(multi.sum())),
+        "equality_system": equality_system_bytes(J_multi, r, len(multi), touched)
+        + (8 * len(multi) ** 2 if d >= m and len(multi) < m else 0),
         "svm_dual": 8 * (10 * G * m if G * m <= DENSE_DUAL_MAX else (float(J.sum()) + 20 * m) * (r + 8)),
         "outputs": 8 * 3 * V * d,
     }
@@ -351,7 +422,7 @@ def is_compatible(data: NTPData, subspace_: Subspace | None = None) -> Compatibi
     sol = F._solve(F._logp, check=False)  # the anchor residual below is the certificate
     residual = _anchor_residual(data, F, sol.X)
     if residual <= tol:
-        return Compatibility(True, F.coords.to_w(F._token_rows(sol.X)), residual, tol,
+        return Compatibility(True, F.coords.to_w(F._token_rows(sol.X)) / F.scale, residual, tol,
                              method="t-form equality solve")
     if sol.certificate is None:
         raise SolverError(f"is_compatible: the residual of (4) is {residual:.3g} > {tol:.3g} but the equality "
@@ -371,7 +442,7 @@ def _anchor_residual(data: NTPData, F: Subspace, X: np.ndarray) -> float:
 def _token_certificate(data: NTPData, F: Subspace, lam: np.ndarray) -> tuple[sp.csr_matrix, float]:
     """λ on the support pairs as a sparse (m, V) matrix, and ‖λ H̄‖ computed per token."""
     A = sp.csr_matrix((lam, (F._grp, F._ctx)), shape=(len(F.tokens), data.m))
-    norm = float(np.linalg.norm(A @ F.coords.K))
+    norm = float(np.linalg.norm(A @ F.coords.K)) * F.scale  # ‖λ H̄‖ in the caller's units
     return sp.csr_matrix((lam, (F._ctx, F._tok)), shape=(data.m, data.V)), norm
 
 
@@ -401,7 +472,7 @@ def _pair_compatibility_certificate(data: NTPData, F: Subspace, tol: float):
         cert = sp.csr_matrix((lam, (rows, cols)), shape=(data.m, data.V))
         norm = float(np.sqrt(2.0) * np.linalg.norm(y @ K[J]) / yy)
         if norm * max(1.0, float(np.max(np.abs(lu - lv)))) <= FARKAS_RTOL * scale:
-            return bound, cert, norm
+            return bound, cert, norm * F.scale  # ‖λ H̄‖ in the caller's units
     return None
 
 
@@ -491,26 +562,32 @@ LP_SMALL_NNZ = 100_000
 class _Problem:
     """What the separability and SVM solvers share for one dataset."""
 
-    data: NTPData
+    data: NTPData  # in unit scale (:func:`unit_scale`): H̄ / scale
     coords: Coordinates
     groups: SupportGroups
+    scale: float = 1.0
 
     @property
     def K(self) -> np.ndarray:
         return self.coords.K
 
     def token_w(self, Xg: np.ndarray) -> np.ndarray:
-        """W (V, d) from group rows (G, r)."""
+        """W (V, d) in the caller's units from group rows (G, r) in unit scale."""
+        return self.caller_w(self.groups.expand(Xg))
+
+    def caller_w(self, X: np.ndarray) -> np.ndarray:
+        """W (V, d) in the caller's units from token rows (V, r) in unit scale (logits X Kᵀ equal W H̄ᵀ)."""
         check_dense_size("W (V, d)", (self.data.V, self.data.d))
-        return self.coords.to_w(self.groups.expand(Xg))
+        return self.coords.to_w(X) / self.scale
 
 
 def _problem(data: NTPData, subspace_: Subspace | None) -> _Problem:
     if np.all(data.support_sizes == data.V):
         raise InputError("probs: every context has full support (S_j = V for all j), so there are no "
                          "separability constraints (6b) and W^mm is undefined; the paper assumes some S_j < V")
-    coords = subspace_.coords if subspace_ is not None else coordinates(data.embeddings)
-    return _Problem(data, coords, support_groups(data))
+    unit, scale = unit_scale(data)
+    coords = subspace_.coords if subspace_ is not None else coordinates(unit.embeddings)
+    return _Problem(unit, coords, support_groups(data), scale)
 
 
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
@@ -596,7 +673,7 @@ def _separable_from_candidate(pb: _Problem, W: np.ndarray) -> Separability | Non
     eq = float(np.max(np.abs(row_dots(X, pb.K, coo.col, coo.row) - t[coo.row]), initial=0.0))
     if eq > MARGIN_ATOL:
         return None  # the projection's rounding is not small against the margin: decide otherwise
-    return Separability(True, pb.coords.to_w(X), None, {"min_margin": 1.0, "equality": eq},
+    return Separability(True, pb.caller_w(X), None, {"min_margin": 1.0, "equality": eq},
                         "the given candidate projected onto F⊥, scaled to margin 1")
 
 
@@ -753,7 +830,8 @@ def _farkas_result(pb: _Problem, farkas: tuple, method: str, **extra) -> Separab
     m, V = pb.data.m, pb.data.V
     mu = sp.csr_matrix((-psi[off], (j[off], tok[off])), shape=(m, V))
     cert = sp.csr_matrix((psi, (j, tok)), shape=(m, V))
-    return Separability(False, None, mu, {"perp_norm": float(perp), **extra}, method, certificate=cert)
+    # ‖Ψᵀ H̄‖ in the caller's units (Ψ itself is normalised by Σ_off μ = 1 and has none)
+    return Separability(False, None, mu, {"perp_norm": float(perp) * pb.scale, **extra}, method, certificate=cert)
 
 
 def _lp_nnz(pb: _Problem) -> int:
@@ -834,6 +912,10 @@ class NTPSVM:
         start = np.concatenate([[0], np.cumsum(self._pb.groups.size)])
         n = self._pb.groups.size[g]
         tok = members[np.repeat(start[g], n) + _ranges(n)]
+        # W = Σ μ (e_z − e_v) h̄ᵀ: μ of the unit-scale problem over scale² (inf where that overflows float64,
+        # i.e. for H̄ in units below ~1e-154; the verdicts, W and the margins do not)
+        with np.errstate(over="ignore"):
+            mu = mu / self._pb.scale / self._pb.scale
         return sp.csr_matrix((np.repeat(mu / n, n), (np.repeat(j, n), tok)), shape=(self._pb.data.m, self._pb.data.V))
 
     @cached_property
@@ -953,7 +1035,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if sep is None:
         sep = _separable_result(pb, out.X, out.t, "NTP-SVM: a feasible point")
     W = pb.token_w(out.X)
-    norm_W = float(np.sqrt(2 * out.primal))
+    norm_W = float(np.sqrt(2 * out.primal)) / pb.scale  # ‖W‖ in the caller's units
     return NTPSVM(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations, time.perf_counter() - t0,
                   name, out.rounds, _pb=pb, _out=out)
 
@@ -969,8 +1051,9 @@ def _undecided_message(pb: _Problem, out, max_seconds: float | None) -> str:
 
 
 def _group_rows(pb: _Problem, W: np.ndarray) -> np.ndarray:
-    """Group rows (G, r) of a decoder W (V, d): the mean coordinates of each group's tokens."""
-    X = pb.coords.to_coords(W)
+    """Group rows (G, r) in unit scale of a decoder W (V, d) in the caller's units: the mean coordinates of
+    each group's tokens, times the scale (so that the logits stay those of W)."""
+    X = pb.coords.to_coords(W) * pb.scale
     out = np.zeros((pb.groups.n_groups, X.shape[1]))
     np.add.at(out, pb.groups.token_group, X)
     return out / pb.groups.size[:, None]
@@ -989,6 +1072,9 @@ def _warm_start(data: NTPData, pb: _Problem, warm) -> tuple[np.ndarray | None, t
                 and (other.groups.pattern != pb.groups.pattern).nnz == 0
                 and np.array_equal(other.groups.size, pb.groups.size))
         dual = warm._out.dual_point if same and warm._out is not None else None
+        if dual is not None and other.scale != pb.scale:  # multipliers scale as H̄⁻²: into this problem's unit scale
+            g, j, psi = dual
+            dual = (g, j, psi * (pb.scale / other.scale) ** 2)
         return W, dual
     return _check_W(data, warm), None
 
@@ -1029,17 +1115,21 @@ def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None) -
     min_{j, z∈S_j, v∉S_j} (e_z - e_v)ᵀ P_⊥(W) h̄_j / ‖P_⊥(W)‖.
 
     Equals 1/‖W^mm‖ at W = W^mm and is at most that for every W. Returns 0.0 when P_⊥(W) = 0.
-    Evaluated in blocks of contexts (never an (m, V) array).
+    Evaluated in blocks of contexts (never an (m, V) array), on H̄ in unit scale and P_⊥(W) divided by its
+    largest entry (the margin is homogeneous of degree 0 in W and 1 in H̄): no overflow at any units.
     """
     F = subspace_ or Subspace(data)
     Wp = F.project_perp(W)
-    norm = np.linalg.norm(Wp)
-    if norm == 0:
+    top = float(np.max(np.abs(Wp), initial=0.0))
+    if top == 0:
         return 0.0
+    Wp = Wp / top
+    norm = np.linalg.norm(Wp)
     if np.all(data.support_sizes == data.V):
         raise InputError("probs: every context has full support (S_j = V), the NTP-margin is undefined")
     P = data.probs
-    H = data.embeddings
+    unit, scale = unit_scale(data)
+    H = unit.embeddings
     block = max(1, (64 * 1024**2) // (8 * data.V))
     best = np.inf
     for s in range(0, data.m, block):
@@ -1054,7 +1144,7 @@ def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None) -
         has_off = data.support_sizes[s:e] < data.V
         if has_off.any():
             best = min(best, float(np.min((lowest_in - highest_off)[has_off])))
-    return float(best / norm)
+    return float(best / norm * scale)
 
 
 def _check_W(data: NTPData, W) -> np.ndarray:
