@@ -388,6 +388,128 @@ def _context_text(data, j: int) -> str:
     return " ".join(names[v] if names is not None else str(v) for v in data.contexts[j])
 
 
+def ntp_probe(args: argparse.Namespace) -> None:
+    """The NTP geometry of a causal LM checkpoint on a text (:func:`embgeo.ntp.probe.probe_model`), printed
+    stage by stage; --out gets summary.json, the arrays and the figure."""
+    from tqdm import tqdm
+
+    from embgeo.ntp.probe import probe_model
+
+    if args.max_contexts is not None and args.max_contexts < 1:
+        raise InputError(f"--max-contexts: expected an integer >= 1, got {args.max_contexts}")
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size: expected an integer >= 1, got {args.batch_size}")
+    bars = {}  # one bar per solver stage, opened when the solver first reports (a terminal only)
+
+    def solver_progress(iteration, state):
+        bar = bars.get("bar")
+        if bar is None or iteration < bar.n:  # a new solver starts counting from 0
+            if bar is not None:
+                bar.close()
+            bar = bars["bar"] = tqdm(desc="solver", unit="step", leave=False, mininterval=1.0, disable=None)
+        bar.update(iteration - bar.n)
+        bar.set_postfix(gap=f"{state.get('gap', float('nan')):.1e}", refresh=False)
+
+    def report(stage, result):
+        if "bar" in bars:
+            bars.pop("bar").close()
+        _print_probe_stage(stage, result)
+
+    result = probe_model(args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
+                         max_contexts=args.max_contexts, batch_size=args.batch_size, device=args.device,
+                         dtype=args.dtype, head_bias=args.head_bias, max_seconds=args.max_seconds,
+                         report=report, solver_progress=solver_progress)
+    if args.out:
+        written = result.save(args.out)
+        print(f"written      {args.out}/" + ", ".join(written))
+
+
+def _print_probe_stage(stage: str, r) -> None:
+    """One stage of ``ntp probe`` as lines in the style of ``ntp analyze`` (flushed: the next can be long)."""
+    if stage == "contexts":
+        meta, info = r.meta, r.contexts.info
+        print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
+              f"{'tied to the input embeddings' if meta['tied_head'] else 'untied'}, bias {meta['head_bias']}; "
+              f"tokenizer {meta['tokenizer_size']} tokens, window {meta['window']}) in {meta['dtype']} on "
+              f"{meta['device']}")
+        how = f"windows of k={meta['context_length']}" if meta["mode"] == "windows" else \
+            f"every prefix up to {meta['window']} tokens"
+        print(f"pairs        n={info['pairs']} (context, next token) pairs ({how}) from {meta['lines']} lines; skipped "
+              f"{info['skipped_sequences']} lines too short"
+              + (f", {info['truncated_sequences']} longer than the window" if info["truncated_sequences"] else "")
+              + (f"; --max-contexts dropped {info['contexts_dropped']} contexts ({info['pairs_dropped']} pairs)"
+                 if info["contexts_dropped"] else ""))
+        d = r.W.shape[1] + (meta["head_bias"] != "none")
+        print(f"sizes        m={r.contexts.m} contexts, V={r.W.shape[0]} tokens, d={d}")
+        mem = r.memory
+        print(f"memory       up to {_gib(mem['total'])} (H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
+              f"equality system {_gib(mem['equality_system'])}, SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate "
+              f"{_gib(mem['outputs'])})", flush=True)
+    elif stage == "hidden":
+        print(f"forward      H = final hidden states at the last position, {r.data.m} × {r.data.d}, in "
+              f"{r.seconds['hidden']:.2f} s", flush=True)
+    elif stage == "loss":
+        print(f"entropy      H = {r.entropy:.6f} nats")
+        print(f"model loss   CE = {r.ce:.6f} nats, CE - H = {r.kl_gap:.6e} nats (a KL; {r.kl_gap / r.entropy:.3g} of H)"
+              if r.entropy > 0 else f"model loss   CE = {r.ce:.6f} nats, CE - H = {r.kl_gap:.6e} nats (a KL)",
+              flush=True)
+    elif stage == "compatibility":
+        comp = r.compatibility
+        if comp is None:
+            print(f"compatible   undecided: {r.errors['compatibility']}")
+        elif comp:
+            print(f"compatible   True: W* solves the log-odds equations (4) to {comp.residual:.1e}; "
+                  f"||W*|| = {np.linalg.norm(comp.W):.6f}")
+        else:
+            print(f"compatible   False ({comp.method}): every W leaves a residual of (4) >= {comp.residual:.2e}; "
+                  f"certificate norm {comp.certificate_norm:.1e}")
+        print(f"subspace F   dim F = {r.dim_F}" if r.dim_F is not None
+              else f"subspace F   dim F not computed ({r.errors.get('dim_F')})", flush=True)
+    elif stage == "separability":
+        sep = r.separability
+        if sep is None:
+            print(f"separable    undecided: {r.errors['separability']}", flush=True)
+        elif not sep:
+            print(f"separable    False ({sep.method}): Farkas certificate with residual "
+                  f"{sep.residuals['perp_norm']:.1e} (every separator would have NTP-margin <= that)", flush=True)
+        else:
+            own = " — the model's own W separates H" if "candidate" in sep.method else ""
+            print(f"separable    True ({sep.method}){own}", flush=True)
+    elif stage == "svm":
+        if r.svm is not None and r.svm.W is not None:
+            svm = r.svm
+            label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
+            print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap "
+                  f"{svm.residuals['duality_gap']:.1e}, certified ||W - W^mm||/||W^mm|| <= "
+                  f"{svm.residuals['error_bound']:.1e}; {svm.method})", flush=True)
+        elif "svm" in r.errors:
+            print(f"NTP-SVM      undecided: {r.errors['svm']}", flush=True)
+    elif stage == "alignment":
+        a = r.alignment
+        eps = a["svm_error_bound"]
+        band = f" ± {2 * eps:.1e}" if eps == eps else ""
+        parts = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band}" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
+                 f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band}" if a["cos_corrected"] == a["cos_corrected"]
+                 else "cos(W - W*, W^mm) n/a",
+                 f"||P_F(W) - W*||/||W*|| = {a['subspace_error']:.4f}" if a["subspace_error"] == a["subspace_error"]
+                 else "||P_F(W) - W*|| n/a",
+                 f"NTP-margin of P_perp(W) = {a['margin']:.3e}" if a["margin"] == a["margin"] else "NTP-margin n/a"]
+        print("alignment    " + "; ".join(parts) + (f" (not computed: {r.errors['alignment']})"
+                                                      if "alignment" in r.errors else ""), flush=True)
+    elif stage == "geometry":
+        lg, fq = r.logits, r.frequency
+        rest = (f", off-support part {lg['effective_rank_rest']:.2f} (rank {lg['rank_rest']})"
+                if lg["effective_rank_rest"] is not None else ", off-support part not computed (m and V above "
+                "the Gram limit)")
+        print(f"logits       effective rank {lg['effective_rank']:.2f}{rest}; on-support energy "
+              f"{lg['on_support_energy']:.3g} (centred {lg['sparse_energy']:.3g}); log-odds residual "
+              f"{lg['support_residual']:.3g}; margin {lg['margin']:.3g} "
+              f"({100 * lg['contexts_ranked_right']:.1f}% of contexts rank their support first)")
+        print(f"row norms    Spearman(||w_v||, frequency) = {fq['spearman_norm_frequency']:.3f} over "
+              f"{fq['tokens_seen']} next tokens; mean ||w_v|| {fq['mean_norm_seen']:.4g} (next tokens), "
+              f"{fq['mean_norm_unseen']:.4g} (never a next token)", flush=True)
+
+
 def cmd_list(args: argparse.Namespace) -> None:
     """Print every registered experiment with its paper-scale run time."""
     from embgeo.experiments import REGISTRY
@@ -550,6 +672,31 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--out", metavar="DIR", help="write summary.json, W_star.npy, W_mm.npy and, when tokens have names "
                                                      "(--text, --max-vocab), vocabulary.txt here")
     an.set_defaults(func=ntp_analyze)
+    pr = ntp_sub.add_parser("probe", parents=[common],
+                            help="the NTP geometry of a causal LM checkpoint (local folder) on a text",
+                            description="Load a causal language model and its tokenizer from a local folder "
+                                        "(transformers; pip install 'embgeo[lm]'; nothing is downloaded), take its "
+                                        "final hidden states H and LM head W on the distinct contexts of a text, and "
+                                        "compute the NTP paper's objects for them.")
+    pr.add_argument("--model", required=True, metavar="DIR",
+                    help="folder written by save_pretrained (model + tokenizer)")
+    pr.add_argument("--text", required=True, metavar="FILE", help="UTF-8 text, one sequence per line, tokenized with "
+                                                                  "the model's tokenizer")
+    how = pr.add_mutually_exclusive_group(required=True)
+    how.add_argument("--context-length", "-k", type=int, metavar="k",
+                     help="contexts are the windows of k consecutive tokens of a line")
+    how.add_argument("--prefixes", action="store_true", help="contexts are every prefix of a line, up to the model's "
+                                                              "window")
+    pr.add_argument("--max-contexts", type=int, metavar="N", help="keep the first N distinct contexts")
+    pr.add_argument("--batch-size", type=int, default=32, metavar="B", help="sequences per forward pass (default 32)")
+    pr.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N for the forward passes")
+    pr.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                    help="the forward passes' dtype (default float64)")
+    pr.add_argument("--head-bias", choices=["refuse", "append"], default="refuse",
+                    help="a head with a bias b: refuse (default) or append it as a coordinate (h -> [h, 1])")
+    pr.add_argument("--max-seconds", type=float, metavar="S", help="time limit of each iterative solver")
+    pr.add_argument("--out", metavar="DIR", help="write summary.json, the arrays, vocabulary.txt and probe.png/pdf")
+    pr.set_defaults(func=ntp_probe)
 
     ls = sub.add_parser("list", help="list the registered experiments", parents=[common])
     ls.set_defaults(func=cmd_list)

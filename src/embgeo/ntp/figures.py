@@ -141,3 +141,62 @@ def next_token_examples(data: NTPData, contexts: Iterable[int], axes: np.ndarray
         ax.set_xlabel("token z")
         ax.set_ylabel("$\\hat p_{j,z}$")
         ax.set_ylim(0, 1)
+
+
+def probe_figure(result) -> plt.Figure:
+    """A language model's geometry on a text (:class:`embgeo.ntp.probe.ProbeResult`), three panels.
+
+    (a) ‖w_v‖ against the next-token frequency f_v (log scale; tokens never seen as a next token apart, at
+    the left edge); (b) the in-support logits against the log-odds, both centred per context (eq. (4) is the
+    diagonal, which W* would reach); (c) the singular values of the logits L = H Wᵀ and of their off-support
+    part, relative to the largest (the effective ranks in the legend). Black and grey markers only.
+    """
+    arr, lg = result.arrays, result.logits
+    fig, (a_norm, a_odds, a_sv) = plt.subplots(1, 3, figsize=(14, 4.2))
+    norms, freq = arr["row_norms"], arr["token_frequency"]
+    seen = freq > 0
+    a_norm.scatter(freq[seen], norms[seen], s=6, color="black", marker="o", label=f"next tokens ({seen.sum()})")
+    if (~seen).any():
+        left = freq[seen].min() / 3 if seen.any() else 1e-6
+        a_norm.scatter(np.full((~seen).sum(), left), norms[~seen], s=6, color="0.6", marker="x",
+                       label=f"never a next token ({(~seen).sum()}), drawn at the left")
+    a_norm.set_xscale("log")
+    rho = result.frequency.get("spearman_norm_frequency")
+    a_norm.set_title("row norms of W against frequency" + (f" (Spearman {rho:.2f})" if rho == rho else ""))
+    a_norm.set_xlabel("next-token frequency $f_v = \\sum_j \\hat\\pi_j \\hat p_{j,v}$")
+    a_norm.set_ylabel("$\\|w_v\\|$")
+    a_norm.legend(fontsize=7)
+
+    logits_c, logp_c = arr["support_logits_centred"], arr["support_log_probs_centred"]
+    multi = np.repeat(result.data.support_sizes > 1, result.data.support_sizes)
+    if multi.any():
+        a_odds.scatter(logp_c[multi], logits_c[multi], s=5, color="black", alpha=0.5, label="support entries")
+        lo = float(min(logp_c[multi].min(), logits_c[multi].min()))
+        hi = float(max(logp_c[multi].max(), logits_c[multi].max()))
+        a_odds.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", label="eq. (4): logits = log-odds")
+        a_odds.legend(fontsize=7)
+    else:
+        a_odds.text(0.5, 0.5, "every context has one next token:\nno log-odds to fit", ha="center", va="center",
+                    transform=a_odds.transAxes)
+    res = lg.get("support_residual")
+    a_odds.set_title("in-support logits vs log-odds" + (f" (relative residual {res:.2f})" if res == res else ""))
+    a_odds.set_xlabel("$\\log \\hat p_{j,z}$, centred per context (nats)")
+    a_odds.set_ylabel("logit $w_z^\\top h_j$, centred per context")
+
+    s = arr["logit_singular_values"]
+    if s.size and s[0] > 0:
+        a_sv.semilogy(np.arange(1, s.size + 1), s / s[0], color="black", linestyle="-", marker="o", markevery=0.1,
+                      markersize=4, label=f"logits L (effective rank {lg['effective_rank']:.1f})")
+    if "rest_singular_values" in arr and arr["rest_singular_values"][0] > 0:
+        r = arr["rest_singular_values"]
+        label = f"off-support part (effective rank {lg['effective_rank_rest']:.1f})"
+        a_sv.semilogy(np.arange(1, r.size + 1), np.maximum(r / r[0], 1e-17), color="0.5", linestyle="--", marker="s",
+                      markevery=0.1, markersize=4, label=label)
+    a_sv.set_title("spectrum of the logits")
+    a_sv.set_xlabel("index i")
+    a_sv.set_ylabel("singular value $s_i / s_1$")
+    a_sv.legend(fontsize=7)
+    for ax in (a_norm, a_odds, a_sv):
+        ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig
