@@ -60,7 +60,7 @@ def prepare_batch(X: Tokens, pad_id: int | None = None,
     if X.dtype.is_floating_point or X.dtype == torch.bool or X.dtype.is_complex:
         raise InputError(f"X: expected integer token ids, got dtype {X.dtype}")
     X = X.long()
-    real = torch.ones(X.shape, dtype=torch.bool) if pad_id is None else X != pad_id
+    real = torch.ones(X.shape, dtype=torch.bool, device=X.device) if pad_id is None else X != pad_id
     if not bool(real.any(dim=1).all()):
         bad = int((~real.any(dim=1)).nonzero()[0])
         raise InputError(f"X: sequence {bad} contains only padding (pad_id={pad_id}); every sequence needs a token")

@@ -31,6 +31,7 @@ from embgeo.attention.model import (
     check_labels,
     prepare_batch,
 )
+from embgeo.core.device import device_label, resolve_device
 from embgeo.core.loop import Checkpoint, TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
@@ -106,7 +107,7 @@ def embedding_update(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.T
 def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, eta0: float, steps: int, lr: float,
               *, pad_id: int | None = None, normalized: bool = False, keep_p0: bool = False,
               p_hat: ArrayLike | None = None, record_every: int = 1, threads: int | None = None,
-              progress: bool = False) -> Trace:
+              progress: bool = False, device: str | torch.device | None = None) -> Trace:
     """The two-stage theory protocol (Sec. 4): step (4), then GD on p with E = E¹ frozen (eq. 9).
 
     ``model`` must hold the initialization (E⁰, p⁰ ~ 𝒩(0, I/d), unit v fixed) and is updated in
@@ -125,6 +126,8 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
     record_every : int   record every this many stage-2 steps (plus step 0 = p¹ and the last).
     threads : int, optional   torch/BLAS threads during the run; None keeps the caller's.
     progress : bool   tqdm bar over the stage-2 steps (only on a terminal).
+    device : "cpu" | "cuda" | "cuda:N", optional   where it runs (None: "cpu", or ``embgeo run --set
+        device=...``); ``model`` is moved there in place, in its dtype. Unavailable: :class:`InputError`.
 
     Returns
     -------
@@ -143,14 +146,16 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
     threads = check_threads(threads)
     normalized, keep_p0, progress = (check_bool(name, val) for name, val in
                                      (("normalized", normalized), ("keep_p0", keep_p0), ("progress", progress)))
-    X, y, real = _prepare(model, X, y, pad_id)
+    dev = resolve_device(device)
+    X, y, real = (t.to(dev) for t in _prepare(model, X, y, pad_id))
+    model.to(dev)
     if p_hat is not None:
-        p_hat = torch.as_tensor(np.asarray(p_hat, dtype=np.float64)).to(model.E.dtype)
+        p_hat = torch.as_tensor(np.asarray(p_hat, dtype=np.float64)).to(dev, model.E.dtype)
         if p_hat.shape != (model.dim,) or not torch.isfinite(p_hat).all() or float(p_hat.norm()) == 0:
             raise InputError(f"p_hat: expected a finite non-zero vector of shape ({model.dim},)")
     trace = Trace({"protocol": "two_stage", "eta0": eta0, "steps": steps, "lr": lr, "normalized": normalized,
                    "keep_p0": keep_p0, "n": int(X.shape[0]), "T": int(X.shape[1]), "n_tokens": model.n_tokens,
-                   "dim": model.dim, "dtype": str(model.E.dtype), "threads": threads})
+                   "dim": model.dim, "dtype": str(model.E.dtype), "threads": threads, "device": device_label(dev)})
     with limit_threads(threads), torch.no_grad():
         s1 = _step1(model, X, y, real, eta0, keep_p0)
         trace.meta.update(loss0=s1["loss0"], norm_dp1=float(s1["dp"].norm()),
@@ -188,7 +193,7 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
                      progress=progress, on_interrupt=on_interrupt)
         finally:
             model.p.copy_(p)
-    trace.W = model.E.detach().double().numpy().copy()
+    trace.W = model.E.detach().to("cpu", torch.float64).numpy().copy()
     return trace
 
 
@@ -198,7 +203,7 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
                 pad_id: int | None = None, lr: float = 0.01, weight_decay: float = 1e-8, batch_size: int = 128,
                 milestones: Sequence[int] = (100, 200), gamma: float = 0.1, seed: int = 0, log_every: int = 1,
                 checkpoint: str | PathLike | None = None, progress: bool = True,
-                threads: int | None = None) -> Trace:
+                threads: int | None = None, device: str | torch.device | None = None) -> Trace:
     """Experimental protocol (App. D): AdamW on all trainable parameters of ``model``, in place.
 
     ``torch.optim.AdamW(lr, weight_decay)`` with PyTorch default betas/eps,
@@ -224,6 +229,11 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
         tqdm bar over epochs (shown only on a terminal).
     threads : int, optional
         torch / BLAS threads during training; None (default) keeps the caller's settings.
+    device : "cpu" | "cuda" | "cuda:N", optional
+        Where training runs (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
+        ``embgeo run --set device=...``): ``model`` is moved there (in place) and stays there, in its dtype.
+        The permutations are drawn on the CPU (the same minibatches on every device); a checkpoint resumes
+        on any device. An unavailable device is an :class:`InputError`.
 
     Returns
     -------
@@ -248,16 +258,19 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
         raise InputError(f"milestones: expected a sequence of positive epoch numbers, got {milestones!r}")
     milestones = [check_positive_int("milestones", m) for m in milestones]
     progress = check_bool("progress", progress)
+    dev = resolve_device(device)
     X_raw = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X)
     Xp, _ = prepare_batch(X_raw, pad_id, model.n_tokens)  # validates all of X once
-    y = check_labels(y, Xp.shape[0], model.E.dtype)
+    y = check_labels(y, Xp.shape[0], model.E.dtype).to(dev)
+    X_raw = X_raw.to(dev)
+    model.to(dev)
     N = Xp.shape[0]
     settings = {"model": type(model).__name__, "n_tokens": model.n_tokens, "dim": model.dim,
                 "train_v": model.train_v, "dtype": str(model.E.dtype), "lr": lr, "weight_decay": weight_decay,
                 "batch_size": batch_size, "milestones": milestones, "gamma": gamma, "seed": seed,
                 "log_every": log_every, "n_train": N, "pad_id": pad_id}
     trace = Trace({**settings, "epochs": epochs, "optimizer": "AdamW", "scheduler": "MultiStepLR",
-                   "threads": threads})
+                   "threads": threads, "device": device_label(dev)})
     params = [q for q in model.parameters() if q.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=gamma)
@@ -277,7 +290,7 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
         trace.meta["resumed_from_epoch"] = start
 
     def epoch(_e: int) -> None:
-        perm = torch.randperm(N, generator=gen)
+        perm = torch.randperm(N, generator=gen).to(dev)  # drawn on the CPU: the same on every device
         for i in range(0, N, batch_size):
             idx = perm[i:i + batch_size]
             opt.zero_grad(set_to_none=True)
@@ -304,5 +317,5 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
     with limit_threads(threads):
         run_loop(trace, epochs, epoch, record, record_at=lambda e: e % log_every == 0, start=start,
                  desc="train[attention]", unit="epoch", progress=progress, on_interrupt=on_interrupt)
-    trace.W = model.E.detach().double().numpy().copy()
+    trace.W = model.E.detach().to("cpu", torch.float64).numpy().copy()
     return trace

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from embgeo.collapse.data import CollapseData
 from embgeo.collapse.model import CollapseNet
+from embgeo.core.device import device_label, resolve_device
 from embgeo.core.loop import Checkpoint, TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
@@ -61,7 +62,7 @@ def sgd_step(model: CollapseNet, x: torch.Tensor, y: torch.Tensor, lr: float, we
     Xf = X.view(B, L * d)
     logits = torch.mm(Xf, U.t())  # (B, K)
     top, pred = logits.max(dim=1)
-    rows = torch.arange(B)
+    rows = torch.arange(B, device=x.device)
     picked = logits[rows, y]
     correct = (pred == y).sum()
     G = logits.sub_(top[:, None]).exp_()  # unnormalised softmax, in place of the logits
@@ -84,12 +85,14 @@ def sgd_step(model: CollapseNet, x: torch.Tensor, y: torch.Tensor, lr: float, we
 @torch.no_grad()
 def evaluate(model: CollapseNet, x: ArrayLike | torch.Tensor, y: ArrayLike | torch.Tensor,
              batch_size: int = EVAL_BATCH) -> tuple[float, float]:
-    """(mean CE, accuracy) of ``model`` on word ids x (N, L) and labels y (N,), exactly, in batches.
+    """(mean CE, accuracy) of ``model`` on word ids x (N, L) and labels y (N,), exactly, in batches, on the
+    model's device.
 
     Accuracy counts ``argmax == y`` (ties go to the first maximal class, as ``torch.argmax``).
     """
     x = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.array(x, dtype=np.int64))
     y = y if isinstance(y, torch.Tensor) else torch.from_numpy(np.array(y, dtype=np.int64))
+    x, y = x.to(model.W.device), y.to(model.W.device)
     n = len(y)
     if n == 0:
         return math.nan, math.nan
@@ -117,7 +120,8 @@ def _check_model_data(model: CollapseNet, data: CollapseData) -> None:
 
 def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.1, batch_size: int = 100,
           weight_decay_W: float = 1e-3, weight_decay_U: float = 1e-3, seed: int = 0, log_every: int = 1,
-          checkpoint: str | PathLike | None = None, progress: bool = True, threads: int | None = None) -> Trace:
+          checkpoint: str | PathLike | None = None, progress: bool = True, threads: int | None = None,
+          device: str | torch.device | None = None) -> Trace:
     """Train ``model`` (in place) on ``data.train_x/train_y`` with the paper's SGD protocol (digest §5.1).
 
     Parameters
@@ -148,6 +152,11 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
     threads : int, optional
         torch / BLAS thread count during training (restored afterwards); None (default) keeps the
         caller's settings (``embgeo --threads N``).
+    device : "cpu" | "cuda" | "cuda:N", optional
+        Where training runs (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
+        ``embgeo run --set device=...``): ``model`` is moved there (in place) and stays there, in its dtype.
+        The permutations are drawn on the CPU, so a seed gives the same minibatches on every device; a
+        checkpoint resumes on any device. An unavailable device is an :class:`InputError`.
 
     Returns
     -------
@@ -185,6 +194,7 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
     log_every = check_positive_int("log_every", log_every)
     threads = check_threads(threads)
     progress = check_bool("progress", progress)
+    dev = resolve_device(device)
 
     N = len(data.train_y)
     settings = {"lr": lr, "batch_size": batch_size, "weight_decay_W": wd_W, "weight_decay_U": wd_U,
@@ -195,7 +205,8 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
     steps_per_epoch = -(-N // batch_size)
     trace = Trace({**settings, "epochs": epochs, "steps_per_epoch": steps_per_epoch, "threads": threads,
                    "optimizer": "sgd (no momentum)", "init_scale": model.init_scale, "model_seed": model.seed,
-                   "data": dict(data.meta)})
+                   "data": dict(data.meta), "device": device_label(dev)})
+    model.to(dev)
     gen = torch.Generator().manual_seed(seed)
     start = 0
     state = ckpt.load()
@@ -221,23 +232,24 @@ def _run(trace: Trace, model: CollapseNet, data: CollapseData, epochs: int, star
          batch_size: int, wd_W: float, wd_U: float, log_every: int, gen: torch.Generator, ckpt: Checkpoint,
          progress: bool) -> None:
     """The epoch loop (:func:`embgeo.core.loop.run_loop`, one unit = one epoch); fills ``trace`` in place."""
-    X = torch.from_numpy(np.array(data.train_x))
-    Y = torch.from_numpy(np.array(data.train_y))
-    Xt = torch.from_numpy(np.array(data.test_x))
-    Yt = torch.from_numpy(np.array(data.test_y))
+    dev = model.W.device
+    X = torch.from_numpy(np.array(data.train_x)).to(dev)
+    Y = torch.from_numpy(np.array(data.train_y)).to(dev)
+    Xt = torch.from_numpy(np.array(data.test_x)).to(dev)
+    Yt = torch.from_numpy(np.array(data.test_y)).to(dev)
     N = len(Y)
     steps_per_epoch = -(-N // batch_size)
     # Running state of the current epoch: SGD steps done in all, the minibatches and sentences of this
     # epoch, the sums of their losses and correct predictions, and the step where training diverged.
     run = {"steps": start * steps_per_epoch, "nb": 0, "seen": 0, "diverged": None}
-    loss_sum = torch.zeros((), dtype=torch.float64)
-    correct = torch.zeros((), dtype=torch.int64)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+    correct = torch.zeros((), dtype=torch.int64, device=dev)
 
     def epoch(_i: int) -> None:
         loss_sum.zero_()
         correct.zero_()
         run["nb"] = run["seen"] = 0
-        perm = torch.randperm(N, generator=gen)
+        perm = torch.randperm(N, generator=gen).to(dev)  # drawn on the CPU: the same on every device
         for i in range(0, N, batch_size):
             idx = perm[i:i + batch_size]
             loss, c = sgd_step(model, X[idx], Y[idx], lr, wd_W, wd_U)  # loss before this step's update

@@ -121,7 +121,8 @@ class Checkpoint:
         if self.path is None or not self.path.exists():
             return None
         try:
-            state = torch.load(self.path, weights_only=True)
+            # onto the CPU: a checkpoint written on a GPU resumes anywhere (load_state_dict moves it to the model)
+            state = torch.load(self.path, weights_only=True, map_location="cpu")
         except Exception as exc:  # corrupt or foreign file
             raise InputError(f"checkpoint: cannot read {str(self.path)!r} ({exc})") from None
         if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION or state.get("kind") != self.kind:

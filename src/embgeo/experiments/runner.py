@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from embgeo.core.device import DEFAULT_DEVICE, device_label, resolve_device
 from embgeo.errors import InputError
 from embgeo.experiments.registry import RUN_DIR, _jsonable, counted, get, is_check, names
 
@@ -42,6 +43,7 @@ class RunRecord:
     error: str | None = None
     reused: bool = False
     scalars: dict = field(default_factory=dict)
+    device: str = "cpu"
 
     @property
     def total(self) -> int:
@@ -92,8 +94,16 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
 
     With ``resume=True`` a previous run in ``out`` with the same config is loaded, not re-run.
     Exceptions inside the experiment propagate; :func:`reproduce` records them instead.
+
+    ``overrides["device"]`` ("cpu", "cuda", "cuda:N"; ``--set device=cuda``) is not a config field of any
+    experiment: it sets :data:`embgeo.core.device.DEFAULT_DEVICE` for the run, so every trainer the
+    experiment calls without a device runs there; it is checked first (an unavailable device is an
+    :class:`InputError` before any work) and recorded in record.json. Results do not depend on it beyond
+    rounding, so a finished run is reused on any device.
     """
     exp = get(name)
+    overrides = dict(overrides or {})
+    device = resolve_device(overrides.pop("device", "cpu"))
     cfg = exp.config(scale, overrides)
     out = Path(out) if out is not None else Path("runs") / name
     config_doc = {"name": name, "scale": scale, "config": _config_dict(cfg)}
@@ -108,9 +118,11 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
         (out / stale).unlink(missing_ok=True)
     t0 = time.perf_counter()
     token = RUN_DIR.set(out)  # long trainings checkpoint under out/checkpoints (checkpoint_path)
+    device_token = DEFAULT_DEVICE.set(str(device))
     try:
         result = exp.run(cfg)
     finally:
+        DEFAULT_DEVICE.reset(device_token)
         RUN_DIR.reset(token)
     seconds = time.perf_counter() - t0
     figures = _save_figures(result.figures, out)
@@ -119,12 +131,12 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
         result.trace.to_csv(out / "trace.csv", index=False)
     scalars = {k: _jsonable(v) for k, v in result.scalars.items()}
     record = RunRecord(name, scale, config_doc["config"], claims, figures, seconds, package_versions(), str(out),
-                       list(result.notes), scalars=scalars)
+                       list(result.notes), scalars=scalars, device=device_label(device))
     _write_json(out / "config.json", config_doc)
     _write_json(out / "claims.json", claims)
     _write_json(out / "record.json", {"seconds": seconds, "versions": record.versions, "figures": figures,
                                       "notes": record.notes, "title": exp.title, "paper": exp.paper,
-                                      "scalars": scalars})
+                                      "scalars": scalars, "device": record.device})
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the results are written: nothing left to resume
     return record
 
@@ -164,7 +176,7 @@ def load(out: str | Path) -> RunRecord | None:
         return None
     return RunRecord(config_doc["name"], config_doc["scale"], config_doc["config"], claims, rec["figures"],
                      rec["seconds"], rec["versions"], str(out), rec.get("notes", []), rec.get("error"),
-                     scalars=rec.get("scalars", {}))
+                     scalars=rec.get("scalars", {}), device=rec.get("device", "cpu"))
 
 
 def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce",

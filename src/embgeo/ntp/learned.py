@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from scipy.special import softmax
 
+from embgeo.core.device import device_label, resolve_device
 from embgeo.core.loop import Checkpoint, TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
@@ -226,13 +227,15 @@ MODELS = (UFM, LSTMModel, TransformerModel)
 
 # -- loss and the UFM gradient ---------------------------------------------------------------------
 
-def _targets(data: NTPData, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _targets(data: NTPData, dtype: torch.dtype,
+             device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The CSR entries of P as (rows, cols, π̂_j p̂_{j,z}): CE = -Σ coef · log_softmax(logits)[rows, cols]."""
     P = data.probs
     rows = np.repeat(np.arange(data.m), data.support_sizes)
     coef = data.weights[rows] * P.data
-    return (torch.as_tensor(rows, dtype=torch.long), torch.as_tensor(P.indices.astype(np.int64)),
-            torch.as_tensor(coef, dtype=dtype))
+    return (torch.as_tensor(rows, dtype=torch.long, device=device),
+            torch.as_tensor(P.indices.astype(np.int64), device=device),
+            torch.as_tensor(coef, dtype=dtype, device=device))
 
 
 def _ce(logits: torch.Tensor, targets: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -251,7 +254,7 @@ def ntp_loss(logits: torch.Tensor, data: NTPData) -> torch.Tensor:
     if not isinstance(logits, torch.Tensor) or logits.shape != (data.m, data.V):
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise ShapeError(f"logits: expected a tensor of shape (m, V) = ({data.m}, {data.V}), got {shape}")
-    return _ce(logits, _targets(data, logits.dtype))
+    return _ce(logits, _targets(data, logits.dtype, logits.device))
 
 
 def ufm_gradient(H: np.ndarray, W: np.ndarray, data: NTPData, weight_decay_H: float = 0.0,
@@ -353,7 +356,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
                   record_every: int | Literal["log"] = "log",
                   measure: Callable[[np.ndarray, np.ndarray, int], dict] | None = None, seed: int = 0,
                   threads: int | None = None, checkpoint: str | PathLike | None = None,
-                  progress: bool = True) -> Trace:
+                  progress: bool = True, device: str | torch.device | None = None) -> Trace:
     """Train ``model`` (in place) on CE of eq. (2) with learned context embeddings; record the geometry.
 
     Objective: CE(H(θ_e), W) + λ_e/2 Σ‖θ_e‖² + λ_W/2 ‖W‖², with θ_e = ``model.embedding_parameters()``
@@ -400,6 +403,11 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
         settings (``steps`` may grow), else :class:`InputError`.
     progress : bool
         tqdm progress bar (only on a terminal).
+    device : "cpu" | "cuda" | "cuda:N", optional
+        Where training runs (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
+        ``embgeo run --set device=...``): ``model`` is moved there (in place) and stays there; its dtype is
+        kept (float64 on CUDA too). The recorded metrics and ``measure`` get float64 numpy copies on the CPU.
+        A checkpoint resumes on any device. An unavailable device is an :class:`InputError`.
 
     Returns
     -------
@@ -436,6 +444,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
     seed = check_seed(seed)
     threads = check_threads(threads)
     progress = check_bool("progress", progress)
+    dev = resolve_device(device)
     check_dense_size("logits", (data.m, data.V), "train on a subset of contexts")
 
     settings = {"model": dict(model.config), "m": data.m, "V": data.V, "data": _fingerprint(data, ids),
@@ -445,11 +454,13 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
     meta = {**settings, "model": model.config["model"], "model_config": dict(model.config), "d": model.d,
             "k": None if ids is None else ids.shape[1], "steps": steps, "threads": threads,
             "dtype": model.config["dtype"], "entropy": theory.entropy(data),
-            "n_parameters": sum(p.numel() for p in model.parameters())}
+            "n_parameters": sum(p.numel() for p in model.parameters()), "device": device_label(dev)}
     if optimizer == "adam":
         meta.update(betas=ADAM_BETAS, eps=ADAM_EPS)
     trace = Trace(meta)
 
+    model.to(dev)
+    ids = None if ids is None else ids.to(dev)
     with limit_threads(threads):
         opt = torch.optim.Adam(model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS) if optimizer == "adam" \
             else None
@@ -469,19 +480,23 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
             trace.meta["resumed_from_step"] = start
         _run(trace, model, data, ids, optimizer, opt, lr, steps, start, lam_e, lam_W, batch_size, schedule,
              measure, gen, ckpt, progress)
-    trace.W = model.decoder.detach().to(torch.float64).numpy().copy()
+    trace.W = model.decoder.detach().to("cpu", torch.float64).numpy().copy()
     return trace
 
 
-def _batches(data: NTPData, batch_size: int, gen: torch.Generator, dtype: torch.dtype) -> Iterator:
-    """Endless SGD batches: (idx (B,), (rows, cols, p̂)) of contexts drawn i.i.d. ~ π̂."""
+def _batches(data: NTPData, batch_size: int, gen: torch.Generator, dtype: torch.dtype,
+             device: torch.device) -> Iterator:
+    """Endless SGD batches on ``device``: (idx (B,), (rows, cols, p̂)) of contexts drawn i.i.d. ~ π̂.
+
+    The draws are made on the CPU (the generator's device), so a seed gives the same batches everywhere."""
     weights = torch.tensor(data.weights)  # a copy: data.weights is read-only
     while True:
         idx = torch.multinomial(weights, batch_size, replacement=True, generator=gen)
         sub = data.probs[idx.numpy()]  # (B, V) CSR: the drawn contexts' rows of P, repeats kept
         rows = np.repeat(np.arange(batch_size), np.diff(sub.indptr))
-        yield idx, (torch.as_tensor(rows), torch.as_tensor(sub.indices.astype(np.int64)),
-                    torch.as_tensor(sub.data, dtype=dtype))
+        yield idx.to(device), (torch.as_tensor(rows, device=device),
+                               torch.as_tensor(sub.indices.astype(np.int64), device=device),
+                               torch.as_tensor(sub.data, dtype=dtype, device=device))
 
 
 def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | None, optimizer: str,
@@ -489,12 +504,12 @@ def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | 
          batch_size: int | None, schedule: list[int], measure, gen: torch.Generator, ckpt: Checkpoint,
          progress: bool) -> None:
     """The step loop (:func:`embgeo.core.loop.run_loop`, one unit = one update); fills ``trace``."""
-    dtype = model.decoder.dtype
-    targets = _targets(data, dtype)
-    targets64 = _targets(data, torch.float64)
+    dtype, device = model.decoder.dtype, model.decoder.device
+    targets = _targets(data, dtype, device)
+    targets64 = _targets(data, torch.float64, device)
     entropy = trace.meta["entropy"]
     params = list(model.parameters())
-    batches = _batches(data, batch_size, gen, dtype) if optimizer == "sgd" else None
+    batches = _batches(data, batch_size, gen, dtype, device) if optimizer == "sgd" else None
     to_record = set(schedule)
     run = {"diverged": None}
 
@@ -534,7 +549,7 @@ def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | 
         if not all(np.isfinite(v) for v in values.values()):
             return None
         if measure is not None:
-            extra = measure(H.numpy().copy(), W.numpy().copy(), done)
+            extra = measure(H.cpu().numpy().copy(), W.cpu().numpy().copy(), done)
             if not isinstance(extra, dict) or any(k in BASE_METRICS for k in extra):
                 raise InputError(f"measure: expected a dict of metrics whose names are not in {BASE_METRICS}, got "
                                  f"{extra!r}")

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
+from embgeo.core.device import device_label, resolve_device
 from embgeo.core.loop import TrainingInterrupted, run_loop
 from embgeo.core.threads import limit_threads
 from embgeo.core.trace import Trace
@@ -95,16 +96,18 @@ def _default_lr(optimizer: str, L: float) -> float:
 
 
 class _Loss:
-    """CE of eq. (2) in torch float64: full batch, or the mean per-context CE of a batch of contexts."""
+    """CE of eq. (2) in torch float64 on ``device``: full batch, or the mean per-context CE of a batch of contexts."""
 
-    def __init__(self, data: NTPData):
-        self.H = torch.tensor(data.embeddings, dtype=torch.float64)
+    def __init__(self, data: NTPData, device: torch.device | str = "cpu"):
+        self.device = device
+        self.H = torch.tensor(data.embeddings, dtype=torch.float64, device=device)
         P = data.probs
         rows = np.repeat(np.arange(data.m), data.support_sizes)
-        self.rows = torch.as_tensor(rows, dtype=torch.long)
-        self.cols = torch.as_tensor(P.indices.astype(np.int64), dtype=torch.long)
+        self.rows = torch.as_tensor(rows, dtype=torch.long, device=device)
+        self.cols = torch.as_tensor(P.indices.astype(np.int64), dtype=torch.long, device=device)
         # π̂_j p̂_{j,z} on the supports only: CE = -Σ coef · log_softmax(W h̄_j)_z.
-        self.coef = torch.as_tensor(data.weights[rows] * P.data, dtype=torch.float64)
+        self.coef = torch.as_tensor(data.weights[rows] * P.data, dtype=torch.float64, device=device)
+        # On the CPU: the SGD draws use a CPU generator, so a seed gives the same contexts on every device.
         self.weights = torch.tensor(data.weights, dtype=torch.float64)
         self.data = data
         self._pad = None
@@ -125,13 +128,14 @@ class _Loss:
             rows = np.repeat(np.arange(data.m), data.support_sizes)
             cols[rows, pos] = data.probs.indices
             vals[rows, pos] = data.probs.data
-            self._pad = (torch.as_tensor(cols), torch.as_tensor(vals, dtype=torch.float64))
+            self._pad = (torch.as_tensor(cols, device=self.device),
+                         torch.as_tensor(vals, dtype=torch.float64, device=self.device))
         return self._pad
 
     def batch(self, W: torch.Tensor, batch_size: int, generator: torch.Generator) -> torch.Tensor:
         """Unbiased estimate of CE: contexts J_1..J_B i.i.d. ~ π̂, mean of -Σ_z p̂_{J,z} log q_{J,z}."""
         cols, vals = self._padded()
-        idx = torch.multinomial(self.weights, batch_size, replacement=True, generator=generator)
+        idx = torch.multinomial(self.weights, batch_size, replacement=True, generator=generator).to(self.device)
         logq = torch.log_softmax(self.H[idx] @ W.T, dim=1)  # (B, V)
         return -(vals[idx] * logq.gather(1, cols[idx])).sum(dim=1).mean()
 
@@ -141,7 +145,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
           record_every: int | Literal["log"] = "log", batch_size: int | None = None,
           betas: tuple[float, float] = (0.9, 0.99), eps: float = 1e-8,
           reference: Reference | Literal[False] | None = None,
-          progress: bool = True, threads: int | None = None) -> Trace:
+          progress: bool = True, threads: int | None = None, device: str | torch.device | None = None) -> Trace:
     """Train the decoder W (V, d) on CE of eq. (2) and record the paper's Fig. 4-5 metrics.
 
     Parameters
@@ -187,6 +191,10 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         torch's intra-op thread count during training, and the BLAS threads of the numpy
         metrics (both restored afterwards); None (default) keeps the caller's settings
         (``embgeo --threads N``).
+    device : "cpu" | "cuda" | "cuda:N", optional
+        Where the updates run (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
+        ``embgeo run --set device=...``). Still float64 on CUDA; the metrics are computed in numpy from W
+        copied to the CPU at the recorded steps. An unavailable device is an :class:`InputError`.
 
     Returns
     -------
@@ -206,6 +214,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
     steps = check_positive_int("steps", steps, 0)
     seed = check_seed(seed)
     threads = check_threads(threads)
+    dev = resolve_device(device)
     check_bool("progress", progress)
     schedule = record_steps(steps, record_every)
     if batch_size is not None and optimizer != "sgd":
@@ -229,7 +238,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
     ref, ref_status = resolve_reference(data, reference)
     meta = {"optimizer": optimizer, "lr": lr, "steps": steps, "seed": seed, "init": init_name,
             "record_every": record_every, "smoothness": L, "entropy": theory.entropy(data),
-            "reference": ref_status, "threads": threads, "dtype": "float64"}
+            "reference": ref_status, "threads": threads, "dtype": "float64", "device": device_label(dev)}
     if optimizer == "sgd":
         meta["batch_size"] = batch_size
     if optimizer == "adam":
@@ -244,7 +253,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
     trace = Trace(meta)
 
     with limit_threads(threads):
-        _run(trace, data, optimizer, lr, steps, W0, schedule, batch_size, betas, eps, seed, ref, progress)
+        _run(trace, data, optimizer, lr, steps, W0, schedule, batch_size, betas, eps, seed, ref, progress, dev)
     return trace
 
 
@@ -259,10 +268,11 @@ def _check_betas(betas) -> tuple[float, float]:
 
 
 def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0: np.ndarray, schedule: list[int],
-         batch_size: int | None, betas, eps: float, seed: int, ref: Reference | None, progress: bool) -> None:
+         batch_size: int | None, betas, eps: float, seed: int, ref: Reference | None, progress: bool,
+         device: torch.device) -> None:
     """The training loop (:func:`embgeo.core.loop.run_loop`, one unit = one update); fills ``trace``."""
-    loss = _Loss(data)
-    W = torch.tensor(W0, dtype=torch.float64, requires_grad=True)
+    loss = _Loss(data, device)
+    W = torch.tensor(W0, dtype=torch.float64, device=device, requires_grad=True)
     # GD/SGD/NGD are written out (one in-place update); constructing a torch.optim optimizer
     # costs seconds on first use in a process, which only Adam pays.
     opt = torch.optim.Adam([W], lr=lr, betas=betas, eps=eps) if optimizer == "adam" else None
@@ -284,7 +294,7 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
 
     def record(done: int) -> dict | None:
         """The row after ``done`` updates; None (stop) if W is no longer finite (diverged)."""
-        Wn = W.detach().numpy().copy()
+        Wn = W.detach().cpu().numpy().copy()
         with np.errstate(over="ignore", invalid="ignore"):
             values = trace_metrics(data, Wn, ref) if np.all(np.isfinite(Wn)) else None
         if values is None or not (np.isfinite(values["ce"]) and np.isfinite(values["norm"])):
@@ -306,7 +316,7 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
                  progress=progress, on_interrupt=on_interrupt)
     finally:
         if trace.W is None:  # e.g. interrupted while recording: keep the current W
-            trace.W = W.detach().numpy().copy()
+            trace.W = W.detach().cpu().numpy().copy()
 
 
 __all__ = ["OPTIMIZERS", "PAPER_LR", "StepSizeWarning", "TrainingInterrupted", "Reference", "compute_reference",
