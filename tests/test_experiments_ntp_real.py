@@ -132,8 +132,8 @@ def test_negative_controls(change, index):
 
 @pytest.mark.parametrize("cos, eps, ok", [
     (0.97, 0.0, True),      # exact W^mm
-    (0.97, 0.01, True),     # band [0.95, 0.99]: above 0.9
-    (0.97, 0.05, None),     # band [0.87, 1.07] straddles 0.9: undecided, not held
+    (0.97, 0.01, True),     # band [0.95, 0.99]: above the level (0.92)
+    (0.97, 0.05, None),     # band [0.87, 1.07] straddles the level: undecided, not held
     (0.97, 0.5, None),
     (0.6, 0.1, False),      # band [0.4, 0.8]: below, fails whatever W^mm within the bound
     (0.86, 0.01, False),
