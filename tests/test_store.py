@@ -97,7 +97,7 @@ def test_round_trip(store_path):
             store.rows(status="finished")
         with pytest.raises(InputError, match="no run with key"):
             store.mark_running("no-such-key")
-    assert set(STATUSES) == {"queued", "running", "done", "failed"}
+    assert set(STATUSES) == {"queued", "running", "done", "failed", "interrupted"}
 
     frame = results(store_path)
     assert list(frame.columns[:11]) == ["key", "experiment", "scale", "seed", "status", "attempts", "seconds",
@@ -109,7 +109,7 @@ def test_round_trip(store_path):
     assert by_key.loc[done, "claim.rank"] == 3.0 and by_key.loc[done, "ok.rank"] == False  # noqa: E712
     assert frame["ok.gap"].dtype == "boolean" and frame["seed"].dtype == "Int64"
     assert by_key.loc[done, "config.dims"] == "[2, 3]" and by_key.loc[done, "scalar.loss"] == 0.01
-    assert by_key.loc[failed, "error"] == "ValueError: boom"  # the first line; the traceback is in get()
+    assert by_key.loc[failed, "error"] == TRACEBACK  # the whole traceback (issue 24: it was the first line)
     assert by_key.loc[failed, "attempts"] == 2 and by_key.loc[failed, "config.lr"] == 10.0
     assert by_key.loc[failed, "ok.gap"] is pd.NA and pd.isna(by_key.loc[other, "config.lr"])
     assert by_key.loc[other, "config.n"] == 4 and pd.isna(by_key.loc[other, "seed"])

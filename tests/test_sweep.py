@@ -100,13 +100,17 @@ def test_inline_sweep_stores_every_point_and_skips_them_the_second_time(tmp_path
 
 def test_a_failed_point_is_stored_with_its_traceback_and_the_sweep_goes_on(tmp_path):
     good = _points(tmp_path, ms=("10",), ratios=("0.5",), seeds=1)
-    bad = grid_points(EXP, {"S": ["3"]}, {"V": "2", "m": "10", "trials": "1"}, runs_dir=tmp_path / "runs")  # S > V
+    # a valid config whose data turn out not separable (m = 100 > d = 60): it fails when it runs
+    bad = grid_points("ntp-gd", {}, {"m": "100", "steps": "20"}, runs_dir=tmp_path / "runs")
     store = tmp_path / "s.sqlite"
     summary = run_sweep(bad + good, store, scheduler="inline", echo=lambda _: None)
     assert (summary.done, summary.failed) == (1, 1)
     with RunStore(store) as st:
         row = st.get(bad[0].key)
-    assert row["status"] == "failed" and "Traceback" in row["error"] and "InputError" in row["error"]
+    assert row["status"] == "failed" and "Traceback" in row["error"] and "NotSeparableError" in row["error"]
+    assert [(p.key, line) for p, line in summary.failures] == [(bad[0].key, row["error"].strip().splitlines()[-1])]
+    assert "not NTP-separable" in summary.failures[0][1]
+    assert results(store).set_index("key").loc[bad[0].key, "error"] == row["error"]  # the whole traceback
     # the same sweep again re-runs the failed point only (and it fails again, stored once)
     summary = run_sweep(bad + good, store, scheduler="inline", echo=lambda _: None)
     assert (summary.skipped, summary.failed) == (1, 1) and len(results(store)) == 2
@@ -179,27 +183,41 @@ def _wait_for_done(store: Path, n: int, seconds: float = 120) -> None:
         time.sleep(0.2)
 
 
+def _own_group_with_default_sigint():
+    """In the child: its own process group (so the test can signal the group as a terminal's Ctrl-C does: the
+    client and every Dask worker process) and the default SIGINT (a background job inherits it ignored)."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path):
+    """Ctrl-C reaches the client and the workers (the whole process group): one line and exit 130, no worker
+    tracebacks (before issue 24 each worker printed a KeyboardInterrupt traceback), the unfinished points
+    marked interrupted (they stayed 'running'), and the same command resumes them."""
     store = tmp_path / "s.sqlite"
     cmd = SWEEP_CMD + ["--store", str(store)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=_own_group_with_default_sigint)
     try:
         _wait_for_done(store, 2)
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     assert proc.returncode == 130, output
-    assert "interrupted" in output and "Traceback" not in output
+    assert "interrupted" in output and "Traceback" not in output and "KeyboardInterrupt" not in output
     before = results(store).set_index("key")
     finished = before[before["status"] == "done"]
     assert 2 <= len(finished) < 8, "the sweep must be interrupted mid-way for this test to mean anything"
+    assert set(before["status"]) == {"done", "interrupted"}  # nothing left 'running'
+    assert (before.loc[before["status"] == "interrupted", "error"] == "interrupted (Ctrl-C)").all()
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert f"{len(finished)} already done (skipped), {8 - len(finished)} to run" in again.stdout
+    assert f"{len(finished)} already done (skipped), {8 - len(finished)} to run ({8 - len(finished)} interrupted " \
+           "before)" in again.stdout
     after = results(store).set_index("key")
     assert len(after) == 8 and (after["status"] == "done").all()
     # the points finished before the interrupt were not run again

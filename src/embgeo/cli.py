@@ -548,9 +548,38 @@ def _print_claims(claims: list[dict]) -> None:
               + (f", theory {c['theory']}" if c.get("theory") is not None else ""))
 
 
+#: Runs estimated above this many seconds print their estimate before they start.
+ESTIMATE_ABOVE_S = 600.0
+
+
+def _print_estimate(selected: list[str], scale: str, runs_each: int = 1) -> None:
+    """The estimated run time of ``selected`` at ``scale`` (the registry's measured times), when above ten
+    minutes: printed before anything starts, so that an hour-long preset is not a surprise."""
+    from embgeo.experiments.registry import get, runtime_estimate, runtime_seconds
+
+    total, unknown = runtime_estimate(selected, scale)
+    total *= runs_each
+    if total <= ESTIMATE_ABOVE_S:
+        return
+    longest = sorted(((runtime_seconds(get(n), scale) or 0.0, n) for n in selected), reverse=True)[:3]
+    parts = ", ".join(f"{n} {_duration(t)}" for t, n in longest if t)
+    print(f"estimate: about {_duration(total)} on one core at {scale} scale"
+          + (f" ({runs_each} runs each)" if runs_each > 1 else "")
+          + f", from the registry's run times ({parts}"
+          + (f"; {len(unknown)} more without one" if unknown else "") + "); Ctrl-C stops, the same command resumes",
+          flush=True)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 else \
+        f"{seconds:.0f} s"
+
+
 def cmd_run(args: argparse.Namespace) -> None:
     """Run one experiment and write config.json, claims.json, trace.csv and figures to --out."""
     from embgeo.experiments import parse_overrides, run
+
+    _print_estimate([args.name], args.scale)
 
     record = run(args.name, args.scale, parse_overrides(args.set), out=args.out)
     print(f"{args.name} ({args.scale}): {record.summary()}, {record.seconds:.1f} s, written to {record.out}")
@@ -571,22 +600,26 @@ def _failing_line(claims_by_run: dict) -> str:
     return " | ".join(parts) if parts else "all claims hold"
 
 
-def cmd_reproduce(args: argparse.Namespace) -> None:
-    """Run every experiment of a paper and write one self-contained HTML report (over seeds: a sweep)."""
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run every experiment of a paper and write one self-contained HTML report (over seeds: a sweep); exit
+    status 1 when an experiment failed to run (a failing claim is a result, not a failure)."""
     from embgeo.experiments import reproduce
 
     if args.seeds < 1:
         raise InputError(f"--seeds: expected a positive integer, got {args.seeds}")
+    from embgeo.experiments import names as paper_names
+
+    _print_estimate(paper_names(args.paper), args.scale, args.seeds)
     if args.seeds > 1 or args.workers is not None or args.scheduler is not None:
         from embgeo.sweep import reproduce_seeds
 
         path, records = reproduce_seeds(args.paper, args.scale, args.out, args.seeds, workers=args.workers,
-                                        scheduler=args.scheduler, fresh=args.fresh)
+                                        scheduler=args.scheduler, fresh=args.fresh, threads=args.threads)
         print(f"report: {path.resolve()}")
         errors = [r.name for r in records if r.error]
         print(_failing_line({r.name: r.claims for r in records if not r.error})
               + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
-        return
+        return 1 if errors else 0
     path = reproduce(args.paper, args.scale, args.out, resume=not args.fresh)
     print(f"report: {path.resolve()}")
     from embgeo.experiments import names
@@ -596,10 +629,12 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     errors = [name for name, rec in records.items() if rec is None]
     print(_failing_line({name: rec.claims for name, rec in records.items() if rec is not None})
           + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
+    return 1 if errors else 0
 
 
-def cmd_sweep(args: argparse.Namespace) -> None:
-    """Run an experiment over a grid of settings and seeds on Dask, recording every run in --store."""
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run an experiment over a grid of settings and seeds on Dask, recording every run in --store; exit status 1
+    when a point failed (the failures are listed, their tracebacks are in the store)."""
     from embgeo.experiments import parse_overrides
     from embgeo.sweep import grid_points, load_spec, parse_grid, run_sweep
 
@@ -613,11 +648,12 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         if not args.name:
             raise InputError("give an EXPERIMENT (see 'embgeo list') or --spec FILE")
         points = grid_points(args.name, parse_grid(args.grid), parse_overrides(args.set), args.seeds, args.scale, runs)
-    summary = run_sweep(points, args.store, workers=args.workers, scheduler=args.scheduler,
+    summary = run_sweep(points, args.store, workers=args.workers, scheduler=args.scheduler, threads=args.threads,
                         sweep=args.name or args.spec)
     if summary.failed:
-        print(f"{summary.failed} runs failed; their tracebacks: embgeo results --store {args.store} (column error) "
-              "or the store's error column")
+        print(f"{summary.failed} runs failed; their tracebacks: embgeo results --store {args.store} (column error)")
+        return 1
+    return 0
 
 
 def cmd_results(args: argparse.Namespace) -> None:
@@ -810,13 +846,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--threads: expected a positive integer, got {args.threads}")
     if getattr(args, "seed", 0) < 0:  # only ntp analyze has --seed (an int, default 0)
         parser.error(f"--seed: expected a non-negative integer, got {args.seed}")
-    from embgeo.core.threads import limit_threads
+    from embgeo.core.threads import limit_threads, warn_if_oversubscribed
     from embgeo.errors import MissingDependencyError
+
+    warn_if_oversubscribed(args.threads)
 
     try:
         _check_outputs(args)
         with limit_threads(args.threads):
-            args.func(args)
+            status = args.func(args)
     except (InputError, MissingDependencyError) as exc:
         print(f"embgeo: error: {exc}", file=sys.stderr)
         return 2
@@ -824,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
         print("embgeo: interrupted (Ctrl-C); finished work and checkpoints are kept, run the same command "
               "again to resume", file=sys.stderr)
         return 130
-    return 0
+    return status if isinstance(status, int) else 0  # 1: a sweep point or an experiment failed to run
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@ again finds the points already done and skips them.
 
 The store is one SQLite file in WAL mode: readers never block the writer, several processes may
 write at once (each waits up to 60 s for the write lock), and a process killed in the middle of a
-write leaves the file consistent, because every change of a row is one transaction.
+write leaves the file consistent, because every change of a row is one transaction. A sweep *claims*
+a point before running it (:meth:`RunStore.claim`, one transaction), so two sweeps on one store never
+run a point twice; a point whose claiming process has died (on this host) may be claimed again, and a
+sweep stopped by Ctrl-C marks its claimed points ``interrupted``. Reading (:func:`results`) opens the
+file read-only, so an archived store on read-only media can be read.
 
 >>> with RunStore("runs/store.sqlite") as store:                        # doctest: +SKIP
 ...     key = point_key("ntp-gd", "quick", {"lr": 0.1})
@@ -36,9 +40,11 @@ from embgeo.errors import InputError
 if TYPE_CHECKING:
     import pandas
 
-STATUSES = ("queued", "running", "done", "failed")
+STATUSES = ("queued", "running", "done", "failed", "interrupted")
 FORMATS = ("csv", "parquet", "json")
-SCHEMA_VERSION = 1
+#: 2: status 'interrupted' and the column ``owner`` (the sweep process that claimed a running point); a
+#: version-1 store is migrated when opened for writing and read as it is.
+SCHEMA_VERSION = 2
 #: Written into ``meta`` so that a foreign database that happens to have a ``meta`` table is refused.
 APPLICATION = "embgeo run store"
 BUSY_TIMEOUT_S = 60.0
@@ -63,7 +69,7 @@ CREATE TABLE IF NOT EXISTS runs (
     sweep TEXT,
     config_json TEXT NOT NULL,
     config_hash TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'done', 'failed')),
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'done', 'failed', 'interrupted')),
     attempts INTEGER NOT NULL DEFAULT 0,
     worker TEXT,
     queued_at TEXT NOT NULL,
@@ -76,7 +82,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_dir TEXT,
     trace TEXT,
     figures_json TEXT,
-    versions_json TEXT
+    versions_json TEXT,
+    owner TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
 CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
@@ -103,6 +110,41 @@ def point_key(experiment: str, scale: str, config: dict) -> str:
     return _digest({"experiment": experiment, "scale": scale, "config": config})
 
 
+#: The columns of a version-1 store, copied into the version-2 table by the migration.
+_V1_COLUMNS = ("key, experiment, scale, seed, sweep, config_json, config_hash, status, attempts, worker, queued_at, "
+               "started_at, finished_at, seconds, error, claims_json, scalars_json, run_dir, trace, figures_json, "
+               "versions_json")
+#: SQLite errors that mean the file cannot be written (permissions, an immutable or read-only file or mount, a
+#: full disk, a lock held past the busy timeout): bad input to report in one line, not a bug.
+_UNWRITABLE = ("readonly", "read-only", "unable to open", "disk i/o", "locked", "full", "permission")
+
+
+def this_process() -> str:
+    """``host:pid`` of this process: the owner a sweep writes into the points it claims."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str | None) -> bool:
+    """Whether the process ``host:pid`` may still be running: False only for a pid of this host that is gone
+    (another host's process cannot be checked from here and counts as alive)."""
+    import os
+    import socket
+
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return bool(owner)
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _now() -> str:
     """The current time as an ISO 8601 UTC string (sortable as text)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -116,8 +158,10 @@ class RunStore:
     :class:`~embgeo.errors.InputError` with a one-line message.
     """
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True, readonly: bool = False) -> None:
         self.path = Path(path)
+        self.readonly = readonly
+        create = create and not readonly
         if self.path.is_dir():
             raise InputError(f"run store {self.path} is a directory; expected a file such as {self.path / 'runs.db'}")
         if not self.path.exists():
@@ -132,9 +176,10 @@ class RunStore:
         self._lock = threading.RLock()
         try:
             # isolation_level=None: no implicit transactions; writes use BEGIN IMMEDIATE (see _write).
-            self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                                         check_same_thread=False)
+            self._conn = self._connect()
         except sqlite3.Error as exc:
+            if "not a database" in str(exc):
+                raise InputError(f"{self.path} is not an embgeo run store (not an SQLite database)") from None
             raise InputError(f"run store {self.path}: cannot open it ({exc})") from None
         self._conn.row_factory = sqlite3.Row
         try:
@@ -148,13 +193,37 @@ class RunStore:
             self._conn.close()
             raise
 
+    def _connect(self) -> sqlite3.Connection:
+        """A connection; read-only (``mode=ro``) for a reader, which then never writes the file. A WAL file whose
+        shared-memory file cannot be created (a read-only directory or mount) is opened as immutable."""
+        kwargs = {"timeout": BUSY_TIMEOUT_S, "isolation_level": None, "check_same_thread": False}
+        if not self.readonly:
+            return sqlite3.connect(self.path, **kwargs)
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, **kwargs)
+        try:
+            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "unable to open" not in str(exc):
+                raise
+            conn.close()
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, **kwargs)
+        return conn
+
     def _open(self, create: bool) -> None:
-        """Refuse foreign databases, switch to WAL, and create the schema in an empty database."""
+        """Refuse foreign databases, switch to WAL, and create the schema in an empty database (a reader only
+        checks the schema)."""
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         empty = not self._tables()  # reading the header is also what refuses a file that is not SQLite
         if not empty or not create:
             self._check_schema()  # before any change: a foreign database is left exactly as it was
+        if self.readonly:
+            return
         self._switch_to_wal()
+        if not empty and self._version() == "1":
+            self._migrate()
         if empty:
             # Two processes may create the same store at once: the write lock serialises them and IF NOT
             # EXISTS / INSERT OR IGNORE make the second a no-op. (executescript would commit early.)
@@ -199,23 +268,51 @@ class RunStore:
         meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("application") != APPLICATION:
             raise InputError(f"{self.path} is an SQLite database but not an embgeo run store")
-        if meta.get("schema_version") != str(SCHEMA_VERSION):
+        readable = {str(SCHEMA_VERSION), "1"}  # version 1 is migrated on the first write
+        if meta.get("schema_version") not in readable:
             raise InputError(f"run store {self.path} has schema version {meta.get('schema_version')}; "
-                             f"this embgeo reads version {SCHEMA_VERSION}")
+                             f"this embgeo reads versions 1 and {SCHEMA_VERSION}")
+
+    def _version(self) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return None if row is None else row[0]
+
+    def _migrate(self) -> None:
+        """Version 1 → 2 in one transaction: the runs table rebuilt with the 'interrupted' status and the owner
+        column (SQLite cannot change a CHECK constraint in place); a concurrent opener finds it done."""
+        with self._write() as conn:
+            if self._version() != "1":
+                return
+            conn.execute(_SCHEMA.split(";")[1].replace("CREATE TABLE IF NOT EXISTS runs", "CREATE TABLE runs_v2"))
+            conn.execute(f"INSERT INTO runs_v2 ({_V1_COLUMNS}) SELECT {_V1_COLUMNS} FROM runs")
+            conn.execute("DROP TABLE runs")
+            conn.execute("ALTER TABLE runs_v2 RENAME TO runs")
+            for statement in _SCHEMA.split(";")[2:]:
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: BEGIN IMMEDIATE takes the write lock up front (waiting up to the busy
-        timeout), so a transaction never fails half-way on a lock; any error rolls it back."""
+        timeout), so a transaction never fails half-way on a lock; any error rolls it back. A file that
+        cannot be written (read-only, immutable, a full disk) is an InputError naming the store."""
+        if self.readonly:
+            raise InputError(f"run store {self.path}: opened read-only")
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                if self._conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
-                    self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    if self._conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                        self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if not any(word in str(exc).lower() for word in _UNWRITABLE):
+                    raise
+                raise InputError(f"run store {self.path}: cannot write it ({exc})") from None
 
     # -- writing ---------------------------------------------------------------------------------------
 
@@ -247,6 +344,52 @@ class RunStore:
                           "finished_at = NULL, seconds = NULL, error = NULL, claims_json = NULL, "
                           "scalars_json = NULL, run_dir = NULL, trace = NULL, figures_json = NULL, "
                           "versions_json = NULL", (_now(), worker))
+
+    def claim(self, key: str, *, owner: str, worker: str = "") -> bool:
+        """Take point ``key`` to run it: True if this call made it ``running`` (with ``owner`` and
+        :meth:`mark_running`'s bookkeeping), False if it is done or another live process holds it.
+
+        One transaction, so of two sweeps on one store exactly one claims a point. A ``running`` point whose
+        owner is a dead process of this host (a killed sweep) is claimed again; one running elsewhere is not.
+        """
+        with self._write() as conn:
+            row = conn.execute("SELECT status, owner FROM runs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                raise InputError(f"run store {self.path}: no run with key {key!r} (queue it first)")
+            status, holder = row
+            if status == "done" or (status == "running" and holder != owner and owner_alive(holder)):
+                return False
+            conn.execute("UPDATE runs SET status = 'running', started_at = ?, attempts = attempts + 1, worker = ?, "
+                         "owner = ?, finished_at = NULL, seconds = NULL, error = NULL, claims_json = NULL, "
+                         "scalars_json = NULL, run_dir = NULL, trace = NULL, figures_json = NULL, "
+                         "versions_json = NULL WHERE key = ?", (_now(), worker, owner, key))
+            return True
+
+    def mark_interrupted(self, keys: Iterable[str], *, owner: str, why: str = "interrupted (Ctrl-C)") -> int:
+        """Status ``interrupted`` for the points of ``keys`` that ``owner`` still holds as running (a finished
+        one keeps its result); returns how many. They run again when the sweep is repeated."""
+        keys = list(keys)
+        with self._write() as conn:
+            changed = 0
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                cur = conn.execute(f"UPDATE runs SET status = 'interrupted', finished_at = ?, error = ? WHERE key IN "
+                                   f"({marks}) AND status = 'running' AND owner = ?", (_now(), why, *chunk, owner))
+                changed += cur.rowcount
+            return changed
+
+    def holders(self, keys: Iterable[str]) -> dict[str, str | None]:
+        """``key -> owner`` of the points of ``keys`` that are running."""
+        with self._lock:
+            keys = list(keys)
+            out: dict[str, str | None] = {}
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                out.update(self._conn.execute(f"SELECT key, owner FROM runs WHERE status = 'running' AND key IN "
+                                              f"({marks})", chunk).fetchall())
+            return out
 
     def mark_done(self, key: str, *, seconds: float, claims: list[dict], scalars: dict, run_dir: str,
                   figures: list[str], versions: dict, trace: str | None = None, worker: str | None = None) -> None:
@@ -356,9 +499,7 @@ def _cell(value: Any) -> Any:
 
 def _result_row(run: dict) -> dict:
     """One run as a flat dict: fixed columns, then config., scalar., claim./ok. columns."""
-    row = {c: run[c] for c in RESULT_COLUMNS}
-    if row["error"]:
-        row["error"] = row["error"].splitlines()[0]  # the full traceback stays in the store (RunStore.get)
+    row = {c: run[c] for c in RESULT_COLUMNS}  # ``error``: the whole traceback (multi-line cells are quoted)
     for name, value in (run["config"] or {}).items():
         row[f"config.{name}"] = _cell(value)
     for name, value in (run["scalars"] or {}).items():
@@ -372,17 +513,17 @@ def _result_row(run: dict) -> dict:
 def results(store: str | Path | RunStore, experiment: str | None = None) -> pandas.DataFrame:
     """One row per run (every status) of the store, optionally of one ``experiment``.
 
-    Columns: :data:`RESULT_COLUMNS` (``error`` is the first line; the full traceback is in
-    :meth:`RunStore.get`), then ``config.<name>`` (lists as JSON text), ``scalar.<name>``, and per
-    claim ``claim.<name>`` (the measured value) and ``ok.<name>`` (the verdict); None where a run has
-    no such value. A path that does not exist is an :class:`InputError`: reading never creates a store.
+    Columns: :data:`RESULT_COLUMNS` (``error`` is the whole traceback of a failed run), then
+    ``config.<name>`` (lists as JSON text), ``scalar.<name>``, and per claim ``claim.<name>`` (the
+    measured value) and ``ok.<name>`` (the verdict); None where a run has no such value. A path that does
+    not exist is an :class:`InputError`: reading never creates or changes a store (it is opened read-only).
     """
     import pandas as pd
 
     if isinstance(store, RunStore):
         runs = store.rows(experiment)
     else:
-        with RunStore(store, create=False) as opened:
+        with RunStore(store, readonly=True) as opened:
             runs = opened.rows(experiment)
     flat = [_result_row(r) for r in runs]
     frame = pd.DataFrame(flat, columns=_columns(flat))

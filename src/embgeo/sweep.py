@@ -19,18 +19,23 @@ import dataclasses
 import itertools
 import logging
 import os
+import re
+import signal
 import socket
 import sys
+import threading
 import time
 import tomllib
 import traceback
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from embgeo.errors import InputError
-from embgeo.store import RunStore, point_key
+from embgeo.store import RunStore, owner_alive, point_key, this_process
 
 #: Seconds between progress lines when stdout is not a terminal (the bar is shown on a terminal).
 PROGRESS_EVERY = 30.0
@@ -51,13 +56,16 @@ class Point:
 
 @dataclass
 class SweepSummary:
-    """What :func:`run_sweep` did: points in all, skipped (done before), and this call's outcomes."""
+    """What :func:`run_sweep` did: points in all, skipped (done before), this call's outcomes, the points
+    another sweep finished while this one waited (``elsewhere``), and each failure with its last line."""
 
     total: int
     skipped: int
     done: int = 0
     failed: int = 0
     seconds: float = 0.0
+    elsewhere: int = 0
+    failures: list = dataclasses.field(default_factory=list)
 
 
 def parse_grid(items: Iterable[str] | None) -> dict[str, list[str]]:
@@ -207,35 +215,134 @@ def run_point(point: Point, threads: int | None = 1) -> dict:
 def run_sweep(points: list[Point], store: str | Path, *, workers: int | None = None, scheduler: str | None = None,
               threads: int | None = 1, retries: int = 1, sweep: str | None = None,
               echo: Callable[[str], object] = print) -> SweepSummary:
-    """Run every point the store does not have as done; returns the counts.
+    """Run every point the store does not have as done; returns the counts and the failures.
 
     ``scheduler``: None starts a LocalCluster of ``workers`` processes (default: the number of cores)
     with one thread each; ``"tcp://HOST:PORT"`` uses a running Dask scheduler; ``"inline"`` runs in this
-    process, one point after another. ``retries``: Dask re-runs of a task whose worker raised outside
-    the experiment (a task on a killed worker is re-scheduled by Dask itself). Ctrl-C cancels the
-    remaining tasks and stops the cluster; finished points are in the store and the same call resumes.
+    process, one point after another. The scheduler is checked and connected before the store is touched.
+    ``threads``: torch/BLAS threads of each point (where it runs). ``retries``: Dask re-runs of a task whose
+    worker raised outside the experiment (a task on a killed worker is re-scheduled by Dask itself).
+
+    A point is claimed in the store before it runs (:meth:`RunStore.claim`): a point that another live
+    sweep is running is not run again but waited for (and run here if that sweep dies or is interrupted).
+    Ctrl-C cancels the remaining tasks, marks this sweep's unfinished points ``interrupted`` and stops the
+    cluster; finished points are in the store and the same call resumes.
     """
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise InputError(f"--workers: expected a positive integer, got {workers!r}")
+    check_scheduler(scheduler)
+    if workers is not None and scheduler is not None:
+        raise InputError("--workers applies to the local cluster only; an existing cluster has its own workers")
     t0 = time.perf_counter()
-    with RunStore(store) as st:
+    with _dask_client(workers, scheduler) as client, RunStore(store) as st:
         before = st.statuses([p.key for p in points])
         for p in points:
             st.queue(p.key, experiment=p.experiment, scale=p.scale, seed=p.seed, config=dict(p.config), sweep=sweep)
-    todo = [p for p in points if before.get(p.key) != "done"]
-    summary = SweepSummary(total=len(points), skipped=len(points) - len(todo))
-    again = Counter(before.get(p.key) for p in todo if before.get(p.key) in ("failed", "running"))
-    echo(f"sweep: {len(points)} point{'' if len(points) == 1 else 's'}, {summary.skipped} already done (skipped), "
-         f"{len(todo)} to run"
-         + (f" ({again['failed']} failed before, {again['running']} interrupted before)" if again else ""))
-    if todo:
-        runner = _run_inline if scheduler == "inline" else _run_dask
-        with RunStore(store) as st:
-            runner(todo, st, summary, workers=workers, scheduler=scheduler, threads=threads, retries=retries)
+        todo = [p for p in points if before.get(p.key) != "done"]
+        summary = SweepSummary(total=len(points), skipped=len(points) - len(todo))
+        again = Counter(before.get(p.key) for p in todo if before.get(p.key) in ("failed", "running", "interrupted"))
+        echo(f"sweep: {len(points)} point{'' if len(points) == 1 else 's'}, {summary.skipped} already done (skipped), "
+             f"{len(todo)} to run" + (" (" + ", ".join(f"{n} {status} before" for status, n in sorted(again.items()))
+                                      + ")" if again else ""))
+        runner = _run_inline if client is None else _run_dask
+        ctx = _Run(st, summary, this_process(), threads, retries, client)
+        while todo:
+            runner(todo, ctx)
+            todo = _wait_for_others(ctx, echo)
     summary.seconds = time.perf_counter() - t0
-    echo(f"sweep: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped, "
-         f"{summary.seconds:.1f} s; store {store}")
+    echo(f"sweep: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped"
+         + (f" ({summary.elsewhere} finished by another sweep)" if summary.elsewhere else "")
+         + f", {summary.seconds:.1f} s; store {store}")
+    for p, line in summary.failures[:FAILURES_SHOWN]:
+        echo(f"  failed: {p.experiment} {_settings_text(p)}: {line}")
+    if len(summary.failures) > FAILURES_SHOWN:
+        echo(f"  ... and {len(summary.failures) - FAILURES_SHOWN} more")
     return summary
+
+
+#: Failed points listed by name at the end of a sweep (the store has every traceback).
+FAILURES_SHOWN = 20
+#: Seconds between looks at the store while points of another sweep are running.
+POLL_SECONDS = 2.0
+_SCHEDULER = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
+
+
+def check_scheduler(scheduler: str | None) -> None:
+    """None, 'inline' or a Dask scheduler's address tcp://HOST:PORT (or tls://); anything else is refused here,
+    before a cluster is looked for or the store is written."""
+    if scheduler is None or scheduler == "inline" or _SCHEDULER.match(scheduler):
+        return
+    hint = (" (http:// is the scheduler's dashboard; its address is tcp://HOST:8786)"
+            if scheduler.startswith(("http://", "https://")) else
+            " (the port is missing)" if re.match(r"^(tcp|tls)://[^:/]+$", scheduler) else "")
+    raise InputError(f"--scheduler {scheduler}: expected a Dask scheduler address tcp://HOST:PORT as 'dask scheduler' "
+                     f"prints it, or 'inline'{hint}")
+
+
+@contextmanager
+def _dask_client(workers: int | None, scheduler: str | None):
+    """None for 'inline', else a connected distributed Client (on a new LocalCluster when ``scheduler`` is
+    None); the cluster is closed on exit."""
+    if scheduler == "inline":
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if scheduler is None:
+        # Stopping on Ctrl-C makes Dask log warnings and heartbeat tracebacks from every worker; the sweep says
+        # it in one line. A task's own error is stored with its traceback, a lost worker's as KilledWorker, so
+        # the local cluster's log adds nothing. Worker processes inherit this environment variable, and start
+        # with SIGINT ignored: Ctrl-C at a terminal reaches the whole process group, and the client alone stops
+        # them (each would otherwise print a KeyboardInterrupt traceback).
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        with _sigint_ignored():
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
+    try:
+        try:
+            client = Client(cluster if cluster is not None else scheduler, timeout="20s")
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+@contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while child processes start (they keep it ignored); restored after. Only the main thread
+    may change handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@dataclass
+class _Run:
+    """What the runners share: the store, the counts, who claims (``owner``), the thread setting, the client."""
+
+    st: RunStore
+    summary: SweepSummary
+    owner: str
+    threads: int | None
+    retries: int
+    client: object = None
+    elsewhere: list = dataclasses.field(default_factory=list)  # points another live sweep holds
+
+
+def _settings_text(p: Point) -> str:
+    return " ".join(f"{k}={v}" for k, v in p.overrides) or "(defaults)"
 
 
 def _record(st: RunStore, point: Point, result: dict, summary: SweepSummary) -> None:
@@ -247,57 +354,77 @@ def _record(st: RunStore, point: Point, result: dict, summary: SweepSummary) -> 
     else:
         st.mark_failed(point.key, error=result["error"], worker=result.get("worker", ""))
         summary.failed += 1
+        lines = [ln for ln in result["error"].strip().splitlines() if ln.strip()]
+        summary.failures.append((point, lines[-1].strip() if lines else "failed"))
 
 
-def _run_inline(todo: list[Point], st: RunStore, summary: SweepSummary, *, threads, **_) -> None:
-    with _Progress(len(todo)) as progress:
-        for p in todo:
-            st.mark_running(p.key, worker="inline")
-            _record(st, p, run_point(p, threads), summary)
-            progress.update(summary)
-
-
-def _run_dask(todo: list[Point], st: RunStore, summary: SweepSummary, *, workers, scheduler, threads,
-              retries) -> None:
-    from distributed import Client, LocalCluster, as_completed
-
-    cluster = None
-    if scheduler is None:
-        # Stopping on Ctrl-C makes Dask log warnings and heartbeat tracebacks from every worker; the sweep says
-        # it in one line. A task's own error is stored with its traceback, a lost worker's as KilledWorker, so
-        # the local cluster's log adds nothing. Worker processes inherit this environment variable.
-        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")
-        address = cluster
-    else:
-        if workers is not None:
-            raise InputError("--workers applies to the local cluster only; an existing cluster has its own workers")
-        address = scheduler
+def _run_inline(todo: list[Point], ctx: _Run) -> None:
+    """One point after another in this process, each claimed just before it runs."""
+    current = None
     try:
-        try:
-            client = Client(address, timeout="20s")
-        except OSError as exc:
-            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
-        try:
-            futures = {}
+        with _Progress(len(todo)) as progress:
             for p in todo:
-                st.mark_running(p.key, worker="dask")
-                futures[client.submit(run_point, p, threads, key=f"embgeo-{p.key}", pure=False,
-                                      retries=retries)] = p
-            with _Progress(len(todo)) as progress:
-                for fut in as_completed(futures):
-                    _record(st, futures[fut], _result(fut), summary)
-                    progress.update(summary)
-        except KeyboardInterrupt:
-            client.cancel(list(futures))
-            raise
-        finally:
-            client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
+                if not ctx.st.claim(p.key, owner=ctx.owner, worker="inline"):
+                    ctx.elsewhere.append(p)
+                    continue
+                current = p.key
+                _record(ctx.st, p, run_point(p, ctx.threads), ctx.summary)
+                current = None
+                progress.update(ctx.summary)
+    except KeyboardInterrupt:
+        if current is not None:
+            ctx.st.mark_interrupted([current], owner=ctx.owner)
+        raise
+
+
+def _run_dask(todo: list[Point], ctx: _Run) -> None:
+    """Every point claimed and submitted at once; results stored as they arrive."""
+    from distributed import as_completed
+
+    client, futures = ctx.client, {}
+    try:
+        for p in todo:
+            if not ctx.st.claim(p.key, owner=ctx.owner, worker="dask"):
+                ctx.elsewhere.append(p)
+                continue
+            futures[client.submit(run_point, p, ctx.threads, key=f"embgeo-{p.key}-{uuid.uuid4().hex[:8]}",
+                                  pure=False, retries=ctx.retries)] = p
+        with _Progress(len(futures)) as progress:
+            for fut in as_completed(futures):
+                _record(ctx.st, futures.pop(fut), _result(fut), ctx.summary)
+                progress.update(ctx.summary)
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        ctx.st.mark_interrupted([p.key for p in futures.values()], owner=ctx.owner)
+        raise
+
+
+def _wait_for_others(ctx: _Run, echo: Callable[[str], object]) -> list[Point]:
+    """Wait while another live sweep runs points of this one (a point it finishes, done or failed, is counted
+    as such); returns the points to run here after all: those whose sweep died or was interrupted."""
+    pending, ctx.elsewhere = ctx.elsewhere, []
+    if not pending:
+        return []
+    echo(f"sweep: {len(pending)} point{'' if len(pending) == 1 else 's'} being run by another sweep on this store: "
+         "waiting for them")
+    while True:
+        statuses = ctx.st.statuses([p.key for p in pending])
+        holders = ctx.st.holders([p.key for p in pending])
+        finished = [p for p in pending if statuses.get(p.key) in ("done", "failed")]
+        for p in finished:
+            if statuses[p.key] == "failed":
+                row = ctx.st.get(p.key)
+                lines = [ln for ln in (row["error"] or "").strip().splitlines() if ln.strip()]
+                ctx.summary.failed += 1
+                ctx.summary.failures.append((p, lines[-1].strip() if lines else "failed"))
+            else:
+                ctx.summary.elsewhere += 1
+        free = [p for p in pending if statuses.get(p.key) not in ("done", "failed", "running")
+                or (p.key in holders and not owner_alive(holders[p.key]))]
+        pending = [p for p in pending if p not in finished and p not in free]
+        if free or not pending:
+            return free
+        time.sleep(POLL_SECONDS)
 
 
 def _result(fut) -> dict:
@@ -378,7 +505,7 @@ def aggregate_claims(per_seed: list[list[dict]]) -> list[dict]:
 
 def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce", seeds: int = 3, *,
                     workers: int | None = None, scheduler: str | None = None, fresh: bool = False,
-                    echo: Callable[[str], object] = print):
+                    threads: int | None = 1, echo: Callable[[str], object] = print):
     """``embgeo reproduce --seeds N``: every experiment with seeds 0..N-1 as one sweep, then one report.
 
     Runs go to ``out/seed-I/NAME`` (so a table built from sibling runs finds those of its seed) and are
@@ -409,7 +536,8 @@ def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = 
     if fresh:  # a finished run folder would be reused by the worker (runner.run(resume=True)): make it unfinished
         for p in points:
             (Path(p.run_dir) / "record.json").unlink(missing_ok=True)
-    run_sweep(points, out / "store.sqlite", workers=workers, scheduler=scheduler, sweep=f"reproduce --seeds {seeds}",
+    run_sweep(points, out / "store.sqlite", workers=workers, scheduler=scheduler, threads=threads,
+              sweep=f"reproduce --seeds {seeds}",
               echo=echo)
     with RunStore(out / "store.sqlite") as st:
         rows = {p.key: st.get(p.key) for p in points}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -284,8 +286,13 @@ def test_two_stage_ctrl_c_warns_training_interrupted(monkeypatch, call, steps):
     assert full.rows == tr.rows
 
 
-@pytest.mark.parametrize("threads", [None, 1])
-def test_threads_none_keeps_the_callers_setting_and_a_count_reaches_torch(threads):
+@pytest.mark.parametrize("threads, within, expected", [(None, None, 1), (None, 2, 2), (1, 2, 1), (3, None, 3)])
+def test_threads_default_to_one_unless_set_and_a_count_reaches_torch(threads, within, expected, monkeypatch):
+    """threads=None is one thread (torch alone would take every core: 16x slower on a shared machine, issue 24)
+    unless an enclosing limit_threads (embgeo --threads) sets a count; torch's own setting comes back after."""
+    from embgeo.core.threads import limit_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     X, y, _ = _data(n=10, T=5, V=6, seed=8)
     seen = []
 
@@ -297,8 +304,9 @@ def test_threads_none_keeps_the_callers_setting_and_a_count_reaches_torch(thread
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        train_adamw(Spy(6, 4, seed=0), X, y, 1, pad_id=PAD, batch_size=5, progress=False, threads=threads)
-        assert set(seen) == {2 if threads is None else 1}
+        with limit_threads(within) if within else contextlib.nullcontext():
+            train_adamw(Spy(6, 4, seed=0), X, y, 1, pad_id=PAD, batch_size=5, progress=False, threads=threads)
+        assert set(seen) == {expected}
         assert torch.get_num_threads() == 2  # restored
     finally:
         torch.set_num_threads(before)

@@ -10,8 +10,9 @@
 Both loops run on :func:`embgeo.core.loop.run_loop` (progress bar, Ctrl-C → a
 :class:`~embgeo.core.loop.TrainingInterrupted` warning and the partial trace); :func:`train_adamw`
 checkpoints through :class:`embgeo.core.loop.Checkpoint` (kind ``"embgeo.attention"``). Padding:
-``pad_id`` (the package convention, :mod:`embgeo.attention`). ``threads=None`` (the default) keeps
-the caller's torch/BLAS thread settings (``embgeo --threads N``).
+``pad_id`` (the package convention, :mod:`embgeo.attention`). ``threads=None`` (the default) is one
+torch/BLAS thread, or the count of an enclosing ``limit_threads`` (``embgeo --threads N``): see
+:mod:`embgeo.core.threads`.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
     keep_p0 : bool stage 1 leaves p at p⁰.
     p_hat : array (d,), optional   reference direction (e.g. the max-margin solution of (12)).
     record_every : int   record every this many stage-2 steps (plus step 0 = p¹ and the last).
-    threads : int, optional   torch/BLAS threads during the run; None keeps the caller's.
+    threads : int, optional   torch/BLAS threads during the run; None: :func:`embgeo.core.threads.default_threads`.
     progress : bool   tqdm bar over the stage-2 steps (only on a terminal).
     device : "cpu" | "cuda" | "cuda:N", optional   where it runs (None: "cpu", or ``embgeo run --set
         device=...``); ``model`` is moved there in place, in its dtype. Unavailable: :class:`InputError`.
@@ -228,7 +229,8 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
     progress : bool
         tqdm bar over epochs (shown only on a terminal).
     threads : int, optional
-        torch / BLAS threads during training; None (default) keeps the caller's settings.
+        torch / BLAS threads during training; None (default): one, or ``embgeo --threads N``
+        (:func:`embgeo.core.threads.default_threads`).
     device : "cpu" | "cuda" | "cuda:N", optional
         Where training runs (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
         ``embgeo run --set device=...``): ``model`` is moved there (in place) and stays there, in its dtype.

@@ -60,7 +60,8 @@ def minimize_true_risk(Z: ArrayLike, freqs: ArrayLike, n_concepts: int, weight_d
     dim : int
         d, the embedding dimension.
     threads : int, optional
-        torch / BLAS threads during the solve; None (default) keeps the caller's settings.
+        torch / BLAS threads during the solve; None (default): one, or ``embgeo --threads N``
+        (:func:`embgeo.core.threads.default_threads`).
 
     Returns
     -------

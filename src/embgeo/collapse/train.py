@@ -150,8 +150,8 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
     progress : bool
         tqdm progress bar over epochs (shown only on a terminal).
     threads : int, optional
-        torch / BLAS thread count during training (restored afterwards); None (default) keeps the
-        caller's settings (``embgeo --threads N``).
+        torch / BLAS thread count during training (restored afterwards); None (default): one, or
+        ``embgeo --threads N`` (:func:`embgeo.core.threads.default_threads`).
     device : "cpu" | "cuda" | "cuda:N", optional
         Where training runs (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
         ``embgeo run --set device=...``): ``model`` is moved there (in place) and stays there, in its dtype.

@@ -102,5 +102,5 @@ def check_bool(name: str, value: object) -> bool:
 
 
 def check_threads(threads: object) -> int | None:
-    """None (keep the caller's thread settings) or a positive thread count."""
+    """None (embgeo's default, :func:`embgeo.core.threads.default_threads`) or a positive thread count."""
     return None if threads is None else check_positive_int("threads", threads)

@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import json
 import math
+import re
 import typing
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -239,7 +240,8 @@ class Experiment:
     sweep_point: bool = False
 
     def config(self, scale: str = "quick", overrides: dict | None = None) -> Any:
-        """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``)."""
+        """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``), its settings checked
+        (:func:`embgeo.experiments.settings.check_config`): a wrong type or range is an InputError here."""
         if scale not in SCALES:
             raise InputError(f"scale: expected one of {SCALES}, got {scale!r}")
         values = dict(self.presets.get(scale, {}))
@@ -251,7 +253,11 @@ class Experiment:
                 hint = f"did you mean {close_names[0]!r}? " if close_names else ""
                 raise InputError(f"--set {key}: {self.name} has no such setting; {hint}known: {', '.join(fields)}")
             values[key] = _coerce(key, value, *_field_kind(hints[key]))
-        return self.config_cls(**values)
+        cfg = self.config_cls(**values)
+        from embgeo.experiments.settings import check_config
+
+        check_config(self.name, cfg)  # types and ranges before anything runs (a sweep checks every point)
+        return cfg
 
 
 REGISTRY: dict[str, Experiment] = {}
@@ -335,3 +341,42 @@ def _jsonable(value):
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value
+
+
+# -- run times ----------------------------------------------------------------------------------------------
+
+#: Durations named by a word in ``paper_runtime`` (the lower end of what the word means).
+_DURATION_WORDS = {"seconds": 10.0, "minutes": 120.0, "hours": 2 * 3600.0, "days": 86400.0}
+_UNITS = {"s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(?:\s*[-–]\s*(\d+(?:\.\d+)?))?\s*(s|sec|min|hours|hour|h)\b")
+
+
+def runtime_seconds(exp: Experiment, scale: str) -> float | None:
+    """Seconds a run of ``exp`` at ``scale`` takes, read from its ``paper_runtime`` text: at paper scale the first
+    duration before any parenthesis ("about 60-75 min (measured)" → 4500, the upper end of a range; "hours" →
+    7200, "days" → 86400), at quick scale the one after "quick:" inside it; None where it says nothing."""
+    text = exp.paper_runtime or ""
+    if scale == "quick":
+        found = re.search(r"quick:\s*([^;)]*)", text)
+        part = found.group(1) if found else ""
+    else:
+        part = text.split("(")[0]
+    match = _DURATION.search(part)
+    if match:
+        return float(match.group(2) or match.group(1)) * _UNITS[match.group(3)]
+    for word, seconds in _DURATION_WORDS.items():
+        if re.search(rf"\b{word}\b", part):
+            return seconds
+    return None
+
+
+def runtime_estimate(names_: list[str], scale: str) -> tuple[float, list[str]]:
+    """(total seconds of the experiments whose run time is known, the names without one)."""
+    total, unknown = 0.0, []
+    for name in names_:
+        seconds = runtime_seconds(get(name), scale)
+        if seconds is None:
+            unknown.append(name)
+        else:
+            total += seconds
+    return total, unknown

@@ -395,7 +395,8 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
     seed : int
         Seed of the SGD sampling (models carry their own initialization seed).
     threads : int, optional
-        torch / BLAS thread count during training (restored afterwards); None keeps the caller's.
+        torch / BLAS thread count during training (restored afterwards); None: one, or
+        ``embgeo --threads N`` (:func:`embgeo.core.threads.default_threads`).
     checkpoint : path, optional
         Save model, optimizer state, sampling generator and trace rows there atomically at every
         recorded step (:class:`embgeo.core.loop.Checkpoint`, kind ``"embgeo.ntp.learned"``). If the file

@@ -187,7 +187,7 @@ def regularization_path(data: NTPData, norms: ArrayLike, *, tol: float = 1e-10, 
     reference : None | False | Reference
         As in :func:`embgeo.ntp.train.train` (for cos_mm, cos_corrected, subspace_error, margin).
     threads : int, optional
-        BLAS threads (through threadpoolctl); None keeps the caller's setting.
+        BLAS threads (through threadpoolctl); None: :func:`embgeo.core.threads.default_threads`.
 
     Returns
     -------
@@ -297,7 +297,7 @@ def ridge_path(data: NTPData, lambdas: ArrayLike, *, gtol: float = 1e-10, max_it
     reference : None | False | dict
         As in :func:`train`.
     threads : int, optional
-        BLAS threads (through threadpoolctl); None keeps the caller's setting.
+        BLAS threads (through threadpoolctl); None: :func:`embgeo.core.threads.default_threads`.
 
     Returns
     -------

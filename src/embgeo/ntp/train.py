@@ -189,8 +189,8 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         Show a tqdm progress bar (only when stderr is a terminal).
     threads : int, optional
         torch's intra-op thread count during training, and the BLAS threads of the numpy
-        metrics (both restored afterwards); None (default) keeps the caller's settings
-        (``embgeo --threads N``).
+        metrics (both restored afterwards); None (default): one, or ``embgeo --threads N``
+        (:func:`embgeo.core.threads.default_threads`).
     device : "cpu" | "cuda" | "cuda:N", optional
         Where the updates run (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
         ``embgeo run --set device=...``). Still float64 on CUDA; the metrics are computed in numpy from W
