@@ -167,6 +167,16 @@ def test_level_statistics_known_values():
     assert irr_v == pytest.approx(0.05) and lev_v == pytest.approx(1.3)
     irr_p, lev_p = st.abs_medians["p"]  # about the vertex, the irrelevant median 0.0
     assert irr_p == pytest.approx(0.15) and lev_p == pytest.approx(2.0)
+    # the values are read from the irrelevant tokens' median (0 here): a common offset (a bias of f) changes nothing
+    shifted = level_statistics(Ep, Ev + 5.0, post, levels, deltas)
+    assert st.median_v_irrelevant == 0.0 and shifted.median_v_irrelevant == pytest.approx(5.0)
+    np.testing.assert_allclose(shifted.sign_fraction, st.sign_fraction)
+    assert shifted.wrong_sign.tolist() == [7]
+    np.testing.assert_allclose(shifted.abs_medians["v"], st.abs_medians["v"])
+    # but moving the irrelevant tokens alone does: they no longer sit at the reference of the level tokens
+    apart = level_statistics(Ep, Ev + np.where(levels == 0, 0.55, 0.0), post, levels, deltas)
+    assert apart.median_v_irrelevant == pytest.approx(0.55)
+    assert apart.wrong_sign.tolist() == [4]  # read from 0.55, token 4 (0.5) turns negative and token 7 (0.4) right
     lifted = level_statistics(Ep + np.where(levels == 0, 1.1, 0.0), Ev, post, levels, deltas)
     assert lifted.median_p_irrelevant == pytest.approx(1.1) and lifted.rising == pytest.approx(1 / 2)
     assert lifted.abs_medians["p"][1] == pytest.approx(0.95)  # median |Ep − 1.1| over the level tokens

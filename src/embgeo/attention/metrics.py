@@ -8,7 +8,9 @@ Pure numpy/scipy/pandas (no torch; tensors are accepted where noted and converte
   beside the first-order error and the paper's bound).
 * Figs. 1-3: :func:`rank_test` (Spearman ρ with a one-sided p-value, exact for at most
   :data:`EXACT_RANK_TEST` tokens), :func:`base_rate_centre` (the vertex of the V of ⟨E_s, p⟩),
-  :func:`level_summary` and :func:`level_statistics` (Fig. 2 per level of the K-level data).
+  :func:`excess_signed_frequency` (|α_s| about a label-independent token's, for "more frequent tokens have
+  a higher attention score"), :func:`level_summary` and :func:`level_statistics` (Fig. 2 per level of the
+  K-level data).
 * Theorem 4.3: :func:`direction_measures` (the last iterate p_T against the max-margin p̂ and
   other candidates' directions, and the growth of ‖p_t‖).
 
@@ -32,7 +34,8 @@ from embgeo.core.validate import as_float_array
 from embgeo.errors import InputError, ShapeError
 
 __all__ = ["EXACT_RANK_TEST", "LevelStatistics", "RankTest", "base_rate_centre", "direction_measures",
-           "lemma41_residual", "lemma41_slope", "lemma41_table", "level_statistics", "level_summary", "rank_test"]
+           "excess_signed_frequency", "lemma41_residual", "lemma41_slope", "lemma41_table", "level_statistics",
+           "level_summary", "rank_test"]
 
 
 # -- Lemma 4.1 ----------------------------------------------------------------------------------------
@@ -90,7 +93,7 @@ def lemma41_residual(dE: ArrayLike, alpha: ArrayLike, v: ArrayLike, eta0: float)
 
 
 def lemma41_table(dims: Sequence[int], updates: Sequence[ArrayLike], alpha: ArrayLike, vs: Sequence[ArrayLike],
-                  p0_norms: Sequence[float], eta0: float) -> pd.DataFrame:
+                  p0_norms: Sequence[float], eta0: float, p_updates: Sequence[ArrayLike] | None = None) -> pd.DataFrame:
     """Per d, the step-1 update ``dE`` (|S|, d) measured against Lemma 4.1's prediction (η0/2)α_s v.
 
     ``updates[i]``, ``vs[i]`` and ``p0_norms[i]`` belong to ``dims[i]``; ``eta0`` is the reference:
@@ -98,7 +101,8 @@ def lemma41_table(dims: Sequence[int], updates: Sequence[ArrayLike], alpha: Arra
     Columns: ``d``, ``slope_ratio`` = fitted slope/(η0/2), ``corr``, ``relative_residual``
     (:func:`lemma41_residual`), ``first_order`` (:func:`~embgeo.attention.theory.lemma41_error_scale`),
     ``slope_bound`` = ‖p⁰‖/√d, ``max_residual_norm``, ``max_prediction_norm``, ``paper_bound``
-    (11·η0·d^(−1/4), eq. 7) and ``m_eff`` = (Σα²)²/Σα⁴.
+    (11·η0·d^(−1/4), eq. 7) and ``m_eff`` = (Σα²)²/Σα⁴. With ``p_updates`` (p¹ − p⁰ (d,) per d), also
+    ``p_update_relative`` = ‖p¹ − p⁰‖/‖p⁰‖ (eq. 6: p¹ = p⁰ + err_p, ‖err_p‖ ≤ 11·η0·d^(−1/4)).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     m_eff = float(np.sum(alpha**2) ** 2 / np.sum(alpha**4))
@@ -111,7 +115,13 @@ def lemma41_table(dims: Sequence[int], updates: Sequence[ArrayLike], alpha: Arra
                      "slope_bound": float(norm_p0) / np.sqrt(d), "max_residual_norm": res["max_residual_norm"],
                      "max_prediction_norm": res["max_prediction_norm"], "paper_bound": lemma41_bound(eta0, int(d)),
                      "m_eff": m_eff})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if p_updates is not None:
+        if len(p_updates) != len(table):
+            raise ShapeError(f"p_updates: expected one per d ({len(table)}), got {len(p_updates)}")
+        table["p_update_relative"] = [float(np.linalg.norm(np.asarray(dp, dtype=np.float64))) / float(norm)
+                                      for dp, norm in zip(p_updates, p0_norms, strict=True)]
+    return table
 
 
 # -- Figs. 1-3: rank tests --------------------------------------------------------------------------
@@ -168,6 +178,21 @@ def base_rate_centre(X: ArrayLike, y: ArrayLike, n_tokens: int, pad_id: int | No
     return float((pos.sum() - neg.sum()) / (pos.sum() + neg.sum()))
 
 
+def excess_signed_frequency(X: ArrayLike, y: ArrayLike, n_tokens: int, pad_id: int | None = None) -> np.ndarray:
+    """|α_s − α⁰_s| per token: the average signed frequency (3) beyond that of a label-independent token.
+
+    ``α_s = (pos_s − neg_s)/N`` (eq. 3, N the number of tokens); a token that occurs independently of the
+    label has ``α⁰_s = c·(pos_s + neg_s)/N`` with c = :func:`base_rate_centre` (0 for a balanced corpus).
+    The paper's "more frequent tokens have a higher attention score" (Sec. 1, of Fig. 1) ranks tokens by
+    how often they occur in their label's sequences, i.e. by α_s, which grows with the count as well as the
+    polarity; for an imbalanced corpus the reference is α⁰_s, as the V's vertex is the base rate. (|S|,).
+    """
+    pos, neg = token_counts(X, y, n_tokens, pad_id=pad_id)
+    total = float(pos.sum() + neg.sum())
+    centre = float((pos.sum() - neg.sum()) / total)
+    return np.abs((pos - neg) - centre * (pos + neg)) / total
+
+
 # -- Fig. 2: per level --------------------------------------------------------------------------------
 
 def level_summary(post: ArrayLike, levels: ArrayLike, deltas: ArrayLike) -> pd.DataFrame:
@@ -196,10 +221,12 @@ class LevelStatistics:
     cluster : max over the levels of RMS / half gap (< 1: the levels' posterior differences are resolved);
         worst_level, worst_rms, worst_half_gap : the level attaining it.
     median_p : (K,) median ⟨E_s, p⟩ per level; median_p_irrelevant : over the irrelevant tokens (level 0,
-        δ = 1/2), the vertex of the V.
+        δ = 1/2), the vertex of the V; median_v_irrelevant : the irrelevant tokens' median ⟨E_s, v⟩, the
+        reference of the values (a common offset of every ⟨E_s, v⟩ adds to every f(X) alike, since the
+        attention weights sum to 1: it is a bias of f, not a token's importance).
     rising : fraction of adjacent levels (k, k+1), k = 0..K−1, whose median ⟨E_s, p⟩ rises (level 0: the
         irrelevant tokens, which the V puts at the bottom).
-    sign_fraction : (K,) fraction of each level's tokens with sign⟨E_s, v⟩ = sign(level);
+    sign_fraction : (K,) fraction of each level's tokens with sign(⟨E_s, v⟩ − median_v_irrelevant) = sign(level);
         wrong_sign : indices of the level tokens with the other sign.
     separation : fraction of (positive, negative) level-token pairs whose ⟨E_s, v⟩ are ordered as their
         levels (1: every positive token's value above every negative token's; ties count ½).
@@ -207,10 +234,11 @@ class LevelStatistics:
         tokens' |scores| would sit relative to the level tokens' were the scores proportional to the
         posterior difference.
     abs_medians : "v" / "p" → (median |⟨E_s, ·⟩ − c| over the irrelevant tokens, over the level tokens), with
-        c = 0 for v and c = ``median_p_irrelevant`` (the vertex) for p. The loss is unchanged by E_s → E_s + u
-        for every s with u ⟂ v (the softmax ignores the common shift ⟨u, p⟩ of the scores), so only ⟨E_s, p⟩
-        relative to a reference among the tokens is determined by training; the values ⟨E_s, v⟩ have no such
-        freedom (a common shift of them changes every f(X)).
+        c = ``median_v_irrelevant`` for v and c = ``median_p_irrelevant`` (the vertex) for p. The loss is
+        unchanged by E_s → E_s + u for every s with u ⟂ v (the softmax ignores the common shift ⟨u, p⟩ of the
+        scores), so only ⟨E_s, p⟩ relative to a reference among the tokens is determined by training; a common
+        shift of the values ⟨E_s, v⟩ changes every f(X) by the same amount, a bias of f that the paper's
+        picture (values proportional to the posterior difference) does not speak about (issue 21).
     """
 
     table: pd.DataFrame
@@ -220,6 +248,7 @@ class LevelStatistics:
     worst_half_gap: float
     median_p: np.ndarray
     median_p_irrelevant: float
+    median_v_irrelevant: float
     rising: float
     sign_fraction: np.ndarray
     wrong_sign: np.ndarray
@@ -247,20 +276,22 @@ def level_statistics(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: Arra
     irr, lev = levels == 0, levels != 0
     median_p = np.array([np.median(Ep[np.abs(levels) == k]) for k in range(1, K + 1)])
     vertex = float(np.median(Ep[irr]))
+    offset = float(np.median(Ev[irr]))  # the values' reference: a common offset is a bias of f
     pos, neg = Ev[levels > 0], Ev[levels < 0]
     diff = pos[:, None] - neg[None, :]
     separation = float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0)) if diff.size else float("nan")
-    sign_fraction = np.array([np.mean(np.sign(Ev[np.abs(levels) == k]) == np.sign(levels[np.abs(levels) == k]))
+    relative_v = Ev - offset
+    sign_fraction = np.array([np.mean(np.sign(relative_v[np.abs(levels) == k]) == np.sign(levels[np.abs(levels) == k]))
                               for k in range(1, K + 1)])
     centre_of = (1.0 - 2.0 * deltas)[np.abs(levels[lev]) - 1]
     return LevelStatistics(
         table=table, cluster=float(spread.max()), worst_level=int(worst["level"]), worst_rms=float(worst["rms"]),
         worst_half_gap=float(worst["half_gap"]), median_p=median_p, median_p_irrelevant=vertex,
-        rising=float(np.mean(np.diff(np.r_[vertex, median_p]) > 0)), sign_fraction=sign_fraction,
-        wrong_sign=np.flatnonzero(lev & (np.sign(Ev) != np.sign(levels))),
+        median_v_irrelevant=offset, rising=float(np.mean(np.diff(np.r_[vertex, median_p]) > 0)),
+        sign_fraction=sign_fraction, wrong_sign=np.flatnonzero(lev & (np.sign(relative_v) != np.sign(levels))),
         irrelevant_bound=float(np.min(1.0 - 2.0 * deltas) / np.median(centre_of)),
         abs_medians={what: (np.median(np.abs(values[irr] - c)), np.median(np.abs(values[lev] - c)))
-                     for what, values, c in (("v", Ev, 0.0), ("p", Ep, vertex))},
+                     for what, values, c in (("v", Ev, offset), ("p", Ep, vertex))},
         separation=separation)
 
 

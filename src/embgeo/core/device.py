@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from contextvars import ContextVar
-
-import torch
+from typing import TYPE_CHECKING
 
 from embgeo.errors import InputError
+
+if TYPE_CHECKING:  # torch is imported where a device is resolved: the runner imports this module for every command
+    import torch
 
 #: The device names accepted: cpu, cuda, cuda:N.
 _DEVICE_RE = re.compile(r"cpu|cuda(?::(\d+))?")
@@ -31,6 +33,8 @@ def resolve_device(device: object = None) -> torch.device:
     Raises :class:`InputError` naming the device when the name is not one of those, when CUDA is not
     available (a CPU-only torch build, no driver, no GPU) or when the index is out of range.
     """
+    import torch
+
     if device is None:
         device = DEFAULT_DEVICE.get()
     if isinstance(device, torch.device):
@@ -55,5 +59,7 @@ def device_label(device: torch.device) -> str:
     """A human-readable name for run records: 'cpu' or 'cuda:0 (NVIDIA H100 ...)'."""
     if device.type != "cuda":
         return str(device)
+    import torch
+
     index = device.index if device.index is not None else torch.cuda.current_device()
     return f"cuda:{index} ({torch.cuda.get_device_name(index)})"

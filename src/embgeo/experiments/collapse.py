@@ -43,8 +43,6 @@ from embgeo.collapse.metrics import (
     pca_singular_values,
     variance_ratio,
 )
-from embgeo.collapse.model import CollapseNet
-from embgeo.collapse.solvers import minimize_true_risk
 from embgeo.collapse.theory import (
     Type1Constants,
     full_latent_space,
@@ -53,7 +51,7 @@ from embgeo.collapse.theory import (
     type2_constants,
     type3_magnitudes,
 )
-from embgeo.collapse.train import train
+from embgeo.core.lazy import lazy
 from embgeo.errors import InputError
 from embgeo.experiments.registry import (
     RUN_DIR,
@@ -68,6 +66,11 @@ from embgeo.experiments.registry import (
     holds,
     register,
 )
+
+# torch and the model built on it are imported by the first run, not by embgeo list / show (issue 24)
+CollapseNet = lazy("embgeo.collapse.model", "CollapseNet")
+minimize_true_risk = lazy("embgeo.collapse.solvers", "minimize_true_risk")
+train = lazy("embgeo.collapse.train", "train")
 
 #: The paper's accuracy table (Sec. 3-4, %): (frequencies, n_spl) -> (h, h*).
 PAPER_ACCURACY = {("uniform", 5): (100, 100), ("zipf", 500): (100, 100), ("zipf", 5): (45, 100)}

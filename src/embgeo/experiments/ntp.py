@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from embgeo.core.lazy import lazy
 from embgeo.experiments.registry import (
     Experiment,
     Result,
@@ -33,7 +34,8 @@ from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.metrics import Reference, compute_reference
 from embgeo.ntp.regpath import regularization_path
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
-from embgeo.ntp.train import train
+
+train = lazy("embgeo.ntp.train", "train")  # torch is imported by the first run, not by embgeo list
 
 #: 𝓗 of the paper's realizations (NeurIPS App. A.1 and A.2).
 PAPER_H_TOY = 0.8811

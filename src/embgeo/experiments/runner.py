@@ -103,8 +103,9 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
     """
     exp = get(name)
     overrides = dict(overrides or {})
-    device = resolve_device(overrides.pop("device", "cpu"))
-    cfg = exp.config(scale, overrides)
+    device_name = overrides.pop("device", "cpu")
+    cfg = exp.config(scale, overrides)  # bad settings are refused before torch is imported (resolve_device)
+    device = resolve_device(device_name)
     out = Path(out) if out is not None else Path("runs") / name
     config_doc = {"name": name, "scale": scale, "config": _config_dict(cfg)}
     if resume and not exp.derived:
