@@ -451,3 +451,13 @@ def test_loss_gap_claim():
     assert right.ok and right.measured == pytest.approx(4.0) and right.paper == 4.0
     assert not loss_gap_claim(0.32, 0.24).ok  # 0.12 decades: not ≪
     assert not loss_gap_claim(1e-5, 1e-1).ok  # the wrong way round
+
+
+def test_resolving_n_reads_the_data_alone():
+    """The Fig. 2 n criterion: the smallest n of the grid whose level tokens' posterior differences are resolved."""
+    from embgeo.experiments.attention import N_CRITERION, resolving_n
+
+    assert "seeds 0, 1, 2" in N_CRITERION
+    chosen, worst = resolving_n(64, 32, 4, grid=(100, 20_000), seeds=(0,))
+    assert chosen == 20_000 and worst[100] > 1 > worst[20_000]
+    assert resolving_n(64, 32, 4, grid=(100,), seeds=(0,))[0] is None  # nothing resolves: no n is chosen
