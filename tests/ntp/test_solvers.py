@@ -1072,13 +1072,13 @@ def test_equality_system_frequent_tokens_match_the_null_space_route(kind, path, 
 
 @pytest.mark.parametrize("make", [lambda: synthetic(50, 10, 60, 6), lambda: synthetic(100, 20, 5, 6, seed=1),
                                   lambda: synthetic_large(500, V=200, d=8, seed=0),
-                                  lambda: synthetic_large(2000, V=300, d=6, seed=1)])
+                                  lambda: synthetic_large(2000, V=300, d=6, seed=1), lambda: synthetic(200, 20, 8, 3)])
 def test_dim_bounds_bracket_dim_f(make):
     """Subspace.dim_bounds (per-token ranks only) brackets the exact dim F, and is exact without dependent
-    tokens (d ≥ m)."""
+    tokens (d ≥ m). The last case's formula gives a negative lower bound (-11), clamped to 0."""
     F = subspace(make())
     low, high = F.dim_bounds()
-    assert low <= F.dim <= high
+    assert 0 <= low <= F.dim <= high
     if F.coords.rank == F.data.m:
         assert low == high == F.dim
 

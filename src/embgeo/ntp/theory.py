@@ -267,7 +267,7 @@ class Subspace:
             return base, base
         touched = np.unique(ctx[null[grp] > 0])
         high = min(int(null.sum()), touched.size - int(np.linalg.matrix_rank(K[touched])))
-        return base + int(null.max()), base + high
+        return max(base + int(null.max()), 0), base + high  # dim F ≥ 0 whatever the weak lower bound says
 
     @cached_property
     def dim(self) -> int:
