@@ -192,3 +192,26 @@ def test_ctrl_c_stops_the_analysis_while_a_solver_runs(tmp_path):
             proc.communicate()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("embgeo: interrupted")
+
+
+def test_without_room_for_the_exact_system_dim_f_is_bounded_and_w_star_undecided(tmp_path, monkeypatch, capsys):
+    """F's equality system above the budget (here a budget of 20 kB; at -k 2 windows on 10⁶ words it is 70 GiB):
+    not built, and the analysis goes on: dim F within the tokens' bounds, compatibility undecided when no pair
+    certificate decides it (one line saying why), separability by its own certificates; exit 0."""
+    from embgeo import cli
+    from embgeo.core import validate
+    from embgeo.ntp import synthetic
+    from embgeo.ntp.theory import subspace
+
+    exact = subspace(synthetic(100, 40, 8, 2)).dim  # the CLI's default seed 0
+    monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", 20_000)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["ntp", "analyze", "--synthetic", "100,40,8,2", "--out", "o"]) == 0
+    out = capsys.readouterr().out
+    assert "F's exact system" in out and "not built, dim F bounded" in out
+    assert re.search(r"compatible   undecided: the exact equality solve would need", out)
+    assert re.search(r"subspace F   \d+ <= dim F <= \d+ \(the exact count needs F's equality system", out)
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["compatible"] is None and s["dim_F"] is None and s["separable"] is False
+    low, high = s["dim_F_bounds"]
+    assert low <= exact <= high and low < high

@@ -295,8 +295,8 @@ def _print_compat(compat, error: str | None, seconds: float) -> None:
 
 
 def _dimension(F, plan: dict) -> tuple[int | None, tuple[int, int] | None, str]:
-    """dim F from the exact system when it was planned to fit (then bounds equal it), else its bounds from the
-    tokens' ranks (:meth:`~embgeo.ntp.theory.Subspace.dim_bounds`) and why."""
+    """(dim F, None, "") from the exact system when it was planned to fit, or from the tokens' ranks when their
+    bounds (:meth:`~embgeo.ntp.theory.Subspace.dim_bounds`) meet; else (None, the bounds, why)."""
     from embgeo.errors import SolverError, TooLargeError
 
     if plan["equality_system_built"]:
@@ -306,7 +306,8 @@ def _dimension(F, plan: dict) -> tuple[int | None, tuple[int, int] | None, str]:
             note = f"the exact count failed: {exc}"
     else:
         note = f"the exact count needs F's equality system, {_gib(plan['equality_system'])}"
-    return None, F.dim_bounds(), note
+    low, high = F.dim_bounds()
+    return (low, None, "") if low == high else (None, (low, high), note)
 
 
 def _separability(data, F, max_seconds: float | None):

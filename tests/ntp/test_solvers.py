@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from embgeo.core import validate
 from embgeo.errors import InputError, SolverError, TooLargeError
 from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_svm, subspace, synthetic, theory
 from embgeo.ntp import solvers as S
@@ -289,10 +290,10 @@ def test_equality_system_refuses_above_memory_budget(monkeypatch):
     q = np.bincount(grp).astype(float)
     need = 8.0 * (np.sum(q * q + q * r) + 2.0 * m * m)
     assert S.equality_system_bytes(np.bincount(grp), r, m) == need
-    monkeypatch.setattr(S, "DENSE_BUDGET_BYTES", int(need) - 1)
+    monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", int(need) - 1)  # read when the system is built
     with pytest.raises(TooLargeError, match=rf"GiB for {len(grp)} pairs on {m} contexts \(one group is in 4 of them"):
         S.EqualitySystem(K, grp, ctx, w)
-    monkeypatch.setattr(S, "DENSE_BUDGET_BYTES", int(need))
+    monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", int(need))
     assert S.EqualitySystem(K, grp, ctx, w).solve(c).consistent
 
 

@@ -57,7 +57,8 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.sparse.linalg import LinearOperator, cg
 
-from embgeo.core.validate import DENSE_BUDGET_BYTES, check_dense_size
+from embgeo.core import validate
+from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
 
 #: Above this many contexts the t-system S is kept sparse and solved by conjugate gradients
@@ -123,12 +124,14 @@ class EqualitySystem:
         counts = np.bincount(grp, minlength=G)
         touched = np.unique(ctx[counts[grp] > self.r]).size  # the contexts of groups with more pairs than r
         need = equality_system_bytes(counts, self.r, self.m, touched)
-        if need > DENSE_BUDGET_BYTES:
+        # the budget and the memory left are read now (a caller may have lowered them, ulimit -v may apply)
+        limit = min(validate.DENSE_BUDGET_BYTES, validate.available_memory_bytes())
+        if need > limit:
             raise TooLargeError(
-                f"the exact equality solve would need about {need / 1024**3:.1f} GiB for {len(grp)} pairs on "
+                f"the exact equality solve would need about {need / 1024**3:.2f} GiB for {len(grp)} pairs on "
                 f"{self.m} contexts (one group is in {counts.max()} of them; budget "
-                f"{DENSE_BUDGET_BYTES / 1024**3:.0f} GiB); data with d ≪ m are usually decided by the pair "
-                "certificates of embgeo.ntp.theory instead")
+                f"{validate.DENSE_BUDGET_BYTES / 1024**3:.2f} GiB, {limit / 1024**3:.2f} GiB available); data with "
+                "d ≪ m are usually decided by the pair certificates of embgeo.ntp.theory instead")
         self.ptr = np.concatenate([[0], np.cumsum(counts)])
         self.stiff = False  # some group has contexts nearly dependent (see _solve_kkt)
         self.buckets = [self._bucket(np.flatnonzero(counts == q), q) for q in np.unique(counts[counts > 0])]
@@ -381,7 +384,7 @@ class EqualitySystem:
         G, r, n = len(self.weights), self.r, len(self.ctx)
         nx = G * r
         nnz = 2 * n * (r + 1) + nx
-        if 8 * 3 * nnz > DENSE_BUDGET_BYTES:
+        if 8 * 3 * nnz > validate.DENSE_BUDGET_BYTES:
             raise SolverError(f"EqualitySystem: some token's contexts are nearly linearly dependent and the exact "
                               f"KKT fallback is too large ({nnz} nonzeros); deduplicate near-identical contexts")
         rows = np.concatenate([np.repeat(np.arange(n), r), np.arange(n)])
