@@ -10,8 +10,12 @@ from embgeo.collapse.metrics import (
     equiangular_gram,
     norm_frequency_correlation,
     norm_spread,
+    pca_plane,
     pca_singular_values,
+    plane_direction_spread,
+    sigma_gap,
     variance_ratio,
+    variance_ratio_se,
 )
 from embgeo.errors import InputError, ShapeError
 
@@ -157,3 +161,47 @@ def test_bad_inputs():
         norm_spread(np.zeros((3, 2)))
     with pytest.raises(ShapeError, match="labels"):
         norm_spread(X, labels[:-1])
+
+
+def test_sigma_gap_is_zero_exactly_for_an_equilateral_triangle():
+    X, _ = type1_rows(n_c=3, s_c=40, d=10)
+    assert sigma_gap(X) == pytest.approx(0.0, abs=1e-12)
+    assert sigma_gap(3.0 * X + 5.0) == pytest.approx(0.0, abs=1e-12)  # scale and a common offset: PCA centres
+    # an isosceles triangle (one vertex moved 10% outward along its own direction) is not equiangular
+    F = simplex(3, 10)
+    bent = np.repeat(F * np.array([[1.1], [1.0], [1.0]]), 40, axis=0)
+    assert sigma_gap(bent) > 0.03
+    with pytest.raises(InputError, match="equal"):
+        sigma_gap(np.ones((5, 3)))
+
+
+def test_pca_plane_and_the_direction_spread_in_it():
+    X, labels = type1_rows(n_c=3, s_c=40, d=10)
+    plane = pca_plane(X)
+    assert plane.shape == (120, 2)
+    assert np.allclose(np.linalg.norm(plane, axis=1), np.linalg.norm(X - X.mean(axis=0), axis=1))  # X is planar
+    axes = np.linalg.svd(X - X.mean(axis=0))[2]
+    # deviations of ±0.5 out of the triangle's plane, balanced in each group: invisible in the figure, seen in the
+    # full space (an angle of atan(0.5/1.4) ≈ 0.34 rad)
+    sign = np.tile([1.0, -1.0], 60)[:, None]
+    lifted = X + 0.5 * sign * axes[5]
+    assert plane_direction_spread(lifted, labels) < 1e-9 and direction_spread(lifted, labels) > 0.3
+    # the same deviations within the plane are seen in both
+    turned = X + 0.5 * sign * axes[0]
+    assert plane_direction_spread(turned, labels) > 0.2
+
+
+def test_variance_ratio_se_shrinks_with_more_blocks():
+    rng = np.random.default_rng(1)
+
+    def rows(K, L=4):
+        labels = rng.integers(0, 3, size=K * L)
+        X = simplex(3, 6)[labels] + 0.3 * rng.standard_normal((K * L, 6))
+        return X, labels, np.repeat(np.arange(K), L)
+
+    small, large = rows(50), rows(800)
+    se_small, se_large = variance_ratio_se(*small), variance_ratio_se(*large)
+    assert se_large < se_small / 2  # ~ 1/√K: 4× fewer errors for 16× the blocks
+    assert variance_ratio_se(*large) == se_large  # seeded
+    with pytest.raises(ShapeError, match="blocks"):
+        variance_ratio_se(large[0], large[1], large[2][:-1])

@@ -13,7 +13,10 @@ each 0 (or 1) exactly at the theory's configurations:
 * :func:`equiangular_distance` — distance of the group means' normalized Gram matrix from the
   equiangular (simplex) one, 1 on the diagonal and −1/(n−1) off it (0 at types I-III);
 * :func:`pca_singular_values` — singular values of the centered matrix (scikit-learn's
-  ``PCA.singular_values_`` convention, which the paper's 34.9 / 34.7 / 0.001 use);
+  ``PCA.singular_values_`` convention, which the paper's 34.9 / 34.7 / 0.001 use); :func:`sigma_gap`
+  1 − σ2/σ1 (0 for three groups on an equilateral triangle) and :func:`pca_plane` the plane of the
+  figures, with :func:`plane_direction_spread` the direction spread measured in it;
+* :func:`variance_ratio_se` — a bootstrap standard error of the variance ratio over sampling blocks;
 * :func:`norm_frequency_correlation` — Spearman correlation of ‖w‖ with the word frequency (about
   0 for type I, 1 for type III: frequent words get longer embeddings, Theorem 2);
 * :func:`norm_stats` — mean and std of the row norms, to compare with c, c' and τ*/√(KL).
@@ -134,6 +137,67 @@ def pca_singular_values(X: ArrayLike, k: int = 3) -> np.ndarray:
     X = as_float_array("X", X, ndim=2)
     s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
     return s[:k]
+
+
+def pca_plane(X: ArrayLike) -> np.ndarray:
+    """The rows of X (n, d) projected on the plane of the first two principal components: (n, 2).
+
+    What the paper's figures show (a scatter of PC1 against PC2 of the column-centered rows, scikit-learn's
+    PCA): the coordinates of each centered row along the two leading right singular vectors.
+    """
+    X = as_float_array("X", X, ndim=2)
+    centered = X - X.mean(axis=0)
+    _, _, vt = np.linalg.svd(centered, full_matrices=False)
+    return centered @ vt[:2].T
+
+
+def plane_direction_spread(X: ArrayLike, labels: ArrayLike) -> float:
+    """:func:`direction_spread` of the rows of X in the 2-D PCA plane of the paper's figures (:func:`pca_plane`).
+
+    Fig. 4b's evidence for the words' directional collapse is that plane: a word whose direction leaves it
+    (a third component, σ3 > 0) is seen only through its projection. ≈ the rms in-plane angle (radians) of
+    each word about its concept's direction.
+    """
+    X, labels, _ = _rows_and_labels(X, labels)
+    return direction_spread(pca_plane(X), labels)
+
+
+def sigma_gap(X: ArrayLike) -> float:
+    """1 − σ2/σ1 of the PCA singular values of the rows of X: 0 for three groups on an equilateral triangle.
+
+    For n_c = 3 groups of equal size whose means sum to zero, the two leading singular values are equal
+    exactly when the means form an equilateral triangle (Σ m m^T isotropic in its plane ⟺ the complex
+    coordinates z_α satisfy Σ z_α² = 0 ⟺ z_1/z_2 is a primitive cube root of unity), i.e. an equiangular
+    frame up to scale (paper eq. 4). The paper prints these singular values (Fig. 3), so the gap can be
+    compared with the authors' own runs.
+    """
+    s = pca_singular_values(X, k=2)
+    if s[0] == 0:
+        raise InputError("X: all rows are equal; the singular values are 0")
+    return float(1.0 - s[1] / s[0])
+
+
+def variance_ratio_se(X: ArrayLike, labels: ArrayLike, blocks: ArrayLike, n_boot: int = 200, seed: int = 0) -> float:
+    """Bootstrap standard error of :func:`variance_ratio`, resampling whole blocks of rows with replacement.
+
+    ``blocks`` (n,) names the unit of sampling of each row, e.g. the class k of u_{k,ℓ} (its L blocks are
+    trained on the same sentences, so they are not independent). The spread of the ratio over resamples of
+    the K classes is its sampling error at this K (an error bar of the measured ratio, not of the theory).
+    """
+    X, labels, _ = _rows_and_labels(X, labels)
+    blocks = np.asarray(blocks)
+    if blocks.shape != labels.shape:
+        raise ShapeError(f"blocks: expected shape {labels.shape} (one per row of X), got {blocks.shape}")
+    names, index = np.unique(blocks, return_inverse=True)
+    members = [np.flatnonzero(index == b) for b in range(names.size)]
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(n_boot):
+        rows = np.concatenate([members[b] for b in rng.integers(0, names.size, size=names.size)])
+        if np.unique(labels[rows]).size < 2:
+            continue
+        ratios.append(variance_ratio(X[rows], labels[rows]))
+    return float(np.std(ratios, ddof=1))
 
 
 def norm_stats(X: ArrayLike) -> tuple[float, float]:
