@@ -521,21 +521,21 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
     final = float(df["loss"].iloc[-1])
     paper = PAPER_FINAL_LOSS[architecture]
     level = paper * 10**ORDER_OF_MAGNITUDE
-    why = (f"the final training loss {final:.3g} after {cfg.epochs} epochs is above {level:.2g}, the paper's "
+    why = (f"the final training loss {final:.3g} after {cfg.epochs} epochs is above {level:.3g}, the paper's "
            f"~{paper:g} at convergence within its order of magnitude: the run has not converged as the paper's had")
     claims = gated(score_claims(Ep[seen], Ev[seen], post[seen], centre) + [frequency_claim(Ep[seen], excess[seen])],
                    converged(final, architecture), why)
     notes = [f"data: {described}; {corpus.X.shape[0]} sequences, {V} tokens ({corpus.source}); "
              f"final training loss {final:.3g} after {cfg.epochs} epochs (paper, IMDB/Yelp at convergence: "
-             f"~{paper:g}; converged here means ≤ {level:.2g}); corpus base rate (P − N)/(P + N) = {centre:.3g}"]
+             f"~{paper:g}; converged here means ≤ {level:.3g}); corpus base rate (P − N)/(P + N) = {centre:.3g}"]
     if architecture == "two-layer":  # the one-layer model on the same corpus, for the paper's loss comparison
         _, df_one = _train_on_corpus(cfg, corpus, "one-layer")
         one = float(df_one["loss"].iloc[-1])
         both = converged(final, "two-layer") and converged(one, "one-layer")
         claims += gated([loss_gap_claim(one, final)], both,
                         f"the losses {one:.3g} (one-layer) and {final:.3g} (two-layer) are not both within the "
-                        f"paper's orders of magnitude (≤ {PAPER_FINAL_LOSS['one-layer'] * 10**ORDER_OF_MAGNITUDE:.2g} "
-                        f"and ≤ {level:.2g})")
+                        f"paper's orders of magnitude (≤ {PAPER_FINAL_LOSS['one-layer'] * 10**ORDER_OF_MAGNITUDE:.3g} "
+                        f"and ≤ {level:.3g})")
         notes.append(f"one-layer model on the same corpus and settings: final training loss {one:.3g}")
         df = pd.concat([df.assign(model="two-layer"), df_one.assign(model="one-layer")], ignore_index=True)
     if cfg.data:  # the paper's number is for IMDB/Yelp reviews trained to convergence
