@@ -178,8 +178,11 @@ def _wait_for_done(store: Path, n: int, seconds: float = 120) -> None:
     """Poll the store until ``n`` points are done (the sweep is then mid-way), or ``seconds`` pass."""
     deadline = time.time() + seconds
     while time.time() < deadline:
-        if store.exists() and (results(store)["status"] == "done").sum() >= n:
-            return
+        try:
+            if store.exists() and (results(store)["status"] == "done").sum() >= n:
+                return
+        except InputError:  # the file exists but the sweep has not written its schema yet
+            pass
         time.sleep(0.2)
 
 
