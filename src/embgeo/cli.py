@@ -161,13 +161,15 @@ def ntp_analyze(args: argparse.Namespace) -> dict:
 def _interruptible(fn, *args):
     """``fn(*args)`` in a daemon thread, waited for in short joins: Ctrl-C reaches the main thread within a
     fraction of a second and the process exits (the thread dies with it); the thread's exception is re-raised."""
+    import contextvars
     import threading
 
     out: dict = {}
+    context = contextvars.copy_context()  # the thread count and device set by main() hold in the thread too
 
     def target():
         try:
-            out["value"] = fn(*args)
+            out["value"] = context.run(fn, *args)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
             out["error"] = exc
 
