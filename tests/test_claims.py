@@ -1,11 +1,12 @@
 """The claim helpers and the runner's paper column: the verdicts every experiment relies on."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.experiments.registry import (
+from embgeo.lab.claims import (
     Claim,
     as_check,
     at_least,
@@ -18,7 +19,7 @@ from embgeo.experiments.registry import (
     tally,
     verdict,
 )
-from embgeo.experiments.runner import paper_column
+from embgeo.lab.runner import paper_column
 
 
 def test_close_absolute_and_relative():
@@ -81,7 +82,7 @@ def test_paper_column_only_beside_the_papers_configuration():
 
 def test_set_reads_the_annotation_of_computed_defaults():
     """`lr: float | None = None` (None → 1/(2L)) is settable from --set as a float, and back to None."""
-    from embgeo.experiments import get
+    from embgeo.lab.registry import get
 
     exp = get("ntp-toy2d")
     assert exp.config("quick").lr is None
@@ -94,7 +95,8 @@ def test_set_reads_the_annotation_of_computed_defaults():
 
 def test_derived_experiments_are_never_reused(tmp_path):
     """collapse-accuracy reads its sibling runs, which may have been re-made: resume must re-run it."""
-    from embgeo.experiments import get, run
+    from embgeo.lab.registry import get
+    from embgeo.lab.runner import run
 
     assert get("collapse-accuracy").derived and not get("ntp-examples").derived
     first = run("collapse-accuracy", out=tmp_path / "collapse-accuracy")
@@ -134,13 +136,13 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     """tally, the run record, the CLI's last line, the report and the seed aggregate all keep undecided
     claims out of 'holds' and out of 'fails'."""
     from embgeo.cli import _failing_line
-    from embgeo.experiments.runner import RunRecord
-    from embgeo.report.html import write_report
-    from embgeo.sweep import aggregate_claims
+    from embgeo.lab.claims import aggregate_claims
+    from embgeo.lab.record import RunRecord
+    from embgeo.lab.report import write_report
 
-    claims = [c.to_dict() for c in (at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), banded("c", 0.91, 0.02, 0.9))]
+    claims = [at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), banded("c", 0.91, 0.02, 0.9)]
     assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "checks": 0, "checks failing": 0}
-    rec = RunRecord("exp", "quick", {}, claims, [], 1.0, {}, str(tmp_path / "exp"))
+    rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert rec.passed == 1 and rec.undecided == 1
     line = _failing_line({"exp": claims})
     assert "failing claims: exp: b" in line and "undecided claims: exp: c" in line
@@ -149,11 +151,11 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     assert "1 of 3 claims hold" in text and "1 undecided" in text and "Undecided claims (1)" in text
     assert '<span class="undecided">undecided</span>' in text
     # over seeds: holds only if it holds in every seed, fails if it fails in one, else undecided
-    held, open_, failed = (dict(c, ok=v) for c, v in ((claims[0], True), (claims[2], None), (claims[1], False)))
-    assert aggregate_claims([[held], [dict(held, ok=None)]])[0]["ok"] is None
-    assert aggregate_claims([[held], [held]])[0]["ok"] is True
-    assert aggregate_claims([[open_], [dict(open_, ok=False)]])[0]["ok"] is False
-    assert aggregate_claims([[failed]])[0]["seeds"]["undecided"] == 0
+    held, open_, failed = (replace(c, ok=v) for c, v in ((claims[0], True), (claims[2], None), (claims[1], False)))
+    assert aggregate_claims([[held], [replace(held, ok=None)]])[0].ok is None
+    assert aggregate_claims([[held], [held]])[0].ok is True
+    assert aggregate_claims([[open_], [replace(open_, ok=False)]])[0].ok is False
+    assert aggregate_claims([[failed]])[0].seeds.undecided == 0
 
 
 # -- consistency checks: shown, not counted --------------------------------------------------------------
@@ -162,17 +164,17 @@ def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     """A check keeps its verdict (a failing check is a bug and is named with the failing claims) but is out of
     the held/total count of tally, the run record, the CLI, the report and the seed aggregate."""
     from embgeo.cli import _failing_line
-    from embgeo.experiments.runner import RunRecord
-    from embgeo.report.html import write_report
-    from embgeo.sweep import aggregate_claims
+    from embgeo.lab.claims import aggregate_claims
+    from embgeo.lab.record import RunRecord
+    from embgeo.lab.report import write_report
 
     ok_check = as_check(holds("read back", 3, True), "the generator's parameter")
     bad_check = as_check(at_most("identity", 1.0, 1e-10), "true by construction")
     assert ok_check.check and "consistency check, not counted: the generator's parameter" in ok_check.note
-    claims = [c.to_dict() for c in (at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), ok_check, bad_check)]
-    assert [c["name"] for c in counted(claims)] == ["a", "b"]
+    claims = [at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), ok_check, bad_check]
+    assert [c.name for c in counted(claims)] == ["a", "b"]
     assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 0, "checks": 2, "checks failing": 1}
-    rec = RunRecord("exp", "quick", {}, claims, [], 1.0, {}, str(tmp_path / "exp"))
+    rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert (rec.passed, rec.total, rec.checks, rec.checks_failing) == (1, 2, 2, 1)
     assert rec.summary() == "1/2 claims hold, 2 consistency checks (1 FAILING)"
     assert "exp: identity (consistency check)" in _failing_line({"exp": claims})
@@ -180,7 +182,7 @@ def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     text = write_report([rec], tmp_path / "report.html").read_text()
     assert "1 of 2 claims hold" in text and "besides 2 consistency checks" in text
     assert "check: holds" in text and "check: fails" in text
-    assert aggregate_claims([[claims[2]], [claims[2]]])[0]["check"] is True
+    assert aggregate_claims([[claims[2]], [claims[2]]])[0].check is True
     # a record written before checks existed counts every claim
-    old = [{k: v for k, v in c.items() if k != "check"} for c in claims]
-    assert RunRecord("exp", "quick", {}, old, [], 1.0, {}, str(tmp_path)).total == 4
+    old = [Claim.from_dict({k: v for k, v in c.to_dict().items() if k != "check"}) for c in claims]
+    assert RunRecord(name="exp", claims=old, seconds=1.0, out=str(tmp_path)).total == 4

@@ -8,7 +8,9 @@ import pytest
 
 from embgeo.cli import main
 from embgeo.errors import InputError
-from embgeo.experiments import REGISTRY, get, names, parse_overrides, reproduce, run
+from embgeo.lab.registry import experiments, get, names, parse_overrides
+from embgeo.lab.reproduce import reproduce
+from embgeo.lab.runner import run
 
 NTP = names("ntp")
 #: The trained models on real text take minutes each at quick scale; tests/test_experiments_ntp_real.py runs
@@ -23,7 +25,7 @@ def reproduction(tmp_path_factory):
     """`embgeo reproduce --paper ntp` at quick scale (without the real-text models), run once for the module."""
     out = tmp_path_factory.mktemp("reproduce")
     lines = []
-    report = reproduce("ntp", "quick", out, echo=lines.append, experiments=CORE)
+    report = reproduce("ntp", "quick", out, echo=lines.append, experiments=CORE).report
     return out, report, lines
 
 
@@ -137,7 +139,7 @@ def test_cli_errors(argv, message, capsys):
 def test_list_prints_every_experiment(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in REGISTRY)
+    assert all(name in out for name in experiments())
 
 
 def test_overrides_are_typed():
@@ -148,17 +150,28 @@ def test_overrides_are_typed():
         exp.config("huge")
 
 
-def test_failing_experiment_is_reported_not_fatal(tmp_path, monkeypatch):
-    exp = get("ntp-examples")
+def test_failing_experiment_is_reported_not_fatal(tmp_path, with_papers):
+    """A failed experiment gets a record with its error, and sits under its paper in the report (not 'other')."""
+    import dataclasses
 
-    def broken(cfg):
+    from embgeo.lab.registry import paper
+
+    def broken(cfg, ctx):
         raise RuntimeError("boom")
 
-    only_broken = {"ntp-examples": type(exp)(**{**exp.__dict__, "run": broken})}
-    monkeypatch.setattr("embgeo.experiments.registry.REGISTRY", only_broken)
-    report = reproduce("ntp", "quick", tmp_path, echo=lambda s: None)
-    html = report.read_text()
+    ntp = paper("ntp")
+    examples = dataclasses.replace(ntp.experiment("ntp-examples"), run=broken)
+    with_papers(dataclasses.replace(ntp, experiments=(examples, ntp.experiment("ntp-overparam"))))
+    made = reproduce("ntp", "quick", tmp_path, echo=lambda s: None, experiments=["ntp-examples"])
+    (record,) = made.records
+    assert made.errors == ["ntp-examples"] and record.paper == "ntp" and record.title == examples.title
+    assert record.error_line == "RuntimeError: boom" and "Traceback" in record.error and not record.claims
+    html = made.report.read_text()
     assert "failed to run" in html and "boom" in html
+    section = html[html.index("<section class='paper' id='paper-ntp'>"):]
+    assert "<h2>" + ntp.title + "</h2>" in section and "id='ntp-examples'" in section
+    assert section.index("id='ntp-examples'") < section.index("The experiment failed to run")
+    assert "paper-other" not in html
 
 
 def test_run_writes_trace_only_where_there_is_one(tmp_path):

@@ -13,11 +13,7 @@ import pandas as pd
 import pytest
 
 from embgeo.attention.data import PAPER_DELTAS
-from embgeo.attention.metrics import direction_measures, lemma41_table, level_summary
-from embgeo.core.threads import limit_threads
-from embgeo.errors import InputError
-from embgeo.experiments import names, run
-from embgeo.experiments.attention import (
+from embgeo.attention.experiments import (
     PAPER_FINAL_LOSS,
     RANK_EFFECT,
     converged,
@@ -32,6 +28,11 @@ from embgeo.experiments.attention import (
     score_claims,
     selection_claims,
 )
+from embgeo.attention.metrics import direction_measures, lemma41_table, level_summary
+from embgeo.core.threads import limit_threads
+from embgeo.errors import InputError
+from embgeo.lab.registry import names
+from embgeo.lab.runner import run
 
 FIXTURES = Path(__file__).parent / "attention" / "fixtures"
 
@@ -455,7 +456,7 @@ def test_loss_gap_claim():
 
 def test_resolving_n_reads_the_data_alone():
     """The Fig. 2 n criterion: the smallest n of the grid whose level tokens' posterior differences are resolved."""
-    from embgeo.experiments.attention import N_CRITERION, resolving_n
+    from embgeo.attention.experiments import N_CRITERION, resolving_n
 
     assert "seeds 0, 1, 2" in N_CRITERION
     chosen, worst = resolving_n(64, 32, 4, grid=(100, 20_000), seeds=(0,))

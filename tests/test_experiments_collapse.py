@@ -5,11 +5,14 @@ import shutil
 
 import pytest
 
+from embgeo.collapse.experiments import LEGACY_COMPUTED, known_results, read_accuracy
 from embgeo.collapse.theory import type1_constants
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
-from embgeo.experiments import get, load, names, reproduce, run
-from embgeo.experiments.collapse import KNOWN, LEGACY_COMPUTED, read_accuracy
+from embgeo.lab.record import load
+from embgeo.lab.registry import get, names
+from embgeo.lab.reproduce import reproduce
+from embgeo.lab.runner import run
 
 #: A collapse-norms run of a few seconds.
 TINY = {"n_classes": "20", "n_train_per_class": "10", "epochs": "6", "log_every": "2", "dim": "8"}
@@ -47,11 +50,11 @@ def one_thread():
 def collapse_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("collapse")
     with limit_threads(1):
-        return out, reproduce("collapse", "quick", out, echo=lambda s: None, experiments=REPRODUCED)
+        return out, reproduce("collapse", "quick", out, echo=lambda s: None, experiments=REPRODUCED).report
 
 
 #: Claims that fail at the quick scale, reported as failing in the report (not hidden), each with
-#: its reason in the note (``embgeo.experiments.collapse.KNOWN``; README).
+#: its reason in the note (``embgeo.collapse.experiments.known_results``; README).
 KNOWN_FAILING_QUICK: dict[str, set[str]] = {
     "collapse-zipf-small": {"h: word embeddings: directions collapse within each concept in the figure's PCA plane "
                             "(rms angle, rad)"},
@@ -75,7 +78,7 @@ def test_quick_preset_claims(collapse_report, name):
     for c in claims:  # quick runs are not the paper's configuration: no printed value beside them
         assert c["paper"] is None
         if not c["ok"]:  # a failure says why
-            assert any(why in c["note"] for (_, scale, _), why in KNOWN.items() if scale == "quick"), c
+            assert any(why in c["note"] for (_, scale, _), why in known_results().items() if scale == "quick"), c
 
 
 def test_collapse_report_embeds_every_figure(collapse_report):
@@ -115,7 +118,7 @@ def test_an_interrupted_run_resumes_its_training_from_the_checkpoint(tmp_path, m
     resumed = run("collapse-norms", overrides=tiny, out=out)
     assert len(calls) == 2 * steps_per_epoch  # epochs 5 and 6 only
     assert not (out / "checkpoints").exists()
-    assert [c["measured"] for c in resumed.claims] == [c["measured"] for c in reference.claims]
+    assert [c.measured for c in resumed.claims] == [c.measured for c in reference.claims]
 
 
 def test_theorem1_uses_the_one_weight_decay_of_w_and_u(tmp_path):
@@ -123,8 +126,8 @@ def test_theorem1_uses_the_one_weight_decay_of_w_and_u(tmp_path):
     rec = run("collapse-norms", overrides={**TINY, "weight_decay_W": "0.002", "weight_decay_U": "0.002"},
               out=tmp_path / "norms")
     claim, u_claim = rec.claims
-    assert claim["theory"] == type1_constants(3, 3 * 40, 8, 20, 0.002).c != type1_constants(3, 120, 8, 20, 1e-3).c
-    assert u_claim["theory"] == type1_constants(3, 3 * 40, 8, 20, 0.002).c_prime  # c′ = √(τ/(KL)), the u norms
+    assert claim.theory == type1_constants(3, 3 * 40, 8, 20, 0.002).c != type1_constants(3, 120, 8, 20, 1e-3).c
+    assert u_claim.theory == type1_constants(3, 3 * 40, 8, 20, 0.002).c_prime  # c′ = √(τ/(KL)), the u norms
 
 
 @pytest.mark.parametrize(("name", "overrides", "field"), [
@@ -136,7 +139,7 @@ def test_theorem1_uses_the_one_weight_decay_of_w_and_u(tmp_path):
     ("collapse-norms", {"freqs": "zipf"}, "freqs"),
 ])
 def test_runs_theorem1_does_not_cover_are_refused_before_training(tmp_path, monkeypatch, name, overrides, field):
-    import embgeo.experiments.collapse as mod
+    import embgeo.collapse.experiments as mod
 
     def no_training(*args, **kwargs):
         raise AssertionError("trained before refusing")
@@ -182,7 +185,7 @@ def test_no_decay_runs_and_refuses_weight_decay(tmp_path):
     tiny = {"n_classes": "27", "length": "3", "latent": "all", "words_per_concept": "10", "epochs": "40",
             "dim": "8", "log_every": "20"}
     rec = run("collapse-no-decay", overrides=tiny, out=tmp_path / "tiny")
-    names_ = [c["name"] for c in rec.claims]
+    names_ = [c.name for c in rec.claims]
     assert len(names_) == 7 and names_[0].startswith("h test accuracy")
     assert sum("equiangular frame" in n for n in names_) == 2 and "no theorem without weight decay" in rec.notes[-1]
     # with distinct (not fully sampled) latents the frame is reported, not claimed (Assumption 1 only roughly)

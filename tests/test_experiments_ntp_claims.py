@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embgeo.experiments.ntp import (
+from embgeo.ntp.data import synthetic, toy2d
+from embgeo.ntp.experiments.paper import (
     ALIGN_LEVEL,
     LEVELS,
     GDConfig,
@@ -21,7 +22,6 @@ from embgeo.experiments.ntp import (
     supports_only_claims,
     toy_geometry_claims,
 )
-from embgeo.ntp.data import synthetic, toy2d
 from embgeo.ntp.metrics import compute_reference
 from embgeo.ntp.theory import is_separable, kl_gap, ntp_svm, smoothness
 from embgeo.ntp.train import train
@@ -240,7 +240,7 @@ def test_toy_geometry_claims_fail_for_a_wrong_w_mm():
 def test_remark2_entropy_ordering_holds_on_tweets_and_fails_on_a_corpus_built_against_it(tmp_path):
     """Remark 2 on prefixes can fail: every line 'start a bK' has 𝓗_1 = 0 (a always follows 'start') and
     𝓗_2 = log 3 (b1, b2, b3 follow 'start a' equally), so 𝓗_1 < 𝓗_2."""
-    from embgeo.experiments.ntp import SequenceLengthConfig, entropy_by_length, run_sequence_length
+    from embgeo.ntp.experiments.paper import SequenceLengthConfig, entropy_by_length, run_sequence_length
 
     text = tmp_path / "against.txt"
     text.write_text("\n".join(f"start a b{k % 3}" for k in range(30)), encoding="utf-8")

@@ -13,10 +13,10 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from embgeo.errors import InputError
-from embgeo.experiments import run
-from embgeo.experiments.ntp_real import COLLAPSE_FACTOR, LOSS_LEVEL, _claims
+from embgeo.lab.runner import run
 from embgeo.ntp import geometry
 from embgeo.ntp.corpus import build_corpus, read_lines
+from embgeo.ntp.experiments.real import COLLAPSE_FACTOR, LOSS_LEVEL, _claims
 from embgeo.ntp.learned import UFM, train_learned
 
 
@@ -177,7 +177,7 @@ def test_small_run_of_each_model(tmp_path, name):
     extra = {"lr": "3"} if name == "ntp-real-ufm-gd" else {}
     record = run(name, overrides={"text": str(text), "max_vocab": "40", "d": "16", "steps": "30",
                                   "track_seconds": "5", **extra}, out=tmp_path / name)
-    assert [c["name"][:14] for c in record.claims][:2] == ["CE − 𝓗 at the ", "H_T is NTP-sep"]
+    assert [c.name[:14] for c in record.claims][:2] == ["CE − 𝓗 at the ", "H_T is NTP-sep"]
     df = pd.read_csv(tmp_path / name / "trace.csv")
     assert {"compatible", "separable", "collapse_directions", "effective_rank", "norm_H"} <= set(df.columns)
     assert df["kl_gap"].iloc[-1] < df["kl_gap"].iloc[0]
@@ -206,7 +206,7 @@ def test_prefix_contexts_and_wordpiece_tokens():
 @pytest.mark.parametrize("every", [False, True])
 def test_svm_every_record_reaches_the_measurement(every):
     """svm_every_record: W^mm(H_t) (hence cos_mm) at a record before the last step; otherwise only at the last."""
-    from embgeo.experiments.ntp_real import RealConfig, _measure
+    from embgeo.ntp.experiments.real import RealConfig, _measure
 
     corpus = build_corpus(read_lines(n_lines=12)[0], context_length=2, max_vocab=15)
     m = corpus.data.m

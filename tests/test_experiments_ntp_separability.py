@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from embgeo.experiments import run
-from embgeo.experiments.ntp_separability import (
+from embgeo.lab.runner import run
+from embgeo.lab.store import RunStore, results
+from embgeo.ntp.experiments.separability import (
     SeparabilityConfig,
     _claims,
     counts_table,
@@ -14,31 +15,30 @@ from embgeo.experiments.ntp_separability import (
     sweep_points,
     thresholds,
 )
-from embgeo.store import RunStore, results
 
-SMALL = {"ms": "20", "trials": "30", "supports": "1,1", "vocabularies": "2,8", "scheduler": "inline",
+SMALL = {"ms": "20", "trials": "30", "supports": "1,1", "vocabularies": "2,8",
          "ratios": "0.15,0.25,0.35,0.45,0.5,0.55,0.65,0.8,1.1"}
 
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("sep")
-    return out, run("ntp-separability", overrides=SMALL, out=out)
+    return out, run("ntp-separability", overrides=SMALL, out=out, scheduler="inline")
 
 
 def _by_name(record):
-    return {c["name"]: c for c in record.claims}
+    return {c.name: c for c in record.claims}
 
 
 def test_claims_hold_on_the_measured_diagram(small_run):
     out, record = small_run
     claims = _by_name(record)
-    assert claims["d > m: every instance NTP-separable (Lemma 1)"]["ok"]
+    assert claims["d > m: every instance NTP-separable (Lemma 1)"].ok
     cover = [c for name, c in claims.items() if name.startswith("S=1, V=2")]
-    assert len(cover) == 2 and all(c["ok"] for c in cover), cover
+    assert len(cover) == 2 and all(c.ok for c in cover), cover
     (v8,) = [c for name, c in claims.items() if name.startswith("S=1, V=8")]
-    threshold, low, high = v8["measured"]
-    assert v8["ok"] and low <= threshold <= high < 0.5  # eight classes separate well before Cover's 1/2
+    threshold, low, high = v8.measured
+    assert v8.ok and low <= threshold <= high < 0.5  # eight classes separate well before Cover's 1/2
     assert (out / "phase_diagram.png").exists() and (out / "thresholds.png").exists()
 
 
@@ -47,7 +47,7 @@ def test_the_diagram_is_read_from_the_store_and_a_second_run_reuses_every_point(
     store = out / "store.sqlite"
     before = results(store)
     assert len(before) == 9 * 2 and (before["status"] == "done").all()
-    run("ntp-separability", overrides=SMALL, out=out)  # not resumed: the experiment runs, its sweep skips
+    run("ntp-separability", overrides=SMALL, out=out, scheduler="inline")  # not resumed: it runs, its sweep skips
     after = results(store)
     assert (after["attempts"] == 1).all() and after["finished_at"].tolist() == before["finished_at"].tolist()
 

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from embgeo.experiments.runner import run
-from embgeo.report.html import write_report
+from embgeo.lab.report import write_report
+from embgeo.lab.runner import run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

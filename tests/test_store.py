@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.store import STATUSES, RunStore, point_key, results, write_results
+from embgeo.lab.store import STATUSES, RunStore, point_key, results, write_results
 
 # A writer process: queue + running + done for N keys named by PREFIX, as fast as it can.
 WRITER = """
 import sys
-from embgeo.store import RunStore, point_key
+from embgeo.lab.store import RunStore, point_key
 path, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with RunStore(path) as store:
     print("open", flush=True)
@@ -132,7 +132,7 @@ def test_rerun_clears_the_previous_attempt(tmp_path):
 def test_point_key_is_stable_across_processes_and_sensitive_to_each_part():
     config = {"lr": 0.5, "dims": (2, 3), "name": "x", "nested": {"b": 1, "a": [1, 2]}}
     key = point_key("ntp-gd", "quick", config)
-    code = ("from embgeo.store import point_key; "
+    code = ("from embgeo.lab.store import point_key; "
             "print(point_key('ntp-gd', 'quick', {'nested': {'a': [1, 2], 'b': 1}, 'name': 'x', 'dims': [2, 3], "
             "'lr': 0.5}))")
     other_process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

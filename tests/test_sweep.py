@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.experiments.ntp_separability import point_dimension
-from embgeo.store import RunStore, point_key, results
-from embgeo.sweep import aggregate_claims, grid_points, load_spec, parse_grid, run_sweep
+from embgeo.lab.claims import Claim, aggregate_claims
+from embgeo.lab.store import RunStore, point_key, results
+from embgeo.lab.sweep import grid_points, load_spec, parse_grid, run_sweep
+from embgeo.ntp.experiments.separability import point_dimension
 
 EXP = "ntp-separability-point"
 
@@ -229,35 +230,36 @@ def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path
 
 
 def test_aggregate_claims_over_seeds():
-    seeds = [[{"name": "a", "measured": 1.0, "ok": True}, {"name": "b", "measured": "2/2", "ok": True}],
-             [{"name": "a", "measured": 3.0, "ok": False}, {"name": "b", "measured": "1/2", "ok": False}],
-             [{"name": "a", "measured": 2.0, "ok": True}, {"name": "b", "measured": "2/2", "ok": True}]]
+    seeds = [[Claim("a", 1.0, True), Claim("b", "2/2", True)],
+             [Claim("a", 3.0, False), Claim("b", "1/2", False)],
+             [Claim("a", 2.0, True), Claim("b", "2/2", True)]]
     a, b = aggregate_claims(seeds)
-    assert a["measured"] == pytest.approx(2.0) and a["seeds"]["std"] == pytest.approx(1.0)
-    assert (a["seeds"]["holds"], a["seeds"]["n"], a["ok"]) == (2, 3, False)
-    assert b["measured"] == "2/2" and "std" not in b["seeds"] and b["seeds"]["holds"] == 2
-    (only,) = aggregate_claims([[{"name": "a", "measured": 5, "ok": True}]])
-    assert only["ok"] and only["seeds"]["std"] == 0.0
+    assert a.measured == pytest.approx(2.0) and a.seeds.std == pytest.approx(1.0)
+    assert (a.seeds.holds, a.seeds.n, a.ok) == (2, 3, False)
+    assert b.measured == "2/2" and "std" not in b.to_dict()["seeds"] and b.seeds.holds == 2
+    (only,) = aggregate_claims([[Claim("a", 5, True)]])
+    assert only.ok and only.seeds.std == 0.0
+    assert Claim.from_dict(a.to_dict()) == a  # over seeds, through a file and back
 
 
-def test_reproduce_over_seeds_aggregates_claims_and_resumes(tmp_path, monkeypatch):
-    import embgeo.experiments
-    from embgeo.sweep import reproduce_seeds
+def test_reproduce_over_seeds_aggregates_claims_and_resumes(tmp_path, monkeypatch, only_experiments):
+    from embgeo.lab.registry import Experiment
+    from embgeo.lab.reproduce import reproduce
 
-    monkeypatch.setattr(embgeo.experiments, "names", lambda paper="all": ["ntp-examples", "attention-selection"])
-    monkeypatch.setattr(embgeo.experiments.registry, "REGISTRY", embgeo.experiments.REGISTRY)
+    only_experiments("ntp-examples", "attention-selection")
     settings = {"attention-selection": {"seeds": (0,), "steps": 200}}
-    original = embgeo.experiments.registry.Experiment.config
+    original = Experiment.config
 
     def small(self, scale="quick", overrides=None):  # attention-selection has no 'seed': it runs once
         return original(self, scale, {**settings.get(self.name, {}), **(overrides or {})})
 
-    monkeypatch.setattr(embgeo.experiments.registry.Experiment, "config", small)
+    monkeypatch.setattr(Experiment, "config", small)
     lines = []
-    path, records = reproduce_seeds("all", "quick", tmp_path, seeds=2, scheduler="inline", echo=lines.append)
+    made = reproduce("all", "quick", tmp_path, seeds=2, scheduler="inline", echo=lines.append)
+    path, records = made.report, made.records
     examples, selection = records
-    assert all(c["seeds"]["n"] == 2 for c in examples.claims)
-    assert all(c["seeds"]["n"] == 1 for c in selection.claims)
+    assert all(c.seeds.n == 2 for c in examples.claims)
+    assert all(c.seeds.n == 1 for c in selection.claims)
     for seed in (0, 1):
         assert (tmp_path / f"seed-{seed}" / "ntp-examples" / "claims.json").exists()
     df = results(tmp_path / "store.sqlite")
@@ -265,26 +267,26 @@ def test_reproduce_over_seeds_aggregates_claims_and_resumes(tmp_path, monkeypatc
     text = path.read_text()
     assert "/2 seeds" in text and "/1 seeds" in text
     # per-seed values are those of the two runs
-    from embgeo.experiments.runner import load
+    from embgeo.lab.record import load
 
     per_seed = [load(tmp_path / f"seed-{s}" / "ntp-examples").claims for s in (0, 1)]
     for i, claim in enumerate(examples.claims):
-        assert claim["seeds"]["values"] == [per_seed[0][i]["measured"], per_seed[1][i]["measured"]]
-        assert claim["seeds"]["holds"] == per_seed[0][i]["ok"] + per_seed[1][i]["ok"]
+        assert claim.seeds.values == [per_seed[0][i].measured, per_seed[1][i].measured]
+        assert claim.seeds.holds == per_seed[0][i].ok + per_seed[1][i].ok
     lines.clear()
-    reproduce_seeds("all", "quick", tmp_path, seeds=2, scheduler="inline", echo=lines.append)
+    reproduce("all", "quick", tmp_path, seeds=2, scheduler="inline", echo=lines.append)
     assert "3 already done (skipped), 0 to run" in lines[0]
 
 
 def test_paper_column_kept_across_seeds_but_not_for_other_settings():
-    from embgeo.experiments import get
-    from embgeo.experiments.runner import _paper_config
+    from embgeo.lab.registry import get
+    from embgeo.lab.runner import at_paper_config
 
     exp = get("ntp-toy2d")  # quick: fewer steps than the paper's
-    assert _paper_config(exp, exp.config("paper"))
-    assert _paper_config(exp, exp.config("paper", {"seed": "3"}))
-    assert not _paper_config(exp, exp.config("paper", {"steps": "5"}))
-    assert not _paper_config(exp, exp.config("quick"))
+    assert at_paper_config(exp, exp.config("paper"))
+    assert at_paper_config(exp, exp.config("paper", {"seed": "3"}))
+    assert not at_paper_config(exp, exp.config("paper", {"steps": "5"}))
+    assert not at_paper_config(exp, exp.config("quick"))
 
 
 def test_cli_sweep_and_results_errors_are_one_line(tmp_path, capsys):
@@ -339,11 +341,10 @@ def test_killed_sweep_client_scheduler_and_workers_loses_and_duplicates_nothing(
     assert (after.loc[finished.index, "finished_at"] == finished["finished_at"]).all()
 
 
-def test_cli_reproduce_over_seeds(tmp_path, monkeypatch, capsys):
-    import embgeo.experiments
+def test_cli_reproduce_over_seeds(tmp_path, only_experiments, capsys):
     from embgeo.cli import main
 
-    monkeypatch.setattr(embgeo.experiments, "names", lambda paper="all": ["ntp-examples"])
+    only_experiments("ntp-examples")
     assert main(["reproduce", "--seeds", "2", "--scheduler", "inline", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "report:" in out and out.strip().splitlines()[-1] == "all claims hold"
@@ -351,15 +352,14 @@ def test_cli_reproduce_over_seeds(tmp_path, monkeypatch, capsys):
     assert main(["reproduce", "--seeds", "0", "--out", str(tmp_path)]) == 2
 
 
-def test_reproduce_over_seeds_fresh_runs_again(tmp_path, monkeypatch):
-    import embgeo.experiments
-    from embgeo.sweep import reproduce_seeds
+def test_reproduce_over_seeds_fresh_runs_again(tmp_path, only_experiments):
+    from embgeo.lab.reproduce import reproduce
 
-    monkeypatch.setattr(embgeo.experiments, "names", lambda paper="all": ["ntp-examples"])
-    reproduce_seeds("all", "quick", tmp_path, seeds=1, scheduler="inline", echo=lambda _: None)
+    only_experiments("ntp-examples")
+    reproduce("all", "quick", tmp_path, seeds=1, scheduler="inline", echo=lambda _: None)
     record = tmp_path / "seed-0" / "ntp-examples" / "record.json"
     written = record.stat().st_mtime_ns
     lines = []
-    reproduce_seeds("all", "quick", tmp_path, seeds=1, scheduler="inline", fresh=True, echo=lines.append)
+    reproduce("all", "quick", tmp_path, seeds=1, scheduler="inline", resume=False, echo=lines.append)
     assert "0 already done (skipped), 1 to run" in lines[0]
     assert record.stat().st_mtime_ns != written  # run again, not reused from its folder

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.store import RunStore, point_key, results
-from embgeo.sweep import grid_points, load_spec
+from embgeo.lab.store import RunStore, point_key, results
+from embgeo.lab.sweep import grid_points, load_spec
 
 EMBGEO = [sys.executable, "-m", "embgeo.cli"]
 EXP = "ntp-separability-point"
@@ -64,9 +64,9 @@ def test_every_point_is_checked_before_anything_runs(tmp_path, grid, fixed, need
 
 def test_every_preset_passes_the_checks():
     """The rules by setting name hold for every registered experiment's own presets (so none refuses a preset)."""
-    from embgeo.experiments import REGISTRY
+    from embgeo.lab.registry import experiments
 
-    for exp in REGISTRY.values():
+    for exp in experiments().values():
         for scale in ("quick", "paper"):
             exp.config(scale)
 
@@ -122,7 +122,7 @@ def test_the_readme_sweep_example_works(tmp_path):
 def test_a_point_held_by_a_live_sweep_is_not_claimed_again(tmp_path):
     """claim(): one transaction; a running point of a live process (here: our parent) is not taken, one of a
     process that is gone (a killed sweep) is; a done point never."""
-    from embgeo.store import this_process
+    from embgeo.lab.store import this_process
 
     path = tmp_path / "s.sqlite"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -173,7 +173,7 @@ def test_two_sweeps_on_one_store_run_each_point_once(tmp_path):
 # -- reading an archived store; unwritable stores and bad addresses ---------------------------------------------
 
 def _sweep_into(store: Path) -> None:
-    from embgeo.sweep import run_sweep
+    from embgeo.lab.sweep import run_sweep
 
     run_sweep(grid_points(EXP, {"ratio": ["0.5"]}, {"m": "10", "trials": "2"}, runs_dir=store.parent / "runs"),
               store, scheduler="inline", echo=lambda _: None)
@@ -228,7 +228,7 @@ def test_an_unwritable_store_is_one_line_without_chattr(tmp_path, monkeypatch, c
     import sqlite3
 
     from embgeo import cli
-    from embgeo import store as store_module
+    from embgeo.lab import store as store_module
 
     class ReadOnly(sqlite3.Connection):
         def execute(self, sql, *args):
@@ -260,10 +260,9 @@ def test_a_bad_scheduler_address_is_one_line_and_leaves_no_queued_row(tmp_path, 
 
 # -- threads reach the points -----------------------------------------------------------------------------------
 
-def test_threads_reach_the_sweep_points_and_reproduce_seeds(tmp_path, monkeypatch, capsys):
-    """--threads N is the thread count each point runs with (recorded by the worker), in a sweep and in
-    reproduce --seeds (which before ran every point with 1 whatever --threads said)."""
-    import embgeo.sweep as sweep
+def test_threads_reach_the_sweep_points_and_reproduce_seeds(tmp_path, only_experiments):
+    """--threads N is the thread count each point runs with (recorded by the worker in the store), in a sweep and
+    in reproduce --seeds (which before ran every point with 1 whatever --threads said)."""
     from embgeo import cli
 
     store = tmp_path / "s.sqlite"
@@ -272,17 +271,28 @@ def test_threads_reach_the_sweep_points_and_reproduce_seeds(tmp_path, monkeypatc
     with RunStore(store) as st:
         (row,) = st.rows()
     assert row["worker"].endswith("threads=2")
-    seen = {}
-    real = sweep.run_sweep
+    only_experiments("ntp-examples")
+    assert cli.main(["--threads", "2", "reproduce", "--seeds", "2", "--scheduler", "inline", "--out",
+                     str(tmp_path / "r")]) == 0
+    with RunStore(tmp_path / "r" / "store.sqlite") as st:
+        rows = st.rows()
+    assert len(rows) == 2 and all(r["worker"].endswith("threads=2") for r in rows)
 
-    def spy(points, store, **kwargs):
-        seen["threads"] = kwargs.get("threads")
-        return real(points[:1], store, **kwargs)
 
-    monkeypatch.setattr(sweep, "run_sweep", spy)
-    monkeypatch.setattr("embgeo.experiments.names", lambda paper="all": ["ntp-examples"])
-    cli.main(["--threads", "2", "reproduce", "--seeds", "2", "--scheduler", "inline", "--out", str(tmp_path / "r")])
-    assert seen["threads"] == 2
+def test_threads_reach_the_points_of_a_sweep_inside_an_experiment(tmp_path):
+    """ntp-separability runs its grid as a sweep inside the run: ``embgeo --threads 2 run`` reaches those points
+    through the run's context (before, that inner sweep ran every point with 1 thread), and its cluster is the
+    run's --scheduler, not a setting of the science config."""
+    from embgeo import cli
+
+    out = tmp_path / "sep"
+    assert cli.main(["--threads", "2", "run", "ntp-separability", "--set", "ms=10", "--set", "ratios=0.5,1.2",
+                     "--set", "supports=1", "--set", "vocabularies=2", "--set", "trials=2", "--scheduler", "inline",
+                     "--out", str(out)]) == 0
+    with RunStore(out / "store.sqlite") as st:
+        rows = st.rows()
+    assert len(rows) == 2 and all(r["worker"] == f"{socket.gethostname()}:{os.getpid()} threads=2" for r in rows)
+    assert cli.main(["run", "ntp-separability", "--set", "scheduler=inline", "--out", str(out)]) == 2
 
 
 # -- estimates before long runs ---------------------------------------------------------------------------------
@@ -290,19 +300,20 @@ def test_threads_reach_the_sweep_points_and_reproduce_seeds(tmp_path, monkeypatc
 def test_runs_estimated_above_ten_minutes_print_the_estimate_first(monkeypatch, capsys, tmp_path):
     """reproduce --paper ntp --scale paper starts hour-long presets (the separability sweep, the real-text
     models): it prints the registry's estimate before anything runs; a seconds-long run prints none."""
-    import embgeo.experiments
+    import embgeo.lab.reproduce
+    import embgeo.lab.runner
     from embgeo import cli
-    from embgeo.experiments.registry import runtime_seconds
+    from embgeo.lab.registry import get, runtime_seconds
 
-    assert runtime_seconds(embgeo.experiments.get("collapse-zipf-small"), "paper") == 75 * 60  # "about 60-75 min"
-    assert runtime_seconds(embgeo.experiments.get("ntp-real-ufm"), "quick") == 2.4 * 60  # "(...; quick: 2.4 min)"
-    assert runtime_seconds(embgeo.experiments.get("attention-two-layer"), "paper") == 86400  # "days on 2 cores"
+    assert runtime_seconds(get("collapse-zipf-small"), "paper") == 75 * 60  # "about 60-75 min"
+    assert runtime_seconds(get("ntp-real-ufm"), "quick") == 2.4 * 60  # "(...; quick: 2.4 min)"
+    assert runtime_seconds(get("attention-two-layer"), "paper") == 86400  # "days on 2 cores"
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt  # nothing runs: only what was printed before matters
 
-    monkeypatch.setattr(embgeo.experiments, "reproduce", stop)
-    monkeypatch.setattr(embgeo.experiments, "run", stop)
+    monkeypatch.setattr(embgeo.lab.reproduce, "reproduce", stop)
+    monkeypatch.setattr(embgeo.lab.runner, "run", stop)
     assert cli.main(["reproduce", "--paper", "ntp", "--scale", "paper", "--out", str(tmp_path / "r")]) == 130
     first = capsys.readouterr().out.splitlines()[0]
     assert re.match(r"estimate: about 4\.\d h on one core at paper scale, from the registry's run times "

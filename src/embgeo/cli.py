@@ -515,9 +515,9 @@ def _print_probe_stage(stage: str, r) -> None:
 
 def cmd_list(args: argparse.Namespace) -> None:
     """Print every registered experiment with its paper-scale run time."""
-    from embgeo.experiments import REGISTRY
+    from embgeo.lab.registry import experiments
 
-    for name, exp in REGISTRY.items():
+    for name, exp in experiments().items():
         where = " (a sweep's grid point; not in reproduce)" if exp.sweep_point else (
             f" (paper scale: {exp.paper_runtime})" if exp.paper_runtime else "")
         print(f"{name:<22} [{exp.paper}] {exp.title}{where}")
@@ -527,7 +527,7 @@ def cmd_show(args: argparse.Namespace) -> None:
     """Print one experiment's title, paper-scale run time and every setting at both scales."""
     import dataclasses
 
-    from embgeo.experiments import get
+    from embgeo.lab.registry import get
 
     exp = get(args.name)
     quick, paper = exp.config("quick"), exp.config("paper")
@@ -540,15 +540,13 @@ def cmd_show(args: argparse.Namespace) -> None:
         print(f"{f.name:<28} {q!s:<24} {'(same)' if p == q else p}")
 
 
-def _print_claims(claims: list[dict]) -> None:
-    from embgeo.experiments.registry import verdict
-
+def _print_claims(claims: list) -> None:
+    """One line per claim: its verdict, name, and the measured, paper and theory values."""
     for c in claims:
-        word = verdict(c)
-        word = "FAILS" if word == "fails" else word
-        print(f"  [{'check: ' + word if c.get('check') else word}] {c['name']}: measured {c['measured']}"
-              + (f", paper {c['paper']}" if c.get("paper") is not None else "")
-              + (f", theory {c['theory']}" if c.get("theory") is not None else ""))
+        word = "FAILS" if c.verdict == "fails" else c.verdict
+        print(f"  [{'check: ' + word if c.check else word}] {c.name}: measured {c.measured}"
+              + (f", paper {c.paper}" if c.paper is not None else "")
+              + (f", theory {c.theory}" if c.theory is not None else ""))
 
 
 #: Runs estimated above this many seconds print their estimate before they start.
@@ -558,7 +556,7 @@ ESTIMATE_ABOVE_S = 600.0
 def _print_estimate(selected: list[str], scale: str, runs_each: int = 1) -> None:
     """The estimated run time of ``selected`` at ``scale`` (the registry's measured times), when above ten
     minutes: printed before anything starts, so that an hour-long preset is not a surprise."""
-    from embgeo.experiments.registry import get, runtime_estimate, runtime_seconds
+    from embgeo.lab.registry import get, runtime_estimate, runtime_seconds
 
     total, unknown = runtime_estimate(selected, scale)
     total *= runs_each
@@ -580,11 +578,13 @@ def _duration(seconds: float) -> str:
 
 def cmd_run(args: argparse.Namespace) -> None:
     """Run one experiment and write config.json, claims.json, trace.csv and figures to --out."""
-    from embgeo.experiments import parse_overrides, run
+    from embgeo.lab.registry import parse_overrides
+    from embgeo.lab.runner import run
 
     _print_estimate([args.name], args.scale)
 
-    record = run(args.name, args.scale, parse_overrides(args.set), out=args.out)
+    record = run(args.name, args.scale, parse_overrides(args.set), out=args.out, threads=args.threads,
+                 workers=args.workers, scheduler=args.scheduler)
     print(f"{args.name} ({args.scale}): {record.summary()}, {record.seconds:.1f} s, written to {record.out}")
     _print_claims(record.claims)
     print(_failing_line({args.name: record.claims}))
@@ -594,8 +594,8 @@ def _failing_line(claims_by_run: dict) -> str:
     """The last line of ``run`` / ``reproduce``: the failing claims by name, then the undecided ones (whose
     certified band straddles their level), or that all hold."""
     def named(ok):  # a consistency check that fails is a bug: it is named with the failing claims
-        return [f"{run}: {c['name']}" + (" (consistency check)" if c.get("check") else "")
-                for run, claims in claims_by_run.items() for c in claims if c.get("ok") is ok]
+        return [f"{run}: {c.name}" + (" (consistency check)" if c.check else "")
+                for run, claims in claims_by_run.items() for c in claims if c.ok is ok]
 
     failing, undecided = named(False), named(None)
     parts = (["failing claims: " + "; ".join(failing)] if failing else []) + \
@@ -606,40 +606,25 @@ def _failing_line(claims_by_run: dict) -> str:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run every experiment of a paper and write one self-contained HTML report (over seeds: a sweep); exit
     status 1 when an experiment failed to run (a failing claim is a result, not a failure)."""
-    from embgeo.experiments import reproduce
+    from embgeo.lab.registry import names
+    from embgeo.lab.reproduce import reproduce
 
     if args.seeds < 1:
         raise InputError(f"--seeds: expected a positive integer, got {args.seeds}")
-    from embgeo.experiments import names as paper_names
-
-    _print_estimate(paper_names(args.paper), args.scale, args.seeds)
-    if args.seeds > 1 or args.workers is not None or args.scheduler is not None:
-        from embgeo.sweep import reproduce_seeds
-
-        path, records = reproduce_seeds(args.paper, args.scale, args.out, args.seeds, workers=args.workers,
-                                        scheduler=args.scheduler, fresh=args.fresh, threads=args.threads)
-        print(f"report: {path.resolve()}")
-        errors = [r.name for r in records if r.error]
-        print(_failing_line({r.name: r.claims for r in records if not r.error})
-              + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
-        return 1 if errors else 0
-    path = reproduce(args.paper, args.scale, args.out, resume=not args.fresh)
-    print(f"report: {path.resolve()}")
-    from embgeo.experiments import names
-    from embgeo.experiments.runner import load
-
-    records = {name: load(Path(args.out) / name) for name in names(args.paper)}
-    errors = [name for name, rec in records.items() if rec is None]
-    print(_failing_line({name: rec.claims for name, rec in records.items() if rec is not None})
-          + (f"; experiments that failed to run: {', '.join(errors)}" if errors else ""))
-    return 1 if errors else 0
+    _print_estimate(names(args.paper), args.scale, args.seeds)
+    made = reproduce(args.paper, args.scale, args.out, seeds=args.seeds, resume=not args.fresh, workers=args.workers,
+                     scheduler=args.scheduler, threads=args.threads)
+    print(f"report: {made.report.resolve()}")
+    print(_failing_line({r.name: r.claims for r in made.records if not r.error})
+          + (f"; experiments that failed to run: {', '.join(made.errors)}" if made.errors else ""))
+    return 1 if made.errors else 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run an experiment over a grid of settings and seeds on Dask, recording every run in --store; exit status 1
     when a point failed (the failures are listed, their tracebacks are in the store)."""
-    from embgeo.experiments import parse_overrides
-    from embgeo.sweep import grid_points, load_spec, parse_grid, run_sweep
+    from embgeo.lab.registry import parse_overrides
+    from embgeo.lab.sweep import grid_points, load_spec, parse_grid, run_sweep
 
     runs = args.runs or str(Path(args.store).with_name(Path(args.store).stem + "-runs"))
     if args.spec:
@@ -661,7 +646,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> None:
     """Print or write the run store's table: one row per run, settings, scalars and claims as columns."""
-    from embgeo.store import write_results
+    from embgeo.lab.store import write_results
 
     text = write_results(args.store, args.out, args.format, args.experiment)
     if args.out:
@@ -671,6 +656,8 @@ def cmd_results(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from embgeo.lab.registry import paper_names
+
     parser = argparse.ArgumentParser(
         prog="embgeo", description="Reproduce three papers on the geometry of learned embeddings, and compute "
                                    "their theoretical objects on your own data.")
@@ -748,10 +735,16 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
     rn.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value (repeatable)")
     rn.add_argument("--out", metavar="DIR", help="output directory (default runs/NAME)")
+    rn.add_argument("--workers", type=int, metavar="N",
+                    help="an experiment that runs a sweep (ntp-separability): its local Dask workers (default: the "
+                         "cores)")
+    rn.add_argument("--scheduler", metavar="ADDR",
+                    help="an experiment that runs a sweep: tcp://HOST:PORT of a running Dask scheduler, or 'inline'")
     rn.set_defaults(func=cmd_run)
     rp = sub.add_parser("reproduce", help="run every experiment of a paper and write report.html", parents=[common])
-    rp.add_argument("--paper", default="all", choices=["all", "ntp", "collapse", "attention"],
-                    help="all (default), ntp, collapse or attention")
+    papers = paper_names()  # the registered papers' names, without importing them
+    rp.add_argument("--paper", default="all", choices=["all", *papers],
+                    help=f"all (default) or one paper: {', '.join(papers)} (see 'embgeo list')")
     rp.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
     rp.add_argument("--out", default="runs/reproduce", metavar="DIR", help="output directory (default runs/reproduce)")
     rp.add_argument("--fresh", action="store_true", help="re-run experiments that already finished in DIR")

@@ -25,6 +25,6 @@ def test_models_are_still_reachable_from_the_package():
 
 
 def test_importing_figures_and_experiments_keeps_the_callers_matplotlib_backend():
-    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.attention.figures, embgeo.experiments.attention; "
+    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.attention.figures, embgeo.attention.experiments; "
             "print(matplotlib.get_backend())")
     assert _python(code) == "pdf"

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embgeo.experiments import collapse as C
-from embgeo.experiments.registry import RUN_DIR, get
+from embgeo.collapse import experiments as C
+from embgeo.lab.context import RunContext
+from embgeo.lab.registry import get
 
 
 def simplex(n, d, seed=0):
@@ -263,11 +264,8 @@ def test_accuracy_table_reads_sibling_runs(tmp_path):
     cfg = json.loads(json.dumps(C.dataclasses.asdict(get("collapse-zipf-small-ln").config("paper")), default=str))
     write_run(tmp_path / "collapse-zipf-small-ln", "collapse-zipf-small-ln", "paper",
               pd.DataFrame({"epoch": [0, 500], "test_acc": [0.0, 1.0]}), config={**cfg, "epochs": 50})
-    token = RUN_DIR.set(tmp_path / "collapse-accuracy")
-    try:
-        result = C.run_accuracy_table(C.AccuracyTableConfig(scale="paper"))
-    finally:
-        RUN_DIR.reset(token)
+    ctx = RunContext(out_dir=tmp_path / "collapse-accuracy")  # its siblings: the runs beside its own folder
+    result = C.run_accuracy_table(C.AccuracyTableConfig(scale="paper"), ctx)
     # each cell is counted in its own run: the table's lines are consistency checks (the cell was read)
     assert all(c.check for c in result.claims)
     assert verdicts(result.claims) == [True, True, True, True, True, False]

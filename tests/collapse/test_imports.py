@@ -25,13 +25,13 @@ def test_torch_names_are_still_reachable_from_the_package():
 
 
 def test_importing_figures_keeps_the_callers_matplotlib_backend():
-    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures, embgeo.experiments.collapse; "
+    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures, embgeo.collapse.experiments; "
             "print(matplotlib.get_backend())")
     assert _python(code) == "pdf"
 
 
 def test_importing_all_experiments_keeps_the_callers_matplotlib_backend():
     """The brief's check, over every paper's experiments (attention's included)."""
-    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures, embgeo.experiments; "
-            "print(matplotlib.get_backend())")
+    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures; "
+            "from embgeo.lab.registry import papers; papers(); print(matplotlib.get_backend())")
     assert _python(code) == "pdf"

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # torch is imported where a device is resolved: the runner im
 _DEVICE_RE = re.compile(r"cpu|cuda(?::(\d+))?")
 
 #: The device of a trainer called with ``device=None``: "cpu", or what ``embgeo run NAME --set device=cuda``
-#: set for the run (:func:`embgeo.experiments.runner.run`), so every experiment's training follows it without
+#: set for the run (:func:`embgeo.lab.runner.run`), so every experiment's training follows it without
 #: a device field in each config.
 DEFAULT_DEVICE: ContextVar[str] = ContextVar("embgeo_device", default="cpu")
 

@@ -18,17 +18,9 @@ import numpy as np
 import pandas as pd
 
 from embgeo.core.lazy import lazy
-from embgeo.experiments.registry import (
-    Experiment,
-    Result,
-    as_check,
-    at_least,
-    at_most,
-    close,
-    finished,
-    holds,
-    register,
-)
+from embgeo.lab.claims import as_check, at_least, at_most, close, holds
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp import figures
 from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.metrics import Reference, compute_reference
@@ -36,6 +28,10 @@ from embgeo.ntp.regpath import regularization_path
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
 
 train = lazy("embgeo.ntp.train", "train")  # torch is imported by the first run, not by embgeo list
+
+#: This module's experiments, in the paper's order (:data:`embgeo.ntp.experiments.PAPER` lists them).
+EXPERIMENTS: list[Experiment] = []
+register = EXPERIMENTS.append
 
 #: 𝓗 of the paper's realizations (NeurIPS App. A.1 and A.2).
 PAPER_H_TOY = 0.8811
@@ -297,7 +293,7 @@ class Toy2dConfig:
     entropy_seeds: int = 200
 
 
-def run_toy2d(cfg: Toy2dConfig) -> Result:
+def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
     data = toy2d(cfg.seed)
     F = subspace(data)
     svm = ntp_svm(data, subspace_=F)
@@ -449,7 +445,7 @@ class ExamplesConfig(Fig4Data):
     entropy_seeds: int = 100
 
 
-def run_examples(cfg: ExamplesConfig) -> Result:
+def run_examples(cfg: ExamplesConfig, ctx: RunContext = DETACHED) -> Result:
     data = cfg.make_data()
     picks = np.sort(np.random.default_rng(cfg.seed).choice(cfg.m, size=min(8, cfg.m), replace=False))
     fig, axes = plt.subplots(2, 4, figsize=(13, 5.5), sharey=True, layout="constrained")
@@ -476,7 +472,7 @@ class GDConfig(Fig4Data):
     lr: float = 0.5
 
 
-def run_gd(cfg: GDConfig) -> Result:
+def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
     trace = finished(train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=True,
@@ -499,7 +495,7 @@ class NGDAdamConfig(Fig4Data):
     lr_adam: float = 0.01
 
 
-def run_ngd_adam(cfg: NGDAdamConfig) -> Result:
+def run_ngd_adam(cfg: NGDAdamConfig, ctx: RunContext = DETACHED) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
     runs = {"GD": ("gd", cfg.lr_gd), "NGD": ("ngd", cfg.lr_ngd), "Adam": ("adam", cfg.lr_adam)}
@@ -527,7 +523,7 @@ class SGDConfig(Fig4Data):
     batch_size: int = 10  # contexts per step (of m = 50), drawn with probability π̂_j
 
 
-def run_sgd(cfg: SGDConfig) -> Result:
+def run_sgd(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """Footnote 8 (NeurIPS): SGD over distinct contexts is expected to have the same implicit bias as GD. Thm. 2's
     levels for SGD (calibrated on seeds 1–20 like GD's) and GD on the same data, side by side."""
     data = cfg.make_data()
@@ -554,7 +550,7 @@ class RegPathConfig(Fig4Data):
     max_iter: int = 50_000
 
 
-def run_regpath(cfg: RegPathConfig) -> Result:
+def run_regpath(cfg: RegPathConfig, ctx: RunContext = DETACHED) -> Result:
     data = cfg.make_data()
     ref = compute_reference(data)
     norms = np.geomspace(cfg.b_min, cfg.b_max, cfg.points)
@@ -619,7 +615,7 @@ def _transition(frac: pd.DataFrame, column: str) -> str:
     return f"{up['d_over_m'].iloc[0]:.2f}" if len(up) else "not reached"
 
 
-def run_overparam(cfg: OverparamConfig) -> Result:
+def run_overparam(cfg: OverparamConfig, ctx: RunContext = DETACHED) -> Result:
     """Lemma 1 (d > m ⇒ compatible and separable) on random instances across d/m.
 
     Separability is decided by the LP (``method="lp"``), never by Lemma 1's own closed form, so that
@@ -690,7 +686,7 @@ def entropy_by_length(data: NTPData) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def run_sequence_length(cfg: SequenceLengthConfig) -> Result:
+def run_sequence_length(cfg: SequenceLengthConfig, ctx: RunContext = DETACHED) -> Result:
     """Remark 2: 𝓗_t ≥ 𝓗_{t+1} on the prefixes of real text (App. C's autoregressive setting).
 
     Shannon's inequality gives H(X_{t+2} | X_{1:t+1}) ≤ H(X_{t+2} | X_{2:t+1}), which equals 𝓗_t only for a
@@ -724,21 +720,31 @@ def run_sequence_length(cfg: SequenceLengthConfig) -> Result:
     return Result(claims, {"remark2_entropy": fig}, table, notes)
 
 
+#: Fig. 4's generator at a tenth of its sizes, 40 steps: the smoke runs of the GD-family experiments (seconds).
+_SMALL_FIG4 = {"m": 10, "d": 15, "V": 6, "support_size": 3, "steps": 40}
 register(Experiment("ntp-toy2d", "ntp", "Figs. 1-2: the 2-D toy (d=2, m=3, V=5, S_j=3): W^mm, W*, GD",
-                    Toy2dConfig, run_toy2d, {"paper": {"steps": 100_000}}, "about 20 s"))
+                    Toy2dConfig, run_toy2d, {"paper": {"steps": 100_000}}, "about 20 s",
+                    smoke={"steps": 100, "entropy_seeds": 5}))
 register(Experiment("ntp-examples", "ntp", "Fig. 3: next-token distributions of eight contexts of the Fig. 4 data",
-                    ExamplesConfig, run_examples, {"paper": {"entropy_seeds": 1000}}, "about 5 s"))
+                    ExamplesConfig, run_examples, {"paper": {"entropy_seeds": 1000}}, "about 5 s",
+                    smoke={"entropy_seeds": 5}))
 register(Experiment("ntp-gd", "ntp", "Fig. 4: GD on m=50, d=60, V=10, S_j=6 (η=0.5, LeCun init)",
-                    GDConfig, run_gd, {"paper": {"steps": 10_000}}, "about 5 s"))
+                    GDConfig, run_gd, {"paper": {"steps": 10_000}}, "about 5 s",
+                    smoke=_SMALL_FIG4))
 register(Experiment("ntp-ngd-adam", "ntp", "Fig. 5: normalized GD and Adam (η=0.01, β=(0.9, 0.99)) vs GD",
-                    NGDAdamConfig, run_ngd_adam, {"paper": {"steps": 10_000}}, "about 15 s"))
+                    NGDAdamConfig, run_ngd_adam, {"paper": {"steps": 10_000}}, "about 15 s",
+                    smoke=_SMALL_FIG4))
 register(Experiment("ntp-sgd", "ntp", "Footnote 8: SGD over distinct contexts (η=0.5, batch 10) has GD's implicit bias",
-                    SGDConfig, run_sgd, {"paper": {"steps": 10_000}}, "about 15 s"))
+                    SGDConfig, run_sgd, {"paper": {"steps": 10_000}}, "about 15 s",
+                    smoke={**_SMALL_FIG4, "batch_size": 5}))
 register(Experiment("ntp-regpath", "ntp", "Theorem 1: the norm-constrained regularization path Ŵ_B",
-                    RegPathConfig, run_regpath, {"paper": {"b_max": 30.0, "points": 12}}, "about 10 s"))
+                    RegPathConfig, run_regpath, {"paper": {"b_max": 30.0, "points": 12}}, "about 10 s",
+                    smoke={"m": 10, "d": 15, "V": 6, "support_size": 3, "points": 3, "b_max": 5.0}))
 register(Experiment("ntp-sequence-length", "ntp", "Remark 2: 𝓗_t and the supports against the context length on "
                     "the prefixes of real text (tweets by default)", SequenceLengthConfig, run_sequence_length,
-                    {"paper": {"max_length": 10}}, "seconds"))
+                    {"paper": {"max_length": 10}}, "seconds",
+                    smoke={"n_lines": 50, "max_length": 3, "max_vocab": 100}))
 register(Experiment("ntp-overparam", "ntp", "Lemma 1: compatibility and separability vs d/m",
                     OverparamConfig, run_overparam, {"paper": {"m": 50, "support_size": 6, "trials": 50}},
-                    "about 35 s"))
+                    "about 35 s",
+                    smoke={"m": 10, "trials": 2, "ratios": (0.5, 1.5)}))

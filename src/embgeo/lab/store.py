@@ -1,6 +1,6 @@
 """The durable run store of embgeo sweeps: an SQLite index of experiment runs.
 
-Each run's outputs live in its run folder (written by :func:`embgeo.experiments.runner.run`);
+Each run's outputs live in its run folder (written by :func:`embgeo.lab.runner.run`);
 the store keeps one row per *point* (experiment, scale, config) with its status, timings, claims,
 scalars and where the folder is. A point's key is :func:`point_key`, so a sweep that is started
 again finds the points already done and skips them.

@@ -1,6 +1,6 @@
 """Checks of an experiment's settings, made when its config is built (before anything runs).
 
-:meth:`~embgeo.experiments.registry.Experiment.config` calls :func:`check_config` on every config it builds, so
+:meth:`~embgeo.lab.registry.Experiment.config` calls :func:`check_config` on every config it builds, so
 ``embgeo run``, ``reproduce`` and every point of a sweep (``--grid``, ``--set`` or a TOML spec) are refused in
 one line before the first run starts, instead of running and being stored as failed.
 
@@ -30,7 +30,7 @@ RULES: dict[str, tuple[str, float]] = {
     **dict.fromkeys(("m", "d", "steps", "epochs", "entropy_seeds", "points", "max_iter", "trials", "n_concepts",
                      "words_per_concept", "length", "n_classes", "dim", "n_train_per_class", "batch_size",
                      "log_every", "T", "n_pairs", "layers", "heads", "context_length", "support_size", "S",
-                     "epochs_hstar", "n_lines", "max_vocab", "workers"), ("int", 1)),
+                     "epochs_hstar", "n_lines", "max_vocab"), ("int", 1)),
     "V": ("int", 2),
     **dict.fromkeys(("seed", "n", "max_length", "level_size", "n_irrelevant", "min_count", "n_test_per_class"),
                     ("int", 0)),
@@ -51,7 +51,7 @@ def check_config(name: str, cfg) -> None:
     hints = typing.get_type_hints(type(cfg))
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        kind, optional = _annotation(hints[f.name])
+        kind, optional = field_kind(hints[f.name])
         if value is None and optional:
             continue
         _check_type(name, f.name, value, kind)
@@ -60,7 +60,7 @@ def check_config(name: str, cfg) -> None:
     _check_relations(name, cfg)
 
 
-def _annotation(hint) -> tuple[type, bool]:
+def field_kind(hint) -> tuple[type, bool]:
     """(the value type, whether None is allowed) of a config field's annotation, e.g. ``float | None``."""
     args = typing.get_args(hint)
     optional = type(None) in args

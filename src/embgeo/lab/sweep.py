@@ -7,10 +7,10 @@ or in this process with ``scheduler="inline"``) and records each result as it ar
 
 Why the client alone writes the store: SQLite must not be shared over a network filesystem, and a
 cluster's workers need not see the client's disk. A worker runs the point into its run folder (where
-``runner.run(resume=True)`` reuses a finished run, so a point whose result was lost with a killed client
-is recovered at once) and returns the record; the client stores it in one transaction. A killed
-worker's task is re-run by the Dask scheduler on another worker; a point is keyed by its config hash,
-so it is stored once however often it runs.
+:func:`embgeo.lab.runner.run_safely` with ``resume=True`` reuses a finished run, so a point whose result was
+lost with a killed client is recovered at once) and returns the record; the client stores it in one
+transaction. A killed worker's task is re-run by the Dask scheduler on another worker; a point is keyed
+by its config hash, so it is stored once however often it runs.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import threading
 import time
 import tomllib
 import traceback
+import typing
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -35,7 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embgeo.errors import InputError
-from embgeo.store import RunStore, owner_alive, point_key, this_process
+from embgeo.lab.record import RunRecord, config_dict
+from embgeo.lab.registry import get
+from embgeo.lab.runner import run_safely
+from embgeo.lab.settings import field_kind
+from embgeo.lab.store import RunStore, owner_alive, point_key, this_process
 
 #: Seconds between progress lines when stdout is not a terminal (the bar is shown on a terminal).
 PROGRESS_EVERY = 30.0
@@ -107,16 +112,11 @@ def grid_points(experiment: str, grid: Mapping[str, Iterable] | None = None, fix
 def _check_grid_keys(experiment: str, grid: Mapping, fixed: Mapping) -> None:
     """A setting in both grid and --set is ambiguous; a comma-split grid over a tuple setting (dims=64,128)
     would silently sweep one-element tuples, so those need a TOML spec's arrays."""
-    import typing
-
-    from embgeo.experiments import get
-    from embgeo.experiments.registry import _field_kind
-
     hints = typing.get_type_hints(get(experiment).config_cls)
     for key, values in grid.items():
         if key in fixed:
             raise InputError(f"{key}: given in both --grid and --set")
-        if key in hints and _field_kind(hints[key])[0] is tuple and any(isinstance(v, str) for v in values):
+        if key in hints and field_kind(hints[key])[0] is tuple and any(isinstance(v, str) for v in values):
             raise InputError(f"--grid {key}: {key} is a list setting, so commas cannot separate grid values; "
                              f"use a TOML spec (--spec FILE) with grid = {{ {key} = [[64, 128], [256]] }}")
 
@@ -124,16 +124,14 @@ def _check_grid_keys(experiment: str, grid: Mapping, fixed: Mapping) -> None:
 def make_points(experiment: str, settings: Iterable[Mapping], scale: str = "quick",
                 runs_dir: str | Path = "sweep-runs") -> list[Point]:
     """One :class:`Point` per settings dict (duplicates, i.e. equal configs, kept once, in order)."""
-    from embgeo.experiments import get
-
     exp = get(experiment)
-    has_seed = any(f.name == "seed" for f in dataclasses.fields(exp.config_cls))
+    has_seed = exp.has_seed()
     out, seen = [], set()
     for overrides in settings:
         overrides = {k: _toml_value(v) for k, v in overrides.items()}
         if "seed" in overrides and not has_seed:
             raise InputError(f"{experiment} has no 'seed' setting, so it cannot be swept over seeds")
-        config = _config_dict(exp.config(scale, overrides))
+        config = config_dict(exp.config(scale, overrides))
         key = point_key(experiment, scale, config)
         if key in seen:
             continue
@@ -181,12 +179,27 @@ def load_spec(path: str | Path, runs_dir: str | Path | None = None) -> list[Poin
     return [p for p in points if not (p.key in keys or keys.add(p.key))]
 
 
-def run_point(point: Point, threads: int | None = 1) -> dict:
-    """Run one point into its run folder and return what the store records (on a worker, or inline).
+@dataclass
+class PointResult:
+    """What one point's run hands back to the client (from a worker, or inline): the record of the run (a failed
+    one has ``record.error``), where it ran and with how many torch threads (``worker``), and its trace file."""
 
-    An exception inside the experiment is returned as ``status: failed`` with its traceback (the sweep
-    goes on); KeyboardInterrupt propagates. ``worker`` says where it ran and with how many torch threads,
-    so a test can see that the setting reached the worker.
+    record: RunRecord
+    worker: str = ""
+    trace: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.record.error is not None
+
+
+def run_point(point: Point, threads: int | None = 1) -> PointResult:
+    """Run one point into its run folder and return its result (on a worker, or inline).
+
+    An exception inside the experiment is a failed record with its traceback (the sweep goes on;
+    :func:`~embgeo.lab.runner.run_safely`); KeyboardInterrupt propagates. ``threads`` is the torch/BLAS thread
+    count the point runs with, and that of any sweep the experiment runs inside itself; ``worker`` says where it
+    ran and with how many torch threads, so a test can see that the setting reached the worker.
     """
     import matplotlib
 
@@ -194,22 +207,13 @@ def run_point(point: Point, threads: int | None = 1) -> dict:
     import torch
 
     from embgeo.core.threads import limit_threads
-    from embgeo.experiments import runner
 
-    t0 = time.perf_counter()
     with limit_threads(threads):
         where = f"{socket.gethostname()}:{os.getpid()} threads={torch.get_num_threads()}"
-        try:
-            record = runner.run(point.experiment, point.scale, dict(point.overrides), out=point.run_dir, resume=True)
-        except KeyboardInterrupt:
-            raise
-        except Exception:  # noqa: BLE001 - a failed point is a result: stored with its traceback
-            return {"status": "failed", "error": traceback.format_exc(), "worker": where,
-                    "seconds": time.perf_counter() - t0}
+        record = run_safely(point.experiment, point.scale, dict(point.overrides), out=point.run_dir, resume=True,
+                            threads=threads)
     trace = Path(record.out) / "trace.csv"
-    return {"status": "done", "worker": where, "seconds": record.seconds, "claims": record.claims,
-            "scalars": record.scalars, "run_dir": record.out, "figures": record.figures,
-            "versions": record.versions, "trace": str(trace) if trace.exists() else None}
+    return PointResult(record, where, str(trace) if not record.error and trace.exists() else None)
 
 
 def run_sweep(points: list[Point], store: str | Path, *, workers: int | None = None, scheduler: str | None = None,
@@ -345,17 +349,18 @@ def _settings_text(p: Point) -> str:
     return " ".join(f"{k}={v}" for k, v in p.overrides) or "(defaults)"
 
 
-def _record(st: RunStore, point: Point, result: dict, summary: SweepSummary) -> None:
-    if result["status"] == "done":
-        st.mark_done(point.key, seconds=result["seconds"], claims=result["claims"], scalars=result["scalars"],
-                     run_dir=result["run_dir"], figures=result["figures"], versions=result["versions"],
-                     trace=result["trace"], worker=result.get("worker", ""))
+def _record(st: RunStore, point: Point, result: PointResult, summary: SweepSummary) -> None:
+    """Store one point's result (the store holds claims as dicts: :meth:`~embgeo.lab.claims.Claim.to_dict`)."""
+    rec = result.record
+    if not result.failed:
+        st.mark_done(point.key, seconds=rec.seconds, claims=[c.to_dict() for c in rec.claims], scalars=rec.scalars,
+                     run_dir=rec.out, figures=rec.figures, versions=rec.versions, trace=result.trace,
+                     worker=result.worker)
         summary.done += 1
     else:
-        st.mark_failed(point.key, error=result["error"], worker=result.get("worker", ""))
+        st.mark_failed(point.key, error=rec.error, worker=result.worker)
         summary.failed += 1
-        lines = [ln for ln in result["error"].strip().splitlines() if ln.strip()]
-        summary.failures.append((point, lines[-1].strip() if lines else "failed"))
+        summary.failures.append((point, rec.error_line))
 
 
 def _run_inline(todo: list[Point], ctx: _Run) -> None:
@@ -391,7 +396,8 @@ def _run_dask(todo: list[Point], ctx: _Run) -> None:
                                   pure=False, retries=ctx.retries)] = p
         with _Progress(len(futures)) as progress:
             for fut in as_completed(futures):
-                _record(ctx.st, futures.pop(fut), _result(fut), ctx.summary)
+                point = futures.pop(fut)
+                _record(ctx.st, point, _result(fut, point), ctx.summary)
                 progress.update(ctx.summary)
     except KeyboardInterrupt:
         client.cancel(list(futures))
@@ -427,12 +433,14 @@ def _wait_for_others(ctx: _Run, echo: Callable[[str], object]) -> list[Point]:
         time.sleep(POLL_SECONDS)
 
 
-def _result(fut) -> dict:
-    """A task's record; a task Dask gave up on (e.g. its workers kept dying) is a failed point."""
+def _result(fut, point: Point) -> PointResult:
+    """A task's result; a task Dask gave up on (e.g. its workers kept dying) is a failed point."""
     try:
         return fut.result()
     except Exception:  # noqa: BLE001 - KilledWorker and the like: stored, the sweep goes on
-        return {"status": "failed", "error": f"the task did not finish on the cluster:\n{traceback.format_exc()}"}
+        error = f"the task did not finish on the cluster:\n{traceback.format_exc()}"
+        return PointResult(RunRecord(name=point.experiment, scale=point.scale, config=dict(point.config),
+                                     out=point.run_dir, error=error))
 
 
 class _Progress:
@@ -463,119 +471,3 @@ class _Progress:
 def _toml_value(value):
     """TOML arrays as tuples (the configs' sequence type); everything else as given."""
     return tuple(value) if isinstance(value, list) else value
-
-
-def _config_dict(cfg) -> dict:
-    from embgeo.experiments.runner import _config_dict as as_dict
-
-    return as_dict(cfg)
-
-
-def aggregate_claims(per_seed: list[list[dict]]) -> list[dict]:
-    """One claim per name over the seeds' claim lists: ``measured`` the mean (numbers) and ``seeds`` the
-    counts, ``{"n", "holds", "mean", "std", "values"}``; ``ok`` only if it holds in every seed.
-
-    The spread is the sample standard deviation over seeds (0 for one seed). A non-numeric measured
-    value (a statement, a list) keeps the first seed's value; the verdict count is what it reports.
-    """
-    order: dict[str, list[dict]] = {}
-    for claims in per_seed:
-        for c in claims:
-            order.setdefault(c["name"], []).append(c)
-    out = []
-    for cs in order.values():
-        values = [c["measured"] for c in cs]
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        held = sum(c.get("ok") is True for c in cs)
-        undecided = sum(c.get("ok") is None for c in cs)
-        info = {"n": len(cs), "holds": held, "undecided": undecided, "values": values}
-        claim = dict(cs[0])
-        if numeric:
-            arr = [float(v) for v in values]
-            mean = sum(arr) / len(arr)
-            std = (sum((v - mean) ** 2 for v in arr) / (len(arr) - 1)) ** 0.5 if len(arr) > 1 else 0.0
-            info.update(mean=mean, std=std)
-            claim["measured"] = mean
-        # holds only if it holds in every seed; fails if it fails in one; else (some undecided) undecided
-        failed = len(cs) - held - undecided
-        claim.update(ok=True if held == len(cs) else (False if failed else None), seeds=info)
-        out.append(claim)
-    return out
-
-
-def reproduce_seeds(paper: str = "all", scale: str = "quick", out: str | Path = "runs/reproduce", seeds: int = 3, *,
-                    workers: int | None = None, scheduler: str | None = None, fresh: bool = False,
-                    threads: int | None = 1, echo: Callable[[str], object] = print):
-    """``embgeo reproduce --seeds N``: every experiment with seeds 0..N-1 as one sweep, then one report.
-
-    Runs go to ``out/seed-I/NAME`` (so a table built from sibling runs finds those of its seed) and are
-    recorded in ``out/store.sqlite``; a repeated call runs only what is missing (``fresh`` empties the
-    store and marks the run folders unfinished first, so everything runs again). Experiments without a
-    seed setting run once (e.g. one that loops over its own seeds);
-    tables built from other runs are made per seed after the sweep. Returns (report path, records).
-    """
-    from embgeo.experiments import get, names
-    from embgeo.experiments.runner import RunRecord, load, package_versions, run
-    from embgeo.report.html import write_report
-
-    out = Path(out)
-    if fresh:
-        for stale in out.glob("store.sqlite*"):
-            stale.unlink()
-    selected = names(paper)
-    points, derived = [], []
-    for name in selected:
-        exp = get(name)
-        if exp.derived:
-            derived.append(name)
-            continue
-        has_seed = any(f.name == "seed" for f in dataclasses.fields(exp.config_cls))
-        settings = [{"seed": s} for s in range(seeds)] if has_seed else [{}]
-        for i, p in enumerate(make_points(name, settings, scale=scale)):
-            points.append(dataclasses.replace(p, run_dir=str(out / f"seed-{i}" / name)))
-    if fresh:  # a finished run folder would be reused by the worker (runner.run(resume=True)): make it unfinished
-        for p in points:
-            (Path(p.run_dir) / "record.json").unlink(missing_ok=True)
-    run_sweep(points, out / "store.sqlite", workers=workers, scheduler=scheduler, threads=threads,
-              sweep=f"reproduce --seeds {seeds}",
-              echo=echo)
-    with RunStore(out / "store.sqlite") as st:
-        rows = {p.key: st.get(p.key) for p in points}
-    by_name: dict[str, list] = {}
-    for p in points:
-        row = rows[p.key]
-        rec = load(p.run_dir) if row and row["status"] == "done" else None
-        if rec is None:
-            error = (row or {}).get("error") or "not run"
-            rec = RunRecord(p.experiment, scale, dict(p.config), [], [], 0.0, package_versions(), p.run_dir,
-                            error=error)
-        by_name.setdefault(p.experiment, []).append(rec)
-    for name in derived:  # after the sweep: they read their seed's sibling runs
-        for i in range(seeds):
-            try:
-                rec = run(name, scale, out=out / f"seed-{i}" / name)
-            except Exception as exc:  # noqa: BLE001 - reported like reproduce does
-                rec = RunRecord(name, scale, {}, [], [], 0.0, package_versions(), str(out / f"seed-{i}" / name),
-                                error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-            by_name.setdefault(name, []).append(rec)
-    records = [_over_seeds(by_name[name]) for name in selected]
-    path = write_report(records, out / "report.html",
-                        title=f"embgeo reproduction: {paper}, {scale} scale, {seeds} seeds")
-    return path, records
-
-
-def _over_seeds(recs: list):
-    """One record of an experiment's per-seed records: claims aggregated, figures of the first seed."""
-    ok = [r for r in recs if not r.error]
-    if not ok:
-        return recs[0]
-    first = ok[0]
-    notes = list(first.notes)
-    if len(recs) > 1:
-        notes.insert(0, f"{len(ok)} seeds (0..{len(recs) - 1}); figures and notes of seed {recs.index(first)}; "
-                        "measured = mean over seeds, ± the sample standard deviation.")
-    failed = [i for i, r in enumerate(recs) if r.error]
-    if failed:
-        notes.insert(0, f"seeds {failed} failed to run: {recs[failed[0]].error.splitlines()[0]}")
-    return dataclasses.replace(first, claims=aggregate_claims([r.claims for r in ok]),
-                               seconds=sum(r.seconds for r in ok), notes=notes)

@@ -29,6 +29,7 @@ alone (eq. 10): its λ is ``weight_decay_U``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from os import PathLike
@@ -63,20 +64,14 @@ from embgeo.collapse.theory import (
 )
 from embgeo.core.lazy import lazy
 from embgeo.errors import InputError
-from embgeo.experiments.registry import (
-    RUN_DIR,
-    Claim,
-    Experiment,
-    Result,
-    as_check,
-    at_least,
-    at_most,
-    checkpoint_path,
-    close,
-    finished,
-    holds,
-    register,
-)
+from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.record import load
+from embgeo.lab.registry import Experiment, Paper, Result, finished
+
+#: The paper's experiments, in its order (:data:`PAPER` lists them).
+EXPERIMENTS: list[Experiment] = []
+register = EXPERIMENTS.append
 
 # torch and the model built on it are imported by the first run, not by embgeo list / show (issue 24)
 CollapseNet = lazy("embgeo.collapse.model", "CollapseNet")
@@ -111,7 +106,7 @@ def _minimize_exact(cfg: FullySampledConfig, layernorm: bool):
     return mu, Z, m.W, m.U, m.grad_norm, m.iterations
 
 
-def run_theorem2(cfg: FullySampledConfig) -> Result:
+def run_theorem2(cfg: FullySampledConfig, ctx: RunContext = DETACHED) -> Result:
     """Minimize the exact risk of h (Zipf, K = n_c^L) and compare with the Theorem 2 system (7)-(8)."""
     mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=False)
     theory = type3_magnitudes(mu, cfg.n_concepts, cfg.length, cfg.weight_decay)
@@ -145,7 +140,7 @@ def run_theorem2(cfg: FullySampledConfig) -> Result:
                   notes=[f"Smallness condition: λ = {cfg.weight_decay:g} < {theory.lambda_max:.4g}."])
 
 
-def run_theorem3(cfg: FullySampledConfig) -> Result:
+def run_theorem3(cfg: FullySampledConfig, ctx: RunContext = DETACHED) -> Result:
     """Minimize the exact risk of h* (Zipf, K = n_c^L): full collapse with c = τ*/√(KL) (Theorem 3)."""
     mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=True)
     const = type2_constants(cfg.n_concepts, cfg.length, len(Z), cfg.dim, cfg.weight_decay)
@@ -494,52 +489,30 @@ def peak_decline_claims(df: pd.DataFrame, paper_numbers: bool) -> list:
 
 # -- what is known about the presets' failing claims (investigations; README) ----------------------
 
-#: Why a claim fails at a registered preset, found by the runs described in the README. Shown only
-#: when the config is exactly that preset (:func:`_known`), never beside another configuration.
-KNOWN = {
-    ("collapse-zipf-small", "quick", "W"):
-        "in the figure's plane 0.147 rad (the full space: 0.27 rad, σ3/σ1 = 0.41); in the full space not confined to "
-        "rare words: 0.36 rad among the 10 most frequent words of each concept, 0.30 among the 40 rarest",
-    ("collapse-zipf-small-ln", "quick", "u"):
-        "under-training of the scale: the u_{k,ℓ} grow toward Theorem 3's scale over the epochs, σ1/σ2 2.0%/2.2% "
-        "below τ*/√2 after the preset's 50 epochs and 1.1%/1.3% after 150 (seed 0, 2026-11-26); the authors' run "
-        "had 500 epochs (0.7%/0.8%); the paper-scale run decides",
-    ("collapse-norms", "quick", "norm"):
-        "systematic at these sizes, not under-training: seeds 0, 1, 2 give 1.435, 1.423, 1.425 (2.6-3.4% below c) "
-        "and 1000 or 3000 epochs give 1.4351; Theorem 1 is the large-sample limit under Assumption 1 (symmetric "
-        "latents), which K=50 distinct latents of length 8 satisfy only roughly",
-    ("collapse-norms", "quick", "u norm"):
-        "at these sizes (K = 50 distinct latents of length 8) the u_{k,ℓ} are not collapsed in norm (spread 0.27 "
-        "within a concept), as Assumption 1 holds only roughly; the word norms are 2.6% off for the same reason",
-    ("collapse-uniform", "paper", "phi"):
-        "cause, investigated at this configuration (seed 0, h* alone, up to 300 epochs): the random initial W. h*"
-        " has no weight decay on W and φ is scale-invariant, so each word keeps its initial random part (N(0, "
-        "1e-6) per entry, ‖w0‖ = 0.01, amplified ~2× in the first epochs) while ‖w‖ grows only to 0.15-0.17 by "
-        "epochs 150-300; with the initialization scaled by 1e-4 instead of the paper's 1e-3 the ratio is 0.0035 "
-        "from epoch 50 on (0.041 with 1e-3) and σ3/σ1 0.012 (0.042). Not the cause: the epochs (with 1e-3 the "
-        "ratio falls ~7% per 50 epochs, 0.041 at 50 to 0.028 at 300), the lr schedule (lr 0.01 after epoch 200 "
-        "slows that fall ~10×), LayerNorm's ε (the ε-free φ is worse: 0.049 vs 0.035 at epoch 150, W staying 3× "
-        "smaller), weight decay 1e-3 on W (0.033 vs 0.035 at epoch 150: it shrinks the initial and the learned "
-        "parts alike). The asymmetry of random latents was not tested (K = 3^15 cannot be fully sampled)",
-    ("collapse-uniform", "paper", "hstar u"):
-        "in the same investigation the u_{k,ℓ} of h* fall slowly with the paper's initialization (ratio 0.065 at "
-        "epoch 50, 0.058 at 300) and rise with the 1e-4 one (0.019 at 50, 0.027 at 150)",
-}
+#: The investigations' findings (why a claim fails at a registered preset), kept as data beside this module.
+KNOWN_RESULTS = Path(__file__).with_name("known_results.json")
+
+
+@functools.cache
+def known_results() -> dict[tuple[str, str, str], str]:
+    """(experiment, scale, claim key) → why that claim fails at that preset, read from :data:`KNOWN_RESULTS`
+    (found by the runs described in the README). Shown only when the config is exactly that preset
+    (:func:`_known`), never beside another configuration."""
+    doc = json.loads(KNOWN_RESULTS.read_text(encoding="utf-8"))
+    return {(r["experiment"], r["scale"], r["claim"]): r["note"] for r in doc["results"]}
 
 
 def _preset(name: str, cfg) -> str | None:
     """``"quick"`` or ``"paper"`` when ``cfg`` is exactly that preset of experiment ``name``, else None."""
-    from embgeo.experiments.registry import get
-
     for scale in ("quick", "paper"):
-        if cfg == get(name).config(scale):
+        if cfg == PAPER.experiment(name).config(scale):
             return scale
     return None
 
 
 def _known(name: str, cfg, key: str) -> str:
-    """The :data:`KNOWN` note of claim ``key`` of experiment ``name`` if ``cfg`` is one of its presets."""
-    return KNOWN.get((name, _preset(name, cfg), key), "")
+    """The :func:`known_results` note of claim ``key`` of experiment ``name`` if ``cfg`` is one of its presets."""
+    return known_results().get((name, _preset(name, cfg), key), "")
 
 
 # -- SGD experiments: Figs. 3-4 and the norm check ------------------------------------------------
@@ -576,7 +549,7 @@ class SGDConfig:  # noqa: D101 - documented below
     paper_numbers: bool = False
 
 
-def _train(cfg: SGDConfig):
+def _train(cfg: SGDConfig, ctx: RunContext = DETACHED):
     """Generate the data, train the network, return (data, model, trace DataFrame)."""
     data = generate(cfg.n_concepts, cfg.words_per_concept, cfg.length, cfg.n_classes, freqs=cfg.freqs,
                     n_train_per_class=cfg.n_train_per_class, n_test_per_class=cfg.n_test_per_class,
@@ -585,7 +558,7 @@ def _train(cfg: SGDConfig):
                         ln_eps=cfg.ln_eps if cfg.layernorm else 0.0, seed=cfg.seed)
     trace = train(model, data, cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, weight_decay_W=cfg.weight_decay_W,
                   weight_decay_U=cfg.weight_decay_U, seed=cfg.seed, log_every=cfg.log_every, progress=True,
-                  checkpoint=checkpoint_path("sgd", cfg))
+                  checkpoint=ctx.checkpoint("sgd", cfg))
     df = finished(trace).to_frame()
     df.attrs["n_test"] = len(data.test_y)
     return data, model, df
@@ -694,7 +667,7 @@ def _pca_claims(cfg: SGDConfig, const: Type1Constants, model: CollapseNet, data:
     return claims
 
 
-def run_uniform(cfg: SGDConfig) -> Result:
+def run_uniform(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """Fig. 3: h and h* on uniform frequencies; norms, PCA values and point collapse against Theorems 1, 3.
 
     h is trained with ``cfg`` and checked against Theorem 1 (:func:`theorem1_constants`: one weight decay
@@ -702,12 +675,12 @@ def run_uniform(cfg: SGDConfig) -> Result:
     on the same data (:func:`_train_hstar`) for ``epochs_hstar`` epochs and checked for point collapse.
     """
     const = theorem1_constants(cfg)
-    data, model, df = _train(cfg)
+    data, model, df = _train(cfg, ctx)
     claims = _accuracy_claims(cfg, df, "h", ("uniform", 5))
     norm_claims, note = _norm_claims(const, model, printed=1.41)
     claims += norm_claims + _pca_claims(cfg, const, model, data)
     ln_epochs = cfg.epochs_hstar if cfg.epochs_hstar is not None else max(1, cfg.epochs // 3)
-    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, ln_epochs)
+    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, ln_epochs, ctx)
     claims += _accuracy_claims(ln_cfg, df_ln, "h*", ("uniform", 5))
     claims += point_collapse_claims("h*: word representations φ(w)", model_ln.word_representations(),
                                     data_ln.word_concept, norms=False, note=_known("collapse-uniform", cfg, "phi"))
@@ -721,24 +694,24 @@ def run_uniform(cfg: SGDConfig) -> Result:
                                               "small-initialization plateau at once (digest §7.1)."])
 
 
-def _train_hstar(cfg: SGDConfig, epochs: int):
+def _train_hstar(cfg: SGDConfig, epochs: int, ctx: RunContext = DETACHED):
     """h* on the same data as ``cfg``: LayerNorm, no weight decay on W (Fig. 4c's settings).
 
     The official notebooks have no h* run on uniform or large Zipf data, whose accuracies the
     paper's table prints; the digest (§5) infers Fig. 4c's settings. Returns (cfg, data, model, frame).
     """
     ln_cfg = SGDConfig(**{**cfg.__dict__, "layernorm": True, "weight_decay_W": 0.0, "epochs": epochs})
-    return (ln_cfg, *_train(ln_cfg))
+    return (ln_cfg, *_train(ln_cfg, ctx))
 
 
-def run_zipf_large(cfg: SGDConfig) -> Result:
+def run_zipf_large(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """Fig. 4a: h on the large Zipf training set: directional collapse of W, norms grow with frequency.
 
     Also h* on the same data, for the accuracy table's h* entry (100%), trained for as many epochs. The
     u_{k,ℓ}'s point collapse is claimed against the paper-size standard (:data:`POINT_RATIO`) only at the
     paper's sizes; elsewhere collapse-zipf-small claims it relatively (:func:`u_contrast_claim`).
     """
-    data, model, df = _train(cfg)
+    data, model, df = _train(cfg, ctx)
     W = model.word_embeddings()
     U = model.u_blocks().reshape(-1, cfg.dim)
     claims = _accuracy_claims(cfg, df, "h", ("zipf", 500))
@@ -757,7 +730,8 @@ def run_zipf_large(cfg: SGDConfig) -> Result:
                      f"collapse-zipf-small claims the contrast with n_spl = 5 on its sizes): within/between variance "
                      f"ratio {variance_ratio(U, data.latent.reshape(-1)):.4g}, norm spread "
                      f"{norm_spread(U, data.latent.reshape(-1)):.3g}, PCA σ = {s[0]:.4g} / {s[1]:.4g} / {s[2]:.3g}")
-    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, cfg.epochs if cfg.epochs_hstar is None else cfg.epochs_hstar)
+    epochs_hstar = cfg.epochs if cfg.epochs_hstar is None else cfg.epochs_hstar
+    ln_cfg, data_ln, model_ln, df_ln = _train_hstar(cfg, epochs_hstar, ctx)
     claims += _accuracy_claims(ln_cfg, df_ln, "h*", ("zipf", 500))
     phi = model_ln.word_representations()
     s = pca_singular_values(phi)
@@ -775,7 +749,7 @@ def run_zipf_large(cfg: SGDConfig) -> Result:
 FIG4B_HSTAR_EPOCHS = 50
 
 
-def _fig4b_relative_claims(cfg: SGDConfig, data, model, df) -> tuple[list, list]:
+def _fig4b_relative_claims(cfg: SGDConfig, data, model, df, ctx: RunContext = DETACHED) -> tuple[list, list]:
     """Fig. 4b off the paper's sizes: (claims, notes) comparing h with h* and with n_spl = 500 on the same sizes.
 
     The printed 45% and the paper-size dispersion standard do not carry over to other sizes; what does is the
@@ -784,12 +758,12 @@ def _fig4b_relative_claims(cfg: SGDConfig, data, model, df) -> tuple[list, list]
     they stay dispersed with n_spl = 5 (:func:`u_contrast_claim`; h trained again with Fig. 4a's protocol).
     """
     epochs = cfg.epochs_hstar if cfg.epochs_hstar is not None else FIG4B_HSTAR_EPOCHS
-    _, _, _, df_ln = _train_hstar(cfg, epochs)
+    _, _, _, df_ln = _train_hstar(cfg, epochs, ctx)
     acc_h, acc_hstar = 100 * float(df["test_acc"].iloc[-1]), 100 * float(df_ln["test_acc"].iloc[-1])
     claims = [gap_claim(acc_h, acc_hstar, int(df.attrs["n_test"]),
                         note=f"h* trained {epochs} epochs on the same data with Fig. 4c's settings")]
     large_cfg = SGDConfig(**{**cfg.__dict__, "n_train_per_class": 500, "epochs": 10, "log_every": 1})
-    large_data, large_model, large_df = _train(large_cfg)
+    large_data, large_model, large_df = _train(large_cfg, ctx)
     blocks = np.repeat(np.arange(cfg.n_classes), cfg.length)  # the L blocks u_{k,·} of a class share its sentences
     ratios = []
     for d, m in ((data, model), (large_data, large_model)):
@@ -801,7 +775,7 @@ def _fig4b_relative_claims(cfg: SGDConfig, data, model, df) -> tuple[list, list]
     return claims, notes
 
 
-def run_zipf_small(cfg: SGDConfig) -> Result:
+def run_zipf_small(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """Fig. 4b (h) or 4c (h*): Zipf with few samples per class.
 
     Fig. 4b at the paper's sizes: the printed 45%, the authors' peak-then-decline, the word directions in the
@@ -809,7 +783,7 @@ def run_zipf_small(cfg: SGDConfig) -> Result:
     (:func:`_fig4b_relative_claims`). Fig. 4c: h*'s accuracy, φ(W)'s point collapse and the u_{k,ℓ} against
     the authors' saved run and Theorem 3's scale (:func:`fig4c_u_claims`).
     """
-    data, model, df = _train(cfg)
+    data, model, df = _train(cfg, ctx)
     net = "h*" if cfg.layernorm else "h"
     name = "collapse-zipf-small-ln" if cfg.layernorm else "collapse-zipf-small"
     u = model.u_blocks().reshape(-1, cfg.dim)
@@ -829,7 +803,7 @@ def run_zipf_small(cfg: SGDConfig) -> Result:
         if cfg.paper_numbers:
             claims = _accuracy_claims(cfg, df, net, ("zipf", 5), known=_known(name, cfg, "acc"))
         else:
-            claims, notes = _fig4b_relative_claims(cfg, data, model, df)
+            claims, notes = _fig4b_relative_claims(cfg, data, model, df, ctx)
         claims += peak_decline_claims(df, cfg.paper_numbers)
         claims += plane_direction_claim("h: word embeddings", model.word_embeddings(), data.word_concept,
                                         note=_known(name, cfg, "W"))
@@ -842,14 +816,14 @@ def run_zipf_small(cfg: SGDConfig) -> Result:
     return Result(claims, figs, df, notes)
 
 
-def run_norms(cfg: SGDConfig) -> Result:
+def run_norms(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """The K=50, n_spl=100 norm check of Sec. 3: 0.61 ± 0.06 measured vs 0.61602 predicted.
 
     Trains h with ``cfg`` and compares the mean word norm with Theorem 1's c
     (:func:`theorem1_constants`, which refuses configs the theorem does not cover before training).
     """
     const = theorem1_constants(cfg)
-    _, model, df = _train(cfg)
+    _, model, df = _train(cfg, ctx)
     claims, note = _norm_claims(const, model, printed=0.61, known=_known("collapse-norms", cfg, "norm"),
                                 known_u=_known("collapse-norms", cfg, "u norm"))
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
@@ -862,7 +836,7 @@ def run_norms(cfg: SGDConfig) -> Result:
     return Result(claims, {"norms": fig}, df, [note])
 
 
-def run_no_decay(cfg: SGDConfig) -> Result:
+def run_no_decay(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """Sec. 2: "the empirical picture remains the same without weight decay" — Fig. 3's h with λ = 0 on W and U.
 
     The same data and training as collapse-uniform with both weight decays 0 (the presets set them):
@@ -875,7 +849,7 @@ def run_no_decay(cfg: SGDConfig) -> Result:
         raise InputError(f"weight_decay_W = {cfg.weight_decay_W:g}, weight_decay_U = {cfg.weight_decay_U:g}, "
                          f"layernorm = {cfg.layernorm}: this experiment is the network h without weight decay; set "
                          "both to 0 and layernorm=false (collapse-uniform has the runs with weight decay)")
-    data, model, df = _train(cfg)
+    data, model, df = _train(cfg, ctx)
     W, U = model.word_embeddings(), model.u_blocks().reshape(-1, cfg.dim)
     claims = _accuracy_claims(cfg, df, "h", ("uniform", 5))
     items = [(W, data.word_concept, "word embeddings w"), (U, data.latent.reshape(-1), "u_{k,ℓ} (by z_{k,ℓ})")]
@@ -924,14 +898,11 @@ def read_accuracy(run_dir: str | PathLike, name: str, net: str | None, scale: st
     The run must be finished (``claims.json``), have a ``trace.csv`` with ``test_acc`` (rows of
     ``net`` when given), and have been made at ``scale`` with that scale's preset (no ``--set``).
     """
-    from embgeo.experiments.registry import get
-    from embgeo.experiments.runner import load
-
     path = Path(run_dir)
     record = load(path)
     if record is None or not (path / "trace.csv").exists():
         return None, f"no finished run of {name} in {path} (run it first; nothing is re-trained here)"
-    preset = json.loads(json.dumps(dataclasses.asdict(get(name).config(scale)), default=str))
+    preset = json.loads(json.dumps(dataclasses.asdict(PAPER.experiment(name).config(scale)), default=str))
     config = {k: None if LEGACY_COMPUTED.get(k, ...) == v and preset.get(k) is None else v
               for k, v in record.config.items()}
     if record.scale != scale or config != preset:
@@ -955,17 +926,15 @@ def source_verdict(run_dir: str | PathLike, net: str) -> str:
     The claim is the one whose name starts with "``net`` test accuracy" or, for h on Fig. 4b's data off the
     paper's sizes, the relative one ("h* generalizes and h does not", :func:`gap_claim`).
     """
-    from embgeo.experiments.registry import verdict
-
     path = Path(run_dir) / "claims.json"
     if not path.exists():
         return "no claims.json"
     own = (f"{net} test accuracy", "h* generalizes and h does not") if net == "h" else (f"{net} test accuracy",)
-    found = [c for c in json.loads(path.read_text()) if c["name"].startswith(own)]
-    return "; ".join(f"'{c['name']}' {verdict(c)}" for c in found) or "no accuracy claim"
+    found = [Claim.from_dict(c) for c in json.loads(path.read_text()) if c["name"].startswith(own)]
+    return "; ".join(f"'{c.name}' {c.verdict}" for c in found) or "no accuracy claim"
 
 
-def run_accuracy_table(cfg: AccuracyTableConfig) -> Result:
+def run_accuracy_table(cfg: AccuracyTableConfig, ctx: RunContext = DETACHED) -> Result:
     """The paper's table: h / h* × {uniform n_spl=5, Zipf n_spl=500, Zipf n_spl=5} = 100/100, 100/100, 45/100.
 
     Nothing is trained: each cell is the final test accuracy of a finished run of another collapse
@@ -980,7 +949,7 @@ def run_accuracy_table(cfg: AccuracyTableConfig) -> Result:
     if cfg.runs_dir is not None:
         base = Path(cfg.runs_dir)
     else:
-        base = (RUN_DIR.get() or Path("runs") / "collapse-accuracy").parent
+        base = ctx.runs_dir("collapse-accuracy")
     claims, rows = [], []
     for (freqs, n_spl, net), (name, column) in TABLE_SOURCES.items():
         printed = PAPER_ACCURACY[(freqs, n_spl)][1 if net == "h*" else 0]
@@ -1002,6 +971,10 @@ def run_accuracy_table(cfg: AccuracyTableConfig) -> Result:
                   [f"Read from the runs in {base} (scale {cfg.scale}); no network is trained here."])
 
 
+#: Smoke runs (seconds): 20 classes of distinct latents, or the 27 fully sampled sequences of length 3.
+_TINY = {"n_classes": 20, "n_train_per_class": 10, "epochs": 6, "log_every": 2, "dim": 8}
+_TINY_ALL = {"n_classes": 27, "length": 3, "latent": "all", "words_per_concept": 10, "epochs": 40, "dim": 8,
+             "log_every": 20}
 _PAPER = {"words_per_concept": 400, "length": 15, "n_classes": 1000, "dim": 100, "paper_numbers": True,
           "latent": "random"}
 # Quick Fig. 3 is the fully sampled case (all 3^5 = 243 latent sequences), where Assumption 1 holds
@@ -1013,18 +986,21 @@ register(Experiment("collapse-uniform", "collapse", "Fig. 3: h and h* on uniform
                                                        "length": 5, "n_classes": 243},
                                              "paper": {**_PAPER, "epochs": 1200, "epochs_hstar": 500,
                                                        "log_every": 100}},
-                    "about 38 min (measured, 1 thread, shared cores)"))
+                    "about 38 min (measured, 1 thread, shared cores)",
+                    smoke={**_TINY_ALL, "epochs_hstar": 10}))
 register(Experiment("collapse-zipf-large", "collapse", "Fig. 4a: h on Zipf frequencies, n_spl=500",
                     SGDConfig, run_zipf_large,
                     {"quick": {"freqs": "zipf", "n_train_per_class": 500, "epochs": 10, "log_every": 1},
                      "paper": {**_PAPER, "freqs": "zipf", "n_train_per_class": 500, "epochs": 10, "log_every": 1}},
-                    "about 28 min (measured)"))
+                    "about 28 min (measured)",
+                    smoke={**_TINY, "epochs": 2, "log_every": 1}))
 register(Experiment("collapse-zipf-small", "collapse", "Fig. 4b: h on Zipf frequencies, n_spl=5 (fails to generalize)",
                     SGDConfig, run_zipf_small, {"quick": {"freqs": "zipf", "words_per_concept": 100, "epochs": 3000,
                                                           "log_every": 100},
                                                 "paper": {**_PAPER, "freqs": "zipf", "epochs": 3000,
                                                           "log_every": 100}},
-                    "about 60-75 min (measured)"))
+                    "about 60-75 min (measured)",
+                    smoke={**_TINY, "epochs": 2, "log_every": 1}))
 # Quick Fig. 4c keeps the paper's K, L, d and random latents with s_c = 40 and 50 epochs: at K=200,
 # L=8, d=32 the u_{k,ℓ} stop at σ3/σ1 ≈ 0.022-0.11 whatever the epochs (more epochs: worse), short
 # of the authors' standard; here 0.0127 (seeds 0 and 1) in about a minute.
@@ -1033,12 +1009,14 @@ register(Experiment("collapse-zipf-small-ln", "collapse", "Fig. 4c: h* (LayerNor
                     {"quick": {"freqs": "zipf", "layernorm": True, "weight_decay_W": 0.0, "epochs": 50,
                                "n_classes": 1000, "length": 15, "dim": 100, "latent": "random"},
                      "paper": {**_PAPER, "freqs": "zipf", "layernorm": True, "weight_decay_W": 0.0, "epochs": 500}},
-                    "about 10 min"))
+                    "about 10 min",
+                    smoke={**_TINY, "length": 8, "epochs": 2, "log_every": 1}))
 register(Experiment("collapse-norms", "collapse", "Sec. 3 norm check: K=50, n_spl=100, uniform",
                     SGDConfig, run_norms,
                     {"quick": {"n_classes": 50, "n_train_per_class": 100, "epochs": 300},
                      "paper": {**_PAPER, "n_classes": 50, "n_train_per_class": 100, "epochs": 1200}},
-                    "about 5 min"))
+                    "about 5 min",
+                    smoke=_TINY))
 # Fig. 3's presets with both weight decays 0 ("the empirical picture remains the same without weight decay").
 register(Experiment("collapse-no-decay", "collapse", "Sec. 2: Fig. 3's h without weight decay (the same picture)",
                     SGDConfig, run_no_decay,
@@ -1046,16 +1024,25 @@ register(Experiment("collapse-no-decay", "collapse", "Sec. 2: Fig. 3's h without
                                "weight_decay_W": 0.0, "weight_decay_U": 0.0},
                      "paper": {**_PAPER, "epochs": 1200, "log_every": 100, "weight_decay_W": 0.0,
                                "weight_decay_U": 0.0}},
-                    "about 35 min (estimate: Fig. 3's h alone)"))
+                    "about 35 min (estimate: Fig. 3's h alone)",
+                    smoke=_TINY_ALL))
 register(Experiment("collapse-theorem2", "collapse",
                     "Theorem 2: embedding norm vs frequency on a fully sampled Zipf instance (exact risk)",
                     FullySampledConfig, run_theorem2, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
-                    "about 7 min"))
+                    "about 7 min",
+                    smoke={}))
 register(Experiment("collapse-theorem3", "collapse",
                     "Theorem 3: h* collapses fully (type II) on a fully sampled Zipf instance (exact risk)",
                     FullySampledConfig, run_theorem3, {"paper": {"length": 4, "words_per_concept": 10, "dim": 12}},
-                    "about 22 min (measured, shared cores)"))
+                    "about 22 min (measured, shared cores)",
+                    smoke={}))
 register(Experiment("collapse-accuracy", "collapse",
                     "Accuracy table (Secs. 2.1-2.2): h, h* on uniform, Zipf n_spl=500 and 5 (from the runs above)",
                     AccuracyTableConfig, run_accuracy_table, {"paper": {"scale": "paper"}},
-                    "seconds (reads the other runs)", derived=True))
+                    "seconds (reads the other runs)", derived=True,
+                    smoke={}))
+
+#: The feature-collapse paper, registered with the lab (entry point ``embgeo.papers: collapse``).
+PAPER = Paper(name="collapse", title="Feature Collapse",
+              citation="T. Laurent, J. H. von Brecht, X. Bresson, arXiv:2305.16162 (2023)", order=2,
+              experiments=EXPERIMENTS)

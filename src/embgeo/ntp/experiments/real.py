@@ -26,21 +26,12 @@ import numpy as np
 import pandas as pd
 
 from embgeo.errors import InputError
-from embgeo.experiments.ntp import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL
-from embgeo.experiments.registry import (
-    Claim,
-    Experiment,
-    Result,
-    at_least,
-    at_most,
-    banded,
-    checkpoint_path,
-    finished,
-    holds,
-    register,
-)
+from embgeo.lab.claims import Claim, at_least, at_most, banded, holds
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp import geometry
 from embgeo.ntp.corpus import build_corpus, read_lines
+from embgeo.ntp.experiments.paper import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL
 from embgeo.ntp.theory import entropy
 
 #: "Until the loss is near the empirical entropy": CE − 𝓗 at most this fraction of 𝓗 at the last step [our ε].
@@ -48,6 +39,10 @@ LOSS_LEVEL = 0.05
 #: Equal-support collapse: the within/between ratio of directions at the last step at most this fraction of
 #: its value at initialisation (an order of magnitude) [our ε; the follow-up reports the collapse qualitatively].
 COLLAPSE_FACTOR = 0.1
+
+#: This module's experiments (:data:`embgeo.ntp.experiments.PAPER` lists them).
+EXPERIMENTS: list[Experiment] = []
+register = EXPERIMENTS.append
 
 
 @dataclass
@@ -120,7 +115,7 @@ def _measure(corpus, groups: np.ndarray, cfg: RealConfig):
     return measure
 
 
-def run_real(kind: str, cfg: RealConfig) -> Result:
+def run_real(kind: str, cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
     """Train one model on the corpus, tracking the paper's objects for its embeddings; claims at the last step."""
     from embgeo.ntp.learned import train_learned
 
@@ -135,7 +130,7 @@ def run_real(kind: str, cfg: RealConfig) -> Result:
     trace = finished(train_learned(
         model, data, corpus.contexts, optimizer=cfg.optimizer, lr=cfg.lr, steps=cfg.steps,
         weight_decay_embed=cfg.weight_decay_embed, weight_decay_decoder=cfg.weight_decay_decoder, seed=cfg.seed,
-        measure=_measure(corpus, groups, cfg), checkpoint=checkpoint_path(f"ntp-real-{kind}", cfg)))
+        measure=_measure(corpus, groups, cfg), checkpoint=ctx.checkpoint(f"ntp-real-{kind}", cfg)))
     df = pd.DataFrame(trace.rows)
     H = entropy(data)
     sizes = (f"{source}: {corpus.info['lines']} lines, m = {data.m} contexts (k = {cfg.context_length}), V = {data.V}, "
@@ -284,29 +279,32 @@ def _figure(df: pd.DataFrame, kind: str):
     return fig
 
 
-def run_ufm(cfg: RealConfig) -> Result:
+def run_ufm(cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
     """The unconstrained-features model: free H (m, d) and W (V, d), trained jointly (log-bilinear model)."""
-    return run_real("ufm", cfg)
+    return run_real("ufm", cfg, ctx)
 
 
-def run_lstm(cfg: RealConfig) -> Result:
+def run_lstm(cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
     """A causal LSTM whose last hidden state is the context embedding."""
-    return run_real("lstm", cfg)
+    return run_real("lstm", cfg, ctx)
 
 
-def run_transformer(cfg: RealConfig) -> Result:
+def run_transformer(cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
     """A decoder-only transformer whose last position's state is the context embedding."""
-    return run_real("transformer", cfg)
+    return run_real("transformer", cfg, ctx)
 
 
 #: Paper-like presets: 2000 tweets, V = 1001 (m = 15,014 contexts), d = 128. A full-batch step costs 0.65 s (UFM),
 #: 3.7 s (LSTM) and 6.0 s (transformer) on one core at this size (the m × V logits and, for the sequence models,
 #: the backward pass through 2 layers for every context), so 5000 steps would take 1, 5 and 8.5 hours: the
 #: sequence models' presets are cut to 800 and 500 steps (about 50 minutes each), the UFM keeps 5000.
+#: A smoke run (seconds): 80 lines of the tweets, V = 41, d = 16, 30 steps.
+_SMOKE = {"n_lines": 80, "max_vocab": 40, "d": 16, "steps": 30, "track_seconds": 5.0}
 _PAPER_LIKE = {"n_lines": 2000, "max_vocab": 1000, "d": 128, "steps": 5000}
 register(Experiment("ntp-real-ufm", "ntp", "Learned embeddings (UFM) on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_ufm, {"paper": _PAPER_LIKE},
-                    "52 min measured (5000 steps; quick: 2.4 min)"))
+                    "52 min measured (5000 steps; quick: 2.4 min)",
+                    smoke=_SMOKE))
 #: Full-batch GD, the optimizer of Thm. 2: lr 30 is the largest of {30, 50, 100, 200} that stays stable over 5000
 #: steps on the quick corpus (100 diverges at step 1438, 50 oscillates at CE − 𝓗 ≈ 0.08·𝓗); it reaches
 #: CE − 𝓗 ≤ 0.05·𝓗 near step 1000 and 0.029·𝓗 at 5000 (measured 2026-11-25, one core, 5 min).
@@ -314,11 +312,14 @@ _GD = {"optimizer": "gd", "lr": 30.0, "steps": 5000}
 register(Experiment("ntp-real-ufm-gd", "ntp", "Learned embeddings (UFM) trained by full-batch GD (Thm. 2's "
                     "optimizer) against W*(H_t), W^mm(H_t)", RealConfig, run_ufm,
                     {"quick": _GD, "paper": {**_PAPER_LIKE, **_GD}},
-                    "about 1 h (5000 GD steps at 0.65 s; quick: 7 min)"))
+                    "about 1 h (5000 GD steps at 0.65 s; quick: 7 min)",
+                    smoke={**_SMOKE, "lr": 3.0}))
 register(Experiment("ntp-real-lstm", "ntp", "A causal LSTM on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_lstm, {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3, "steps": 800}},
-                    "about 50 min (800 steps; quick: 3.6 min)"))
+                    "about 50 min (800 steps; quick: 3.6 min)",
+                    smoke=_SMOKE))
 register(Experiment("ntp-real-transformer", "ntp", "A small transformer on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_transformer,
                     {"quick": {"lr": 3e-3}, "paper": {**_PAPER_LIKE, "lr": 3e-3, "steps": 500}},
-                    "about 50 min (500 steps; quick: 5.4 min)"))
+                    "about 50 min (500 steps; quick: 5.4 min)",
+                    smoke=_SMOKE))

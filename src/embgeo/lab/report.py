@@ -1,0 +1,164 @@
+"""One self-contained HTML page for a set of runs: figures embedded, claims tables, configs.
+
+The page needs no network and no other files: PNG figures are embedded as base64 data URIs (the
+PDFs are linked by relative path, next to each run). Layout: a table of contents and the failing
+claims at the top, then one section per paper (title, citation, summary table; the papers of the
+registry in their order) with a subsection per experiment (figures with captions, the claims table,
+notes, config). A run that failed sits under its paper with its error. Measured values are
+rounded to 4 significant digits on the page; ``claims.json`` keeps full precision.
+
+The page is rendered from the records it is given (nothing is re-read from the run folders but the
+figures) by the Jinja2 template ``templates/report.html.j2``, with autoescape on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from embgeo.lab import registry
+from embgeo.lab.claims import Claim, verdict
+from embgeo.lab.record import RunRecord
+from embgeo.lab.registry import Paper
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:0;color:#111;line-height:1.4}
+nav{position:sticky;top:0;background:#fafafa;border-bottom:1px solid #ccc;padding:.4em 1em;z-index:1;
+    font-size:.9em;overflow-x:auto;white-space:nowrap}
+nav a{margin-right:1em}
+main{max-width:1400px;margin:0 auto;padding:0 1em 3em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em;width:100%;table-layout:auto}
+th,td{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:#eee} .ok{color:#05620b;font-weight:bold} .fail{color:#a40000;font-weight:bold}
+.undecided{color:#8a5a00;font-weight:bold}
+figure{margin:1em 0} figure img{width:100%;height:auto;border:1px solid #ddd}
+figcaption{font-size:.9em;color:#333}
+pre{background:#f5f5f5;padding:.5em;overflow-x:auto;white-space:pre-wrap}
+section.paper{border-top:3px solid #333;margin-top:2em} section.run{border-top:1px solid #999;margin-top:1.5em}
+.legend{font-size:.88em;background:#f7f7f0;border:1px solid #ddd;padding:.5em 1em}
+"""
+
+LEGEND = """<div class='legend'><b>Reading the claims tables.</b>
+<i>paper</i>: the number the paper prints, shown only beside a run of the paper's configuration (otherwise it
+is in the note); <i>theory</i>: the value the theory predicts for this run's configuration; <i>measured</i>:
+what this run gave (rounded here; full precision in <code>claims.json</code>); <i>tolerance</i>: the bound the
+measured value is held to and where it comes from — <i>exact statement</i> means a yes/no statement (an
+ordering, an equality of rows, every run qualifying) with no numeric slack; <i>verdict</i>: whether the
+claim holds. A failing claim is reported with its reason in the note, never tuned away. Over several seeds
+(<code>reproduce --seeds N</code>), <i>measured</i> is the mean ± the standard deviation over seeds and the
+verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.
+<i>undecided</i>: the measured value is known only within a certified band (a solver's error bound, an
+interval) that straddles the level, so this run cannot say; such claims are counted apart.
+<i>check</i>: a consistency check — a statement true by construction of the code or of the chosen data (an
+identity of the solvers' output, a setting read back), which could not fail were the paper wrong; shown so a
+bug would be seen, not counted among the claims.</div>"""
+
+
+def _fmt(value) -> str:
+    """A table cell: numbers to 4 significant digits, booleans as yes/no, None as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if isinstance(value, list):
+        return ", ".join(_fmt(v) for v in value)
+    return str(value)
+
+
+_CSS = {"holds": "ok", "fails": "fail", "undecided": "undecided"}
+
+
+def _claim_row(c: Claim) -> dict:
+    """The cells of one claim: measured as mean ± spread over seeds, the verdict with the seeds' count."""
+    word = verdict(c)
+    measured, seeds = _fmt(c.measured), ""
+    if c.seeds is not None:  # over seeds (reproduce --seeds N): mean ± spread, verdict counted per seed
+        if c.seeds.std is not None:
+            measured = f"{_fmt(c.seeds.mean)} ± {_fmt(c.seeds.std)}"
+        seeds = f": holds in {c.seeds.holds}/{c.seeds.n} seeds"
+        if c.seeds.undecided:
+            seeds += f", undecided in {c.seeds.undecided}"
+    return {"name": c.name, "paper": _fmt(c.paper), "theory": _fmt(c.theory), "measured": measured,
+            "tolerance": _fmt(c.tolerance), "css": _CSS[word], "verdict": ("check: " if c.check else "") + word,
+            "seeds": seeds, "note": c.note}
+
+
+def _run_view(r: RunRecord, report_dir: Path) -> dict:
+    out = Path(r.out)
+    try:
+        rel = out.resolve().relative_to(report_dir.resolve()).as_posix()
+    except ValueError:
+        rel = out.resolve().as_uri()
+    figures = [{"name": name, "data": base64.b64encode((out / f"{name}.png").read_bytes()).decode("ascii"),
+                "pdf": f"{rel}/{name}.pdf"} for name in r.figures]
+    state = "error" if r.error else f"{r.passed}/{r.total}" + (f" ({r.undecided} undecided)" if r.undecided else "")
+    return {"name": r.name, "title": r.title, "scale": r.scale, "seconds": f"{r.seconds:.1f}", "state": state,
+            "error": r.error, "figures": figures, "claims": [_claim_row(c) for c in r.claims], "notes": r.notes,
+            "config": json.dumps(r.config, indent=2), "versions": json.dumps(r.versions, indent=2)}
+
+
+def _sections(records: Sequence[RunRecord], papers: Sequence[Paper], report_dir: Path) -> list[dict]:
+    """One section per paper that has records: the registry's papers in their order, then any other paper the
+    records name (e.g. of a package no longer installed), titled by its name."""
+    by_paper: dict[str, list[RunRecord]] = {}
+    for r in records:
+        by_paper.setdefault(r.paper or "other", []).append(r)
+    known = {p.name: p for p in papers}
+    order = [p.name for p in papers if p.name in by_paper] + [n for n in by_paper if n not in known]
+    sections = []
+    for name in order:
+        runs = by_paper[name]
+        head = known.get(name)
+        sections.append({"name": name, "title": head.title if head else name, "citation": head.citation if head
+                         else "", "passed": sum(r.passed for r in runs), "total": sum(r.total for r in runs),
+                         "undecided": sum(r.undecided for r in runs),
+                         "runs": [_run_view(r, report_dir) for r in runs]})
+    return sections
+
+
+def _listings(records: Sequence[RunRecord]) -> list[dict]:
+    """The failing claims (always listed, 'None.' when there are none) and the undecided ones (when any)."""
+    out = []
+    for word, anchor, heading in (("fails", "failing", "Failing claims"), ("undecided", "undecided",
+                                                                           "Undecided claims")):
+        items = [{"run": r.name, "index": i, "name": c.name, "check": c.check}
+                 for r in records for i, c in enumerate(r.claims) if verdict(c) == word]
+        if word == "undecided" and not items:
+            continue
+        out.append({"anchor": anchor, "heading": heading, "entries": items})
+    return out
+
+
+def _environment() -> Environment:
+    return Environment(loader=PackageLoader("embgeo.lab", "templates"), autoescape=select_autoescape(["j2", "html"]),
+                       keep_trailing_newline=True)
+
+
+def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "embgeo report",
+                 papers: Sequence[Paper] | None = None) -> Path:
+    """Write the report of ``records`` to ``path`` and return it.
+
+    ``papers``: the papers whose titles, citations and order head the sections (default: the registry's,
+    :func:`embgeo.lab.registry.papers`).
+    """
+    papers = registry.papers() if papers is None else papers
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    totals = {"passed": sum(r.passed for r in records), "total": sum(r.total for r in records),
+              "undecided": sum(r.undecided for r in records), "runs": len(records),
+              "checks": sum(r.checks for r in records), "checks_failing": sum(r.checks_failing for r in records)}
+    page = _environment().get_template("report.html.j2").render(
+        title=title, style=Markup(STYLE), legend=Markup(LEGEND), totals=totals,
+        errors=[r.name for r in records if r.error], generated=f"{datetime.now(UTC):%Y-%m-%d %H:%M UTC}",
+        listings=_listings(records), sections=_sections(records, papers, path.parent))
+    path.write_text(page, encoding="utf-8")
+    return path

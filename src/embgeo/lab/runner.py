@@ -1,0 +1,141 @@
+"""Run one registered experiment into its folder and return its :class:`~embgeo.lab.record.RunRecord`.
+
+:func:`run` resumes: with ``resume=True`` a finished run whose ``config.json`` matches is loaded, not
+re-run; inside a run, long trainings keep checkpoints in ``DIR/checkpoints`` (removed when the run
+ends; :meth:`~embgeo.lab.context.RunContext.checkpoint`), so an interrupted experiment resumes its
+training too. :func:`run_safely` is the one place where an experiment's exception becomes a failed
+record (``reproduce`` and every sweep point go through it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+import traceback
+from pathlib import Path
+
+from embgeo.core.device import DEFAULT_DEVICE, device_label, resolve_device
+from embgeo.lab.claims import Claim
+from embgeo.lab.context import RunContext
+from embgeo.lab.record import RunRecord, config_dict, jsonable_scalars, load, package_versions, save
+from embgeo.lab.registry import Experiment, get
+
+
+def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str | Path | None = None,
+        resume: bool = False, *, threads: int | None = None, workers: int | None = None,
+        scheduler: str | None = None) -> RunRecord:
+    """Run experiment ``name`` at ``scale`` and write its outputs to ``out`` (default runs/NAME).
+
+    With ``resume=True`` a previous run in ``out`` with the same config is loaded, not re-run.
+    Exceptions inside the experiment propagate (:func:`run_safely` records them instead).
+
+    ``threads``, ``workers`` and ``scheduler`` are how a sweep the experiment runs inside itself is run (its
+    :class:`~embgeo.lab.context.RunContext`); they never change a result.
+
+    ``overrides["device"]`` ("cpu", "cuda", "cuda:N"; ``--set device=cuda``) is not a config field of any
+    experiment: it sets :data:`embgeo.core.device.DEFAULT_DEVICE` for the run, so every trainer the
+    experiment calls without a device runs there; it is checked first (an unavailable device is an
+    :class:`InputError` before any work) and recorded in record.json. Results do not depend on it beyond
+    rounding, so a finished run is reused on any device.
+    """
+    exp = get(name)
+    overrides = dict(overrides or {})
+    device_name = overrides.pop("device", "cpu")
+    cfg = exp.config(scale, overrides)  # bad settings are refused before torch is imported (resolve_device)
+    device = resolve_device(device_name)
+    out = Path(out) if out is not None else Path("runs") / name
+    config = config_dict(cfg)
+    if resume and not exp.derived:
+        previous = load(out)
+        if previous is not None and previous.error is None and (previous.name, previous.scale, previous.config) == (
+                name, scale, config):
+            previous.reused = True
+            return previous
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("claims.json", "record.json"):  # a crash must not leave an old result looking current
+        (out / stale).unlink(missing_ok=True)
+    ctx = RunContext(out_dir=out, threads=threads, workers=workers, scheduler=scheduler)
+    t0 = time.perf_counter()
+    device_token = DEFAULT_DEVICE.set(str(device))
+    try:
+        result = exp.run(cfg, ctx)
+    finally:
+        DEFAULT_DEVICE.reset(device_token)
+    seconds = time.perf_counter() - t0
+    figures = _save_figures(result.figures, out)
+    claims = paper_column(result.claims, scale == "paper" and at_paper_config(exp, cfg))
+    claims = [Claim.from_dict(c.to_dict()) for c in claims]  # the values claims.json holds: a reused run reads alike
+    if result.trace is not None:
+        result.trace.to_csv(out / "trace.csv", index=False)
+    record = RunRecord(name=name, paper=exp.paper, title=exp.title, scale=scale, config=config, claims=claims,
+                       figures=figures, seconds=seconds, versions=package_versions(), out=str(out),
+                       notes=list(result.notes), scalars=jsonable_scalars(result.scalars),
+                       device=device_label(device))
+    save(record)
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # the results are written: nothing left to resume
+    return record
+
+
+def run_safely(name: str, scale: str = "quick", overrides: dict | None = None, out: str | Path | None = None,
+               resume: bool = False, **context) -> RunRecord:
+    """:func:`run`, with an exception inside the experiment returned as a failed record (its traceback, ending with
+    the exception, in ``error``; the experiment's paper and title kept, so the report files it under its paper).
+    KeyboardInterrupt propagates: finished runs are kept and the caller says so."""
+    t0 = time.perf_counter()
+    try:
+        return run(name, scale, overrides, out, resume, **context)
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - one broken experiment must not hide the others
+        return failed_record(name, scale, Path(out) if out is not None else Path("runs") / name,
+                             traceback.format_exc(), seconds=time.perf_counter() - t0)
+
+
+def failed_record(name: str, scale: str, out: str | Path, error: str, seconds: float = 0.0,
+                  config: dict | None = None) -> RunRecord:
+    """The record of a run of ``name`` that did not finish: ``error`` says why; paper and title from the registry
+    when it knows the name."""
+    try:
+        exp = get(name)
+        paper, title = exp.paper, exp.title
+    except Exception:  # noqa: BLE001 - an unknown name still gets its record
+        paper, title = "", ""
+    return RunRecord(name=name, paper=paper, title=title, scale=scale, config=dict(config or {}), seconds=seconds,
+                     versions=package_versions(), out=str(out), error=error)
+
+
+def at_paper_config(exp: Experiment, cfg) -> bool:
+    """Whether ``cfg`` is the paper preset, up to the seed (a paper fixes sizes and settings, not our seed)."""
+    paper = exp.config("paper")
+    if dataclasses.is_dataclass(cfg) and any(f.name == "seed" for f in dataclasses.fields(cfg)):
+        cfg = dataclasses.replace(cfg, seed=paper.seed)
+    return cfg == paper
+
+
+def paper_column(claims: list[Claim], at_paper_config: bool) -> list[Claim]:
+    """The claims with their ``paper`` values kept only where the run has the paper's configuration.
+
+    A printed number beside a run of other sizes or settings reads as a (failed) comparison; off the
+    paper's configuration it moves into the note ("paper, at its configuration: …") unless the claim
+    says its printed value holds at any scale (``Claim.any_scale``).
+    """
+    out = []
+    for c in claims:
+        if c.paper is not None and not at_paper_config and not c.any_scale:
+            moved = f"paper, at its own configuration: {c.paper}"
+            c = dataclasses.replace(c, paper=None, note=f"{c.note}; {moved}" if c.note else moved)
+        out.append(c)
+    return out
+
+
+def _save_figures(figures: dict, out: Path) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    saved = []
+    for fname, fig in figures.items():
+        for ext in ("png", "pdf"):
+            fig.savefig(out / f"{fname}.{ext}", dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        saved.append(fname)
+    return saved

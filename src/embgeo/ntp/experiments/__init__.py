@@ -1,0 +1,19 @@
+"""The NTP paper's experiments, registered with the lab as :data:`PAPER` (entry point ``embgeo.papers: ntp``).
+
+:mod:`~embgeo.ntp.experiments.paper`: the paper's figures, remarks and Lemma 1 (with the calibration data of
+Thm. 2's levels, ``ntp_levels.csv``); :mod:`~embgeo.ntp.experiments.separability`: where NTP-separability sets in
+(Remark 1), a sweep; :mod:`~embgeo.ntp.experiments.real`: learned embeddings on real text.
+"""
+
+from embgeo.lab.registry import Paper
+from embgeo.ntp.experiments import paper, real, separability
+
+PAPER = Paper(
+    name="ntp",
+    title="Implicit Optimization Bias of Next-Token Prediction in Linear Models",
+    citation="C. Thrampoulidis, NeurIPS 2024",
+    order=1,
+    experiments=(*paper.EXPERIMENTS, *separability.EXPERIMENTS, *real.EXPERIMENTS),
+)
+
+__all__ = ["PAPER"]

@@ -1,1 +1,0 @@
-"""Self-contained HTML reports of experiment runs."""

@@ -1,0 +1,239 @@
+"""The registry of papers and experiments, over every registered experiment; the machinery apart from the papers.
+
+One common test per experiment: both scales build their config, every preset key is a setting, and a smoke run
+(the experiment's own ``smoke`` settings, seconds) goes through the runner and writes its files. Then: papers come
+from the ``embgeo.papers`` entry points (a fourth paper appears in ``embgeo list``, ``--paper`` and the report with
+nothing else changed), the lab imports no paper, and the lab's modules import each other without a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from embgeo.errors import InputError
+from embgeo.lab import registry
+from embgeo.lab.runner import run
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "embgeo"
+ALL = registry.experiments()
+#: The longest smoke runs (9-14 s each on the shared 2-core machine, the others 1-8 s): left to the full suite.
+SLOW_SMOKE = {"ntp-toy2d", "ntp-ngd-adam", "ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer",
+              "collapse-theorem3", "attention-selection"}
+CLAIM_KEYS = {"name", "paper", "theory", "measured", "tolerance", "ok", "note", "check"}
+
+
+def test_the_three_papers_are_registered_in_their_order():
+    assert [p.name for p in registry.papers()] == ["ntp", "collapse", "attention"]
+    for paper in registry.papers():
+        assert paper.title and paper.citation and paper.experiments
+        assert all(e.paper == paper.name for e in paper.experiments)
+    assert sorted(registry.paper_names()) == ["attention", "collapse", "ntp"]
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_both_scales_build_and_every_preset_key_is_a_setting(name):
+    exp = ALL[name]
+    fields = {f.name for f in dataclasses.fields(exp.config_cls)}
+    assert set(exp.presets) <= set(registry.SCALES), exp.presets.keys()
+    for scale in registry.SCALES:
+        assert set(exp.presets.get(scale, {})) <= fields, scale
+        assert isinstance(exp.config(scale), exp.config_cls)
+    assert set(exp.smoke) <= fields
+    assert not ({"workers", "scheduler", "store"} & fields)  # how a sweep runs is the run's context, not science
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SMOKE else n for n in ALL])
+def test_smoke_run(name, tmp_path):
+    """The experiment runs end to end at its smoke settings: a record with claims, and the run folder's files."""
+    exp = ALL[name]
+    out = tmp_path / name
+    rec = run(name, "quick", exp.smoke, out=out, scheduler="inline", threads=1)
+    assert rec.error is None and rec.paper == exp.paper and rec.title == exp.title
+    assert rec.claims and all(c.ok in (True, False, None) for c in rec.claims)
+    claims = json.loads((out / "claims.json").read_text())
+    assert [c["name"] for c in claims] == [c.name for c in rec.claims]
+    assert all(set(c) == CLAIM_KEYS for c in claims)
+    for fig in rec.figures:
+        assert (out / f"{fig}.png").exists() and (out / f"{fig}.pdf").exists()
+    assert not (out / "checkpoints").exists()
+
+
+# -- papers from entry points: nothing registered, a fourth paper -------------------------------------------------
+
+def test_no_paper_registered_is_one_clear_error(monkeypatch, capsys):
+    from embgeo import cli
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    monkeypatch.setattr(registry, "_PAPERS", None)
+    with pytest.raises(InputError, match=r"no paper registered .*pip install -e \."):
+        registry.papers()
+    assert cli.main(["list"]) == 2
+    assert capsys.readouterr().err.startswith("embgeo: error: no paper registered")
+
+
+#: A fourth paper as a contributor would write it (CONTRIBUTING.md, "Adding a paper"): one module with its config,
+#: its run function and its PAPER, found through one entry point.
+FOURTH = '''
+from dataclasses import dataclass
+
+import numpy as np
+
+from embgeo.lab.claims import close
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Paper, Result
+
+
+@dataclass
+class CoinConfig:
+    n: int = 2000
+    seed: int = 0
+
+
+def run_coin(cfg: CoinConfig, ctx: RunContext = DETACHED) -> Result:
+    heads = float(np.random.default_rng(cfg.seed).integers(0, 2, cfg.n).mean())
+    tol = 5 * 0.5 / np.sqrt(cfg.n)  # five standard errors
+    return Result([close("fraction of heads", heads, 0.5, tol, paper=0.5)], notes=[f"{cfg.n} tosses"])
+
+
+PAPER = Paper(name="coins", title="A <Fair> Coin", citation="A. Nonymous, J. Coins 1 (2026)", order=4,
+              experiments=[Experiment("coins-fair", "coins", "Heads come up half the time", CoinConfig, run_coin,
+                                      {"paper": {"n": 100_000}}, "seconds", smoke={"n": 200})])
+'''
+
+
+@pytest.fixture
+def fourth_paper(tmp_path, monkeypatch):
+    """The installed papers and 'coins', registered by an entry point (its module written to a folder on sys.path)."""
+    package = tmp_path / "site" / "coins_paper"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "experiments.py").write_text(textwrap.dedent(FOURTH))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    installed = registry.entry_points
+    extra = EntryPoint("coins", "coins_paper.experiments:PAPER", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [*installed(group=group), extra])
+    monkeypatch.setattr(registry, "_PAPERS", None)
+    yield
+    for name in ("coins_paper.experiments", "coins_paper"):
+        sys.modules.pop(name, None)
+
+
+def test_a_fourth_paper_is_one_module_and_one_entry_point(fourth_paper, tmp_path, capsys):
+    """It appears in ``--paper``'s choices, in ``embgeo list`` after the other papers, runs through ``reproduce``,
+    and has its own section (title, citation; escaped) in the report, after the papers before it in order."""
+    from embgeo import cli
+    from embgeo.lab.record import RunRecord
+    from embgeo.lab.report import write_report
+
+    assert "coins" in registry.paper_names()  # read from the entry points, nothing imported
+    assert cli.build_parser().parse_args(["reproduce", "--paper", "coins"]).paper == "coins"
+    assert cli.main(["list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1].startswith("coins-fair") and "[coins] Heads come up half the time" in listed[-1]
+    assert [p.name for p in registry.papers()] == ["ntp", "collapse", "attention", "coins"]
+    assert registry.names("coins") == ["coins-fair"]
+
+    out = tmp_path / "rep"
+    assert cli.main(["reproduce", "--paper", "coins", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "all claims hold"
+    page = (out / "report.html").read_text()
+    assert "<section class='paper' id='paper-coins'><h2>A &lt;Fair&gt; Coin</h2>" in page
+    assert "A. Nonymous, J. Coins 1 (2026)" in page and "id='coins-fair'" in page
+
+    # the report's sections follow the papers' order, whatever the records' order
+    coins = json.loads((out / "coins-fair" / "record.json").read_text())
+    assert coins["paper"] == "coins" and coins["title"] == "Heads come up half the time"
+    records = [RunRecord(name="coins-fair", paper="coins", title=coins["title"], out=str(out / "coins-fair")),
+               RunRecord(name="ntp-x", paper="ntp", out=str(tmp_path / "x"))]
+    page = write_report(records, tmp_path / "order.html").read_text()
+    assert page.index("id='paper-ntp'") < page.index("id='paper-coins'")
+
+
+def test_a_paper_whose_entry_point_is_not_a_paper_is_refused(monkeypatch):
+    bad = EntryPoint("broken", "embgeo.lab.claims:close", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [bad])
+    monkeypatch.setattr(registry, "_PAPERS", None)
+    with pytest.raises(TypeError, match="expected a embgeo.lab.registry.Paper"):
+        registry.papers()
+
+
+def test_a_paper_owns_its_experiments():
+    exp = registry.get("ntp-examples")
+    with pytest.raises(ValueError, match="says it belongs to 'ntp'"):
+        registry.Paper("other", "Other", "", 9, [exp])
+
+
+# -- the machinery apart from the papers -------------------------------------------------------------------------
+
+LAB = sorted(f"embgeo.lab.{p.stem}" for p in (SRC / "lab").glob("*.py") if p.stem != "__init__")
+PAPERS = ("embgeo.ntp", "embgeo.collapse", "embgeo.attention")
+
+
+@pytest.mark.parametrize("module", LAB)
+def test_each_lab_module_imports_alone_and_imports_no_paper(module):
+    """A fresh interpreter imports the module (an import cycle would fail or need a particular order) and no paper
+    package is loaded by it."""
+    code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.startswith({PAPERS!r})))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every embgeo module ``module`` (at ``path``) imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                parts = module.split(".")[: -node.level]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in found if m.startswith("embgeo")}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        modules[name] = path
+    return {name: {m for m in _imports(path, name) if m in modules and m != name} for name, path in modules.items()}
+
+
+def test_no_import_cycle_through_the_lab_and_the_lab_imports_no_paper():
+    """A static walk of every import (function-level ones too): the lab's modules form no cycle with anything, and
+    none of them imports a paper package (the papers import the lab)."""
+    graph = _graph()
+    lab = {m for m in graph if m.startswith("embgeo.lab")}
+    for m in lab:
+        assert not {d for d in graph[m] if d.startswith(PAPERS)}, m
+
+    def reaches(start: str, target: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            for nxt in graph.get(node, ()):
+                if nxt == target:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    cycles = sorted(m for m in lab if reaches(m, m))
+    assert cycles == []
+    experiments = [m for m in graph if m.endswith(".experiments") or ".experiments." in m]
+    assert sorted(m for m in experiments if reaches(m, m)) == []
