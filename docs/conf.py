@@ -65,9 +65,9 @@ html_theme = "alabaster"
 html_theme_options = {
     "description": "The geometry of learned embeddings: theory objects, training and paper reproductions",
     "fixed_sidebar": True,
-    "page_width": "1180px",
+    "page_width": "1280px",
     "sidebar_width": "240px",
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]  # custom.css (alabaster loads it)
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "results/quick/**", "results/paper/**", "**/README.md"]

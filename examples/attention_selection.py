@@ -46,7 +46,8 @@ trace = two_stage(model, data.X, data.y, eta0, steps, lr=1.0, p_hat=mm.p, record
 df = trace.to_frame()
 print("gradient descent on p with E = E1 frozen (Theorem 4.3):")
 for row in df.itertuples():
-    print(f"  step {int(row.step):>5}: loss {row.loss:.3e}, ||p_t|| {row.norm_p:7.3f}, cos(p_t, p_hat) {row.cos_p_hat:.6f}")
+    print(f"  step {int(row.step):>5}: loss {row.loss:.3e}, ||p_t|| {row.norm_p:7.3f}, "
+          f"cos(p_t, p_hat) {row.cos_p_hat:.6f}")
 chosen = selection(E1, data.X, model.p.detach().double().numpy())
 share = np.mean([set(i) == s for i, s in zip(important, chosen, strict=True)])
 print(f"sequences whose selection S_X(p_T) is exactly their important token: {share:.0%}")

@@ -29,7 +29,7 @@ def _escape_line(line: str) -> str:
 
 def escape_bars(lines: list[str]) -> list[str]:
     """The docstring's lines with substitution-like bars escaped (literal blocks kept verbatim)."""
-    out, literal_indent, expect_literal = [], None, False
+    out, literal_indent, expect_literal, base_indent = [], None, False, 0
     for line in lines:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())

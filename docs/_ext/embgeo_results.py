@@ -200,8 +200,8 @@ def _provenance_lines(runs: list[Run], scale: str, scale_dir: Path | None = None
     commits = sorted({r.commit for r in runs if r.commit})
     versions = sorted({r.version for r in runs if r.version})
     devices = sorted({r.device for r in runs if r.device})
-    date = (dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}") if dates else "not recorded"
-    commit = ", ".join(f"``{c}``" for c in commits) if commits else "not recorded"
+    date = (dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}") if dates else "not recorded in the run files"
+    commit = ", ".join(f"``{c}``" for c in commits) if commits else "not recorded in the run files"
     lines = [f"- scale: **{scale}**", f"- date of the run{'s' if len(runs) > 1 else ''}: {date}",
              f"- commit of the code that ran: {commit}"]
     when = committed(scale_dir) if scale_dir is not None else None
@@ -243,7 +243,7 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
             lines += ["The run failed: ``" + _cell(str(run.error).splitlines()[0]).replace("``", "") + "``", ""]
         if run.claims:
             lines += [".. list-table::", "   :header-rows: 1", "   :class: claims",
-                      "   :widths: 30 10 10 10 12 8 20", "",
+                      "   :widths: 28 9 9 10 11 10 23", "",
                       "   * - claim", "     - paper", "     - theory", "     - measured", "     - tolerance",
                       "     - verdict", "     - note"]
             for c in run.claims:
