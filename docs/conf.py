@@ -19,6 +19,22 @@ sys.path.insert(0, str(DOCS / "_ext"))  # the results pages' generator (embgeo_r
 if (ROOT / "src").is_dir():  # a source checkout without `pip install -e`: document the checked-out code
     sys.path.insert(0, str(ROOT / "src"))
 
+def _drop_stale_stubs(folder: Path) -> None:
+    """Remove API stubs of modules that no longer exist (a module moved or deleted since the last build), which
+    autodoc would otherwise fail to import; autosummary writes the stubs of the current layout."""
+    import importlib.util
+
+    for stub in folder.glob("embgeo*.rst"):
+        try:
+            found = importlib.util.find_spec(stub.stem) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            stub.unlink()
+
+
+_drop_stale_stubs(DOCS / "api" / "_generated")
+
 project = "embgeo"
 author = "the embgeo developers"
 copyright = "2026, the embgeo developers"
@@ -29,12 +45,13 @@ extensions = [
     "sphinx.ext.viewcode",
     "sphinx.ext.mathjax",
     "embgeo_docstrings",  # |S| and other Unicode maths in docstrings read as text (docs/_ext)
+    "embgeo_refs",  # :func:`embgeo.ntp.theory.w_star` links wherever w_star is defined (docs/_ext)
     "embgeo_results",
 ]
 
 # -- API pages ---------------------------------------------------------------------------------------
 autosummary_generate = True
-autosummary_generate_overwrite = False  # regenerated only when missing: incremental builds stay fast
+autosummary_generate_overwrite = True  # a stub is rewritten only when its text changes
 autosummary_imported_members = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -214,6 +214,16 @@ def test_hanging_indents_join_their_paragraph():
     assert out[5:] == lines[5:]  # a definition list and a literal block stay as they are
 
 
+def test_references_follow_an_object_to_where_it_is_defined():
+    import embgeo_refs
+
+    from embgeo.ntp import w_star
+
+    assert embgeo_refs.canonical_name("embgeo.ntp.w_star") == f"{w_star.__module__}.w_star"
+    assert embgeo_refs.canonical_name("embgeo.ntp.no_such_name") is None
+    assert embgeo_refs.canonical_name("embgeo.no_such_module.x") is None
+
+
 # -- README --------------------------------------------------------------------------------------------------
 
 def test_readme_is_short_and_keeps_the_quick_start():
