@@ -212,6 +212,9 @@ def test_hanging_indents_join_their_paragraph():
     out = embgeo_docstrings.join_hanging(lines)
     assert out[:4] == ["a : first entry", "b : second entry", "continued here", "c : third"]
     assert out[5:] == lines[5:]  # a definition list and a literal block stay as they are
+    table = ["Intro text", "", "====  =======", "a     b", "====  =======", "x     first", "      continued",
+             "====  =======", "", "after"]
+    assert embgeo_docstrings.join_hanging(table) == table  # a simple table's continuation lines are kept
 
 
 def test_references_follow_an_object_to_where_it_is_defined():

@@ -63,7 +63,9 @@ def plain_types(lines: list[str]) -> list[str]:
     return [_VARTYPE.sub(r"\1*\2*", line) for line in lines]
 
 
-_NOT_PLAIN = re.compile(r"^(:|\.\.|[-*+] |#\. |\d+[.)] |\(?[a-zA-Z][.)] |>>>|\|)")
+_NOT_PLAIN = re.compile(r"^(:|\.\.|[-*+] |#\. |\d+[.)] |\(?[a-zA-Z][.)] |>>>|\||\+[-=])")
+#: A border line of a simple table ("=====  =====").
+_TABLE_BORDER = re.compile(r"^\s*=+( +=+)*\s*$")
 
 
 def _plain(line: str) -> bool:
@@ -92,11 +94,21 @@ def join_hanging(lines: list[str]) -> list[str]:
     Plain-text docstrings continue an entry ("name : text") on lines indented further; inside a paragraph
     reStructuredText reads that as an unexpected indentation (an error). Such a run is moved to the
     paragraph's indentation, so it continues the paragraph. A line after a one-line paragraph (a definition
-    list followed by a blank line), after ``::`` or after a field or list item is left alone.
+    list followed by a blank line), after ``::``, after a field or list item, or inside a table is left alone.
     """
     out: list[str] = []
     dedent_to = None
+    in_table = False
     for k, line in enumerate(lines):
+        if _TABLE_BORDER.match(line):  # simple tables keep their continuation lines as they are
+            following = lines[k + 1] if k + 1 < len(lines) else ""
+            in_table = not (in_table and not following.strip())
+            dedent_to = None
+            out.append(line)
+            continue
+        if in_table:
+            out.append(line)
+            continue
         if dedent_to is not None:
             if line.strip() and _indent(line) > dedent_to:
                 out.append(" " * dedent_to + line.lstrip())
