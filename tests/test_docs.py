@@ -1,0 +1,239 @@
+"""The documentation's moving parts: the runnable examples, the results-page generator, the docstring hook, the README.
+
+Each script of ``examples/`` runs in a subprocess as a user would run it, and one number it prints is checked
+against an independent computation (a least-norm solve of the log-odds equations, cvxpy on the max-margin
+programs, a direct minimization of Theorem 1's H(t)). The site itself is built by ``.ci/run`` with warnings
+as errors; here the results extension is run on run files written into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import embgeo_docstrings  # noqa: E402
+import embgeo_results  # noqa: E402
+
+
+def _run_example(name: str) -> str:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _number(text: str, pattern: str) -> float:
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in the output:\n{text}"
+    return float(match.group(1))
+
+
+# -- examples --------------------------------------------------------------------------------------------------
+
+def test_ntp_example_matches_a_least_norm_solve_and_cvxpy():
+    """||W*|| against the least-norm solution of eqs. (4) (it lies in F, so it is W*), ||W^mm|| against cvxpy's
+    solution of the NTP-SVM (Def. 3) written out constraint by constraint."""
+    cp = pytest.importorskip("cvxpy")
+    from embgeo.ntp import synthetic
+
+    out = _run_example("ntp_wmm.py")
+    w_star_norm = _number(out, r"\|\|W\*\|\| = ([0-9.]+)")
+    w_mm_norm = _number(out, r"\|\|W\^mm\|\| = ([0-9.]+)")
+
+    data = synthetic(m=10, V=6, d=12, support_size=3, seed=0)
+    H, P = np.asarray(data.embeddings), data.probs.toarray()
+    V, d = data.V, data.d
+    rows, rhs, ineq = [], [], []
+    for j in range(data.m):
+        support = np.flatnonzero(P[j] > 0)
+        for z, z2 in zip(support[:-1], support[1:], strict=True):  # (w_z - w_z')ᵀh_j = log(p_z / p_z')
+            a = np.zeros((V, d))
+            a[z], a[z2] = H[j], -H[j]
+            rows.append(a.ravel())
+            rhs.append(np.log(P[j, z] / P[j, z2]))
+        ineq += [(j, z, v) for z in support for v in range(V) if v not in support]
+    A = np.array(rows)
+    least_norm = np.linalg.lstsq(A, np.array(rhs), rcond=None)[0]
+    assert w_star_norm == pytest.approx(np.linalg.norm(least_norm), rel=1e-5)
+
+    W = cp.Variable((V, d))
+    cons = [(W[z] - W[z2]) @ H[j] == 0 for j in range(data.m)
+            for z, z2 in zip(np.flatnonzero(P[j] > 0)[:-1], np.flatnonzero(P[j] > 0)[1:], strict=True)]
+    cons += [(W[z] - W[v]) @ H[j] >= 1 for j, z, v in ineq]
+    cp.Problem(cp.Minimize(cp.sum_squares(W)), cons).solve(solver=cp.CLARABEL)
+    assert w_mm_norm == pytest.approx(np.linalg.norm(W.value), rel=1e-4)
+    # Prop. 1: the printed loss gaps fall towards 0 along W* + γ W^mm
+    gaps = [float(g) for g in re.findall(r"CE - H = ([0-9.e+-]+)", out)]
+    assert len(gaps) == 5 and all(b < a for a, b in zip(gaps, gaps[1:], strict=False)) and gaps[-1] < 1e-12
+
+
+def _h(t, n_c, n_w, L, K, lam):
+    """Theorem 1's H(t), written out from the paper (not embgeo's implementation)."""
+    eta = n_c / (n_c - 1) / np.sqrt(n_w * K * L)
+    q = K / n_c**L
+    return np.log(1 - q + q * (1 + (n_c - 1) * np.exp(-eta * t)) ** L) + lam * t
+
+
+def _c(n_c, n_w, L, K, lam):
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(lambda t: _h(t, n_c, n_w, L, K, lam), bounds=(0, 1e6), method="bounded",
+                          options={"xatol": 1e-10})
+    return np.sqrt(res.x / n_w)
+
+
+def test_collapse_example_matches_a_direct_minimization_of_H():
+    """c from minimizing H(t) directly (the function checked first against the paper's printed 1.42214 and
+    0.61602), against the closed form and the exact-risk minimizer that the example prints."""
+    assert _c(3, 1200, 15, 1000, 1e-3) == pytest.approx(1.42214, abs=1e-5)
+    assert _c(3, 1200, 15, 50, 1e-3) == pytest.approx(0.61602, abs=1e-5)
+    out = _run_example("collapse_scale.py")
+    c = _c(3, 12, 3, 27, 1e-2)
+    assert _number(out, r"c  = sqrt\(tau / n_w\)\s+= ([0-9.]+)") == pytest.approx(c, rel=1e-6)
+    assert _number(out, r"mean \|\|w\|\| = ([0-9.]+)") == pytest.approx(c, rel=1e-6)
+    assert _number(out, r"pairwise cosines (-?[0-9.]+)") == pytest.approx(-0.5, abs=1e-5)
+
+
+def test_attention_example_matches_cvxpy_on_problem_12():
+    """||p̂|| of (12) against cvxpy on the same E¹ (the example's seed and step), and GD selecting the
+    important tokens."""
+    cp = pytest.importorskip("cvxpy")
+    from embgeo.attention.data import assumption1_data
+    from embgeo.attention.model import OneLayerAttention
+    from embgeo.attention.train import embedding_update
+
+    out = _run_example("attention_selection.py")
+    norm = _number(out, r"\|\|p_hat\|\| = ([0-9.]+)")
+
+    n_pairs, T, n_irr, d = 6, 5, 6, 256
+    data = assumption1_data(n_pairs, T, seed=0, n_irrelevant=n_irr, n_positive=n_pairs, n_negative=n_pairs)
+    model = OneLayerAttention(n_irr + 2 * n_pairs, d, seed=0)
+    dE, _ = embedding_update(model, data.X, data.y, 1000.0)
+    E1 = model.E.detach().numpy() + dE
+    important = set(data.important.tolist())
+    p = cp.Variable(d)
+    cons = []
+    for row in data.X:
+        (s,) = [int(t) for t in row if t in important]
+        cons += [(E1[s] - E1[t]) @ p >= 1 for t in set(row.tolist()) - {s}]
+    cp.Problem(cp.Minimize(cp.sum_squares(p)), cons).solve(solver=cp.CLARABEL)
+    assert norm == pytest.approx(np.linalg.norm(p.value), rel=1e-5)
+    assert "exactly their important token: 100%" in out
+    cosines = [float(c) for c in re.findall(r"cos\(p_t, p_hat\) (-?[0-9.]+)", out)]
+    assert cosines[-1] > 0.95 and cosines[-1] > cosines[1]
+
+
+# -- results pages -----------------------------------------------------------------------------------------------
+
+def _write_run(folder: Path, name: str, paper: str, claims: list, **record):
+    folder.mkdir(parents=True)
+    (folder / "claims.json").write_text(json.dumps(claims))
+    (folder / "config.json").write_text(json.dumps({"name": name, "scale": "quick", "config": {}}))
+    (folder / "record.json").write_text(json.dumps({"seconds": 1.5, "paper": paper, "title": f"{name} title",
+                                                    "versions": {"embgeo": "0.1.0"}, **record}))
+
+
+def _claim(name, ok, check=False, **kw):
+    return {"name": name, "measured": kw.get("measured", 0.5), "ok": ok, "paper": kw.get("paper"),
+            "theory": kw.get("theory"), "tolerance": kw.get("tolerance", "<= 1"), "note": kw.get("note", ""),
+            "check": check}
+
+
+def test_results_pages_are_generated_from_claims_files(tmp_path):
+    """One page per (scale, paper) with every claim's columns and verdict; the summary tallies them as the
+    runner does (checks apart, undecided apart); date and commit from record.json; no rst injected."""
+    root = tmp_path / "results"
+    _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp",
+               [_claim("holds one", True, paper=0.8811, theory=0.88, measured=0.88123456),
+                _claim("fails |S| *bold*", False, note="because `x`"),
+                _claim("undecided one", None),
+                _claim("a check", True, check=True)],
+               date="2026-11-27T10:00:00", commit="abc1234")
+    _write_run(root / "quick" / "attention-b", "attention-b", "attention", [_claim("b", True, measured=[1, 2.5])])
+    out = tmp_path / "gen"
+    written = embgeo_results.generate(root, out, order=["ntp-a", "attention-b"])
+    assert {p.name for p in written} == {"quick-ntp.rst", "quick-attention.rst", "summary.inc"}
+    ntp = (out / "quick-ntp.rst").read_text()
+    assert "1/3 claims hold, 1 undecided, 1 consistency check pass" in ntp
+    assert "2026-11-27T10:00:00" in ntp and "``abc1234``" in ntp and "scale: **quick**" in ntp
+    assert "0.8811" in ntp and "0.8812" in ntp  # paper value; measured to 4 significant digits
+    assert "**fails**" in ntp and "**undecided**" in ntp and "check: holds" in ntp
+    assert r"fails \|S\| \*bold\*" in ntp and r"because \`x\`" in ntp  # data never read as markup
+    summary = (out / "summary.inc").read_text()
+    assert summary.index("quick-ntp") < summary.index("quick-attention")  # the site's paper order
+    assert "1 of 3" in summary and "[1, 2.5]" in (out / "quick-attention.rst").read_text()
+    # unchanged input: files are not rewritten (incremental builds); a removed run's page goes away
+    mtime = (out / "quick-ntp.rst").stat().st_mtime_ns
+    embgeo_results.generate(root, out, order=[])
+    assert (out / "quick-ntp.rst").stat().st_mtime_ns == mtime
+    shutil.rmtree(root / "quick" / "attention-b")
+    embgeo_results.generate(root, out, order=[])
+    assert not (out / "quick-attention.rst").exists()
+
+
+def test_results_summary_without_runs(tmp_path):
+    embgeo_results.generate(tmp_path / "none", tmp_path / "gen", order=[])
+    text = (tmp_path / "gen" / "summary.inc").read_text()
+    assert "No run files are committed" in text and "toctree" not in text
+
+
+def test_provenance_file_gives_date_and_commit(tmp_path):
+    root = tmp_path / "results"
+    _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp", [_claim("x", True)])
+    (root / "quick" / "provenance.json").write_text(json.dumps({"date": "2026-11-28", "commit": "def5678"}))
+    embgeo_results.generate(root, tmp_path / "gen", order=[])
+    text = (tmp_path / "gen" / "quick-ntp.rst").read_text()
+    assert "2026-11-28" in text and "def5678" in text
+
+
+# -- docstring hook ----------------------------------------------------------------------------------------------
+
+def test_docstring_bars_are_escaped_outside_literals():
+    lines = ["|S| tokens, ``|x|`` and :math:`|y|`", "Example::", "", "    |z| kept", "after |S|"]
+    assert embgeo_docstrings.escape_bars(lines) == [
+        r"\|S\| tokens, ``|x|`` and :math:`|y|`", "Example::", "", "    |z| kept", r"after \|S\|"]
+
+
+def test_hanging_indents_join_their_paragraph():
+    lines = ["a : first entry", "b : second entry", "    continued here", "c : third", "",
+             "term", "    definition", "", "Example::", "", "    code"]
+    out = embgeo_docstrings.join_hanging(lines)
+    assert out[:4] == ["a : first entry", "b : second entry", "continued here", "c : third"]
+    assert out[5:] == lines[5:]  # a definition list and a literal block stay as they are
+    table = ["Intro text", "", "====  =======", "a     b", "====  =======", "x     first", "      continued",
+             "====  =======", "", "after"]
+    assert embgeo_docstrings.join_hanging(table) == table  # a simple table's continuation lines are kept
+
+
+def test_references_follow_an_object_to_where_it_is_defined():
+    import embgeo_refs
+
+    from embgeo.ntp import w_star
+
+    assert embgeo_refs.canonical_name("embgeo.ntp.w_star") == f"{w_star.__module__}.w_star"
+    assert embgeo_refs.canonical_name("embgeo.ntp.no_such_name") is None
+    assert embgeo_refs.canonical_name("embgeo.no_such_module.x") is None
+
+
+# -- README --------------------------------------------------------------------------------------------------
+
+def test_readme_is_short_and_keeps_the_quick_start():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode("utf-8")) <= 8000  # bytes, as wc -c counts them
+    assert ('python3 -m venv .venv && .venv/bin/python -m pip install -c constraints.txt -e ".[test]" '
+            "&& .venv/bin/embgeo reproduce --out runs/reproduce") in readme
+    assert ".venv/bin/python -m pytest -q" in readme
+    for name in ("CONTRIBUTING.md", "CHANGELOG.md", "benchmarks/README.md", "python -m sphinx -W -b html docs"):
+        assert name in readme
