@@ -41,6 +41,7 @@ def test_registry_lists_the_paper_figures():
                                                                        "ntp-sgd")
 
 
+@pytest.mark.slow  # the module's reproduction of the NTP paper: minutes, once for all these tests
 @pytest.mark.parametrize("name", CORE)
 def test_outputs_of_each_experiment(reproduction, name):
     out, _, _ = reproduction
@@ -64,6 +65,7 @@ KNOWN_FAILING = {"ntp-ngd-adam": {"Adam converges faster than NGD in 1 − cos(W
                                                                    "‖P_F W_k − W*‖/‖W*‖"))}}
 
 
+@pytest.mark.slow  # the module's reproduction of the NTP paper: minutes, once for all these tests
 @pytest.mark.parametrize("name", CORE)
 def test_claims_of_each_quick_preset_hold(reproduction, name):
     """Every quick claim holds except the known failures, which must still fail (a change is news)."""
@@ -72,6 +74,7 @@ def test_claims_of_each_quick_preset_hold(reproduction, name):
     assert failing == KNOWN_FAILING.get(name, set())
 
 
+@pytest.mark.slow  # the module's reproduction of the NTP paper: minutes, once for all these tests
 def test_traces_have_the_paper_metrics(reproduction):
     out, _, _ = reproduction
     gd = pd.read_csv(out / "ntp-gd" / "trace.csv")
@@ -80,6 +83,7 @@ def test_traces_have_the_paper_metrics(reproduction):
     assert set(both["run"]) == {"GD", "NGD", "Adam"}
 
 
+@pytest.mark.slow  # the module's reproduction of the NTP paper: minutes, once for all these tests
 def test_specific_claims_carry_paper_values(reproduction):
     out, _, _ = reproduction
     claims = {c["name"]: c for c in json.loads((out / "ntp-examples" / "claims.json").read_text())}
@@ -89,6 +93,7 @@ def test_specific_claims_carry_paper_values(reproduction):
     assert next(c for n, c in toy.items() if "toy generator" in n)["paper"] == 0.8811
 
 
+@pytest.mark.slow  # the module's reproduction of the NTP paper: minutes, once for all these tests
 def test_report_is_self_contained(reproduction):
     out, report, _ = reproduction
     html = report.read_text()
@@ -104,6 +109,7 @@ def test_report_is_self_contained(reproduction):
     assert "torch" in html and "numpy" in html  # package versions
 
 
+@pytest.mark.slow  # the module's reproduction of the NTP paper: minutes, once for all these tests
 def test_reproduce_resumes_finished_runs(reproduction):
     out, _, _ = reproduction
     lines = []

@@ -18,7 +18,6 @@ from embgeo.lab.runner import run
 TINY = {"n_classes": "20", "n_train_per_class": "10", "epochs": "6", "log_every": "2", "dim": "8"}
 
 COLLAPSE = names("collapse")
-SLOW = {"collapse-uniform", "collapse-zipf-small"}
 #: collapse-no-decay repeats Fig. 3's quick training without weight decay (a minute): the suite runs it on a tiny
 #: config (test_no_decay_runs_and_refuses_weight_decay); the README records its quick-scale verdicts.
 REPRODUCED = [n for n in COLLAPSE if n != "collapse-no-decay"]
@@ -66,7 +65,8 @@ KNOWN_FAILING_QUICK: dict[str, set[str]] = {
 CHECKS_QUICK = {"collapse-accuracy": 6}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in REPRODUCED])
+@pytest.mark.slow  # the module's reproduction of the collapse paper: minutes, once for these tests
+@pytest.mark.parametrize("name", REPRODUCED)
 def test_quick_preset_claims(collapse_report, name):
     """Every claim holds except the documented quick-scale failures, which must still be reported."""
     out, _ = collapse_report
@@ -81,6 +81,7 @@ def test_quick_preset_claims(collapse_report, name):
             assert any(why in c["note"] for (_, scale, _), why in known_results().items() if scale == "quick"), c
 
 
+@pytest.mark.slow  # the module's reproduction (above)
 def test_collapse_report_embeds_every_figure(collapse_report):
     out, report = collapse_report
     html = report.read_text()
