@@ -142,8 +142,8 @@ def _run_text(params, out_dir: Path) -> dict:
 
     import numpy as np
 
-    from embgeo.attention.text import TWEETS_ENCODING, tweets_path
-    from embgeo.ntp.data import split_words
+    from embgeo.text.reading import split_words
+    from embgeo.text.tweets import TWEETS_ENCODING, tweets_path
 
     words, k, vocab, dim = params
     raw = tweets_path().read_bytes().decode(TWEETS_ENCODING)

@@ -119,8 +119,8 @@ def _tweet_text(words: int, path: Path) -> int:
 
     import numpy as np
 
-    from embgeo.attention.text import TWEETS_ENCODING, tweets_path
-    from embgeo.ntp.data import split_words
+    from embgeo.text.reading import split_words
+    from embgeo.text.tweets import TWEETS_ENCODING, tweets_path
 
     raw = tweets_path().read_bytes().decode(TWEETS_ENCODING)
     texts = [row["text"].replace("\n", " ") for row in csv.DictReader(io.StringIO(raw))]  # every label
