@@ -421,6 +421,14 @@ def check_ntp_data(data: object) -> NTPData:
 TOY2D_ANGLES = (90.0, 200.0, 320.0)
 
 
+def check_W(data: NTPData, W) -> np.ndarray:
+    """W as a float64 array of shape (V, d) for ``data``: a decoder the theory functions can evaluate."""
+    W = as_float_array("W", W, ndim=2)
+    if W.shape != (data.V, data.d):
+        raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}), got {W.shape}")
+    return W
+
+
 def toy2d(seed: int = 0, angles: tuple = TOY2D_ANGLES) -> NTPData:
     """The 2-D toy of the paper's Figs. 1-2: d=2, m=3 contexts A, B, C, V=5, S_j=3.
 

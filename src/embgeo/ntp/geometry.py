@@ -48,6 +48,7 @@ def support_groups(data: NTPData) -> np.ndarray:
 
     Ids are 0, 1, 2, ... in order of first appearance (context 0 is in group 0). Only the SET S_j
     counts, not the probabilities on it: the support pattern is what W^mm depends on (Def. 3).
+    (The solvers' :func:`embgeo.ntp.constraints.token_groups` groups the *tokens* by their contexts instead.)
     """
     check_ntp_data(data)
     ids: dict[bytes, int] = {}

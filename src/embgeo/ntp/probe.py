@@ -47,10 +47,10 @@ from embgeo.core.validate import (
 )
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, SolverError, TooLargeError
 from embgeo.ntp import theory
+from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.data import NTPData, first_seen_rows
 from embgeo.ntp.geometry import effective_rank_of, numerical_rank_of
 from embgeo.ntp.metrics import Reference, cosine, reference_metrics
-from embgeo.ntp.solvers import row_dots
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
