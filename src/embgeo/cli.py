@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from embgeo.core.status import Status
 from embgeo.errors import InputError
 
 #: Sizes m,V,d,S of ``ntp analyze`` without a data file: the paper's Figs. 3-4.
@@ -254,7 +255,7 @@ def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> No
         return
     print(f"separable    True ({sep.method})")
     gap = svm.residuals["duality_gap"]
-    label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
+    label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
     print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, certified "
           f"||W - W^mm||/||W^mm|| <= {svm.residuals['error_bound']:.1e}; {svm.method}){took}")
 
@@ -392,7 +393,7 @@ def _print_probe_stage(stage: str, r) -> None:
     elif stage == "svm":
         if r.svm is not None and r.svm.W is not None:
             svm = r.svm
-            label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
+            label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
             print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap "
                   f"{svm.residuals['duality_gap']:.1e}, certified ||W - W^mm||/||W^mm|| <= "
                   f"{svm.residuals['error_bound']:.1e}; {svm.method})", flush=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embgeo.core import validate
+from embgeo.core.status import Status
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.compatibility import Compatibility, is_compatible
 from embgeo.ntp.data import NTPData
@@ -98,7 +99,7 @@ class Analysis:
             "separable": None if svm is None else bool(svm.separability),
             "separability_method": None if svm is None else svm.separability.method,
             "separability_residuals": None if svm is None else svm.separability.residuals,
-            "svm_status": svm.status if svm is not None else ("undecided" if self.svm_error else None),
+            "svm_status": svm.status if svm is not None else (Status.UNDECIDED if self.svm_error else None),
             "svm_error": self.svm_error,
             "ntp_margin": svm.margin if self.ran_svm else None,
             "w_mm_norm": float(np.linalg.norm(svm.W)) if self.ran_svm else None,

@@ -35,6 +35,7 @@ are the certificate of optimality and, for the NTP-SVM, the dual point.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import scipy.linalg as sla
@@ -58,6 +59,14 @@ STIFF_BALANCE = 1e-10
 CG_RTOL = 1e-13
 
 
+class EqualityResiduals(TypedDict, total=False):
+    """:attr:`EqualitySolution.residuals` (empty for the trivial solution when F = {0})."""
+
+    equality: float  # max |x_gᵀk_j − t_j − c_gj| relative to max(1, |c|)
+    balance: float  # max_j |Σ_g λ_gj| relative to max |λ|
+    constraints: float  # least-squares residual of the rank-deficient groups' constraints
+
+
 @dataclass
 class EqualitySolution:
     """Solution of :class:`EqualitySystem`.
@@ -77,7 +86,7 @@ class EqualitySolution:
     t: np.ndarray
     lam: np.ndarray
     consistent: bool
-    residuals: dict
+    residuals: EqualityResiduals
     certificate: np.ndarray | None = None
 
 
@@ -423,7 +432,7 @@ class EqualitySystem:
                 lam[idx] += self._complement(bi, li, nu[self.pos[self.ctx[idx]]])
         return X, lam
 
-    def _residuals(self, X, t, lam, c, c_res) -> dict:
+    def _residuals(self, X, t, lam, c, c_res) -> EqualityResiduals:
         vals = row_dots(X, self.K, self.grp, self.ctx) - t[self.ctx] - c
         scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
         return {"equality": float(np.max(np.abs(vals), initial=0.0)) / scale,

@@ -12,11 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
@@ -30,6 +32,16 @@ from embgeo.ntp.units import unit_scale
 
 #: Tolerance on the margins of a separability / SVM certificate (target margin is 1).
 MARGIN_ATOL = 1e-7
+
+
+class SeparabilityResiduals(TypedDict, total=False):
+    """:attr:`Separability.residuals`: of the certificate W when separable, of the Farkas matrix when not."""
+
+    min_margin: float  # smallest (6b) margin of W (1.0 after scaling)
+    equality: float  # largest (6a) violation of W
+    perp_norm: float  # ‖Ψᵀ H̄‖ of the Farkas matrix (an upper bound on every separator's NTP-margin)
+    iterations: int  # dual iterations that found the Farkas matrix (the NTP-SVM dual route)
+    lp_value: float  # the LP's optimal s* (the LP route)
 
 
 @dataclass
@@ -56,7 +68,7 @@ class Separability:
     separable: bool
     W: np.ndarray | None
     farkas: sp.csr_matrix | None
-    residuals: dict
+    residuals: SeparabilityResiduals
     method: str
     certificate: sp.csr_matrix | None = None
 
@@ -154,7 +166,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         return separability_by_lp(pb)
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
-    if out.status == "infeasible":
+    if out.status == Status.INFEASIBLE:
         return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
     if out.X is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "

@@ -9,11 +9,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypedDict
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from embgeo.core.status import Status
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.data import NTPData, check_W
@@ -36,6 +38,21 @@ from embgeo.ntp.subspace import Subspace, context_gram
 from embgeo.ntp.svm_dual import SVMDual, SVMOutcome
 
 
+class SVMResiduals(TypedDict, total=False):
+    """:attr:`NTPSVM.residuals`: the KKT residuals of W^mm; when infeasible, the Farkas matrix's
+    (:class:`~embgeo.ntp.separability.SeparabilityResiduals`)."""
+
+    equality: float
+    min_margin: float
+    duality_gap: float
+    error_bound: float
+    stationarity: float
+    complementarity: float
+    perp_norm: float
+    iterations: int
+    lp_value: float
+
+
 @dataclass
 class NTPSVM:
     """Solution of the NTP-SVM (Def. 3): W^mm = argmin ‖W‖ s.t. (6a), (6b).
@@ -48,7 +65,8 @@ class NTPSVM:
         ``residuals["error_bound"]`` of W^mm.
     margin : float
         The NTP-margin 1/‖W‖ (0.0 when infeasible).
-    status : "optimal" | "optimal_inaccurate" | "time_limit" | "infeasible"
+    status : :class:`~embgeo.core.status.Status` — "optimal" | "optimal_inaccurate" | "time_limit" | "infeasible"
+        (a str; ``status.has_solution`` is true exactly when ``W`` is set).
         "optimal": certified relative gap ≤ tol (or an exact active-set solve that passed the KKT check);
         "optimal_inaccurate": a certified point whose gap is above tol (the solver stalled or ran out of
         iterations); "time_limit": likewise, stopped by ``max_seconds``.
@@ -73,8 +91,8 @@ class NTPSVM:
 
     W: np.ndarray | None
     margin: float
-    status: str
-    residuals: dict
+    status: Status
+    residuals: SVMResiduals
     separability: Separability
     iterations: int = 0
     seconds: float = 0.0
@@ -174,7 +192,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if sep is None and pb.coords.rank < data.m and lp_is_small(pb):
         sep = separability_by_lp(pb)
     if sep is not None and not sep:
-        return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, 0, time.perf_counter() - t0, sep.method,
+        return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0, sep.method,
                       _pb=pb)
     if method == "auto":
         method = "dual" if pb.coords.rank == data.m else "alm"
@@ -192,7 +210,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             except SolverError as err:
                 raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
             if not sep:
-                return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, out.iterations,
+                return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                               time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
             out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(
                 tol=tol, X0=_group_rows(pb, sep.W), progress=progress,
@@ -203,17 +221,17 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
         out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
                            max_seconds=max_seconds, progress=progress)
-        if out.status == "infeasible":
+        if out.status == Status.INFEASIBLE:
             sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
-            return NTPSVM(None, 0.0, "infeasible", dict(sep.residuals), sep, out.iterations,
+            return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                           time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
         name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
                 "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
     if out.X is None:
         raise SolverError(_undecided_message(pb, out, max_seconds))
-    status = out.status if out.status in ("optimal", "time_limit") else "optimal_inaccurate"
-    if out.status == "optimal" and out.gap > tol:  # an exact active-set solve accepted as a KKT point
-        status = "optimal"
+    status = out.status if out.status in (Status.OPTIMAL, Status.TIME_LIMIT) else Status.OPTIMAL_INACCURATE
+    if out.status == Status.OPTIMAL and out.gap > tol:  # an exact active-set solve accepted as a KKT point
+        status = Status.OPTIMAL
     if sep is None:
         sep = separable_result(pb, out.X, out.t, "NTP-SVM: a feasible point")
     W = pb.token_w(out.X)
@@ -247,7 +265,7 @@ def _warm_start(data: NTPData, pb: Problem, warm) -> tuple[np.ndarray | None, tu
         return None, None
     if isinstance(warm, NTPSVM):
         if warm.W is None:
-            raise InputError("warm_start: the NTPSVM given has no W (status " + repr(warm.status) + ")")
+            raise InputError(f"warm_start: the NTPSVM given has no W (status '{warm.status}')")
         W = check_W(data, warm.W)
         other = warm._pb
         same = (other is not None and other.groups.pattern.shape == pb.groups.pattern.shape
@@ -267,7 +285,7 @@ def _error_bound(gap: float) -> float:
     return float(np.sqrt(gap / (1.0 - gap))) if gap < 1 else math.inf
 
 
-def _svm_residuals(pb: Problem, out: SVMOutcome) -> dict:
+def _svm_residuals(pb: Problem, out: SVMOutcome) -> SVMResiduals:
     """The KKT residuals of (X, t) and the dual point, all from the definitions (group level, weighted)."""
     K, n = pb.K, pb.groups.size.astype(float)
     coo = pb.groups.pattern.tocoo()

@@ -51,6 +51,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from embgeo.core import validate
+from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError
 from embgeo.ntp.constraints import row_dots
@@ -637,7 +638,7 @@ class SVMALM:
         start = time.perf_counter()
         deadline = None if max_seconds is None else start + max_seconds
         st = self.start(X0, dual)
-        best = SVMOutcome("max_iter", mode="augmented Lagrangian")
+        best = SVMOutcome(Status.MAX_ITER, mode="augmented Lagrangian")
         if X0 is not None or dual is not None:  # a separating start (e.g. a trained decoder) is certified as is
             Xf, tf, _ = self.feasible_point(st.X)
             if Xf is not None:
@@ -668,13 +669,13 @@ class SVMALM:
                                  "factorizations": self.factorizations, "violation": violation,
                                  "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
             if best.gap <= tol:
-                best.status = "optimal"
+                best.status = Status.OPTIMAL
                 break
             if deadline is not None and time.perf_counter() > deadline:
-                best.status = "time_limit"
+                best.status = Status.TIME_LIMIT
                 break
             if st.rho >= RHO_MAX and len(history) > STALL_OUTER and history[-1] > 0.5 * history[-1 - STALL_OUTER]:
-                best.status = "stalled"
+                best.status = Status.STALLED
                 break
             # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
             below = 1.0 + (SLACK if gamma > 0.5 else 0.0)

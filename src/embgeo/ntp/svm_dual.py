@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from embgeo.core.status import Status
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.dual_set import project_dual, project_dual_dense
@@ -56,6 +57,10 @@ POLISH_ITERATIONS = 50
 POLISH_FIRST_GAP = 1e-2
 
 
+#: The inner loop's request for an exact active-set solve (a control signal, not a :class:`Status`).
+_POLISH = "polish"
+
+
 @dataclass
 class SVMOutcome:
     """What :meth:`SVMDual.solve` found (group level).
@@ -69,7 +74,7 @@ class SVMOutcome:
     farkas : (grp, ctx, psi, perp) when infeasible: Ψ ∈ K on those pairs, Σ_off Ψ = −1, ‖Ψ K‖ = perp.
     """
 
-    status: str
+    status: Status
     X: np.ndarray | None = None
     t: np.ndarray | None = None
     primal: float = np.inf
@@ -173,7 +178,7 @@ class SVMDual:
                                      deadline=deadline, progress=progress)
         lay = self._layout(*self._initial_working_set())
         psi = np.zeros(len(lay["g"]))
-        best = SVMOutcome("max_iter")
+        best = SVMOutcome(Status.MAX_ITER)
         while True:
             best.rounds += 1
             best.working_set = int(np.sum(lay["off"]))
@@ -182,8 +187,8 @@ class SVMDual:
                               progress=progress, best=best)
             psi = res["psi"]
             best.iterations += res["iterations"]
-            if res["status"] == "infeasible":
-                best.status, best.farkas = "infeasible", res["farkas"]
+            if res["status"] == Status.INFEASIBLE:
+                best.status, best.farkas = Status.INFEASIBLE, res["farkas"]
                 return best
             cand = res.get("candidate")  # (X̃, t̃) tied on the supports, working-set margins ≥ 1
             if cand is not None:
@@ -197,15 +202,15 @@ class SVMDual:
                                         top=ADD_PER_CONTEXT)
                 self._offer(best, lay, psi, cand, scan.min_margin)
                 if separate_only and scan.min_margin > 0:
-                    best.status = "separable"
+                    best.status = Status.SEPARABLE
                     return best
-                if scan.groups.size == 0 and res["status"] == "optimal":
-                    best.status = "optimal"
+                if scan.groups.size == 0 and res["status"] == Status.OPTIMAL:
+                    best.status = Status.OPTIMAL
                     return best
                 if scan.groups.size:
                     lay, psi = self._grow(lay, psi, scan.groups, scan.contexts)
                     continue
-            if res["status"] in ("time_limit", "max_iter", "stalled"):
+            if res["status"] in (Status.TIME_LIMIT, Status.MAX_ITER, Status.STALLED):
                 best.status = res["status"]
                 return best
 
@@ -232,7 +237,7 @@ class SVMDual:
 
         x = np.zeros((self.G, self.m))
         y, tk, last, tau = x.copy(), 1.0, x.copy(), None
-        best = SVMOutcome("max_iter", working_set=int(off.sum()), rounds=1, mode="dense")
+        best = SVMOutcome(Status.MAX_ITER, working_set=int(off.sum()), rounds=1, mode="dense")
         best_x = None
         gaps: list[tuple[int, float]] = []  # (iteration, relative gap) at the checks
         next_check = check_every
@@ -266,11 +271,11 @@ class SVMDual:
                     gi, ji = np.nonzero(off & (x < last))
                     far = self._infeasibility(gi, ji, (last - x)[gi, ji], deadline)
                     if far is not None:
-                        best.status, best.farkas = "infeasible", far
+                        best.status, best.farkas = Status.INFEASIBLE, far
                         return best
                 last = x.copy()
                 if timed_out:
-                    best.status = "time_limit"
+                    best.status = Status.TIME_LIMIT
                     return _with_dual_point(best, best_x)
                 continue
             last = x.copy()
@@ -281,11 +286,11 @@ class SVMDual:
             if dual > best.dual:
                 best.dual, best_x = dual, x.copy()
             if separate_only:
-                best.status = "separable"
+                best.status = Status.SEPARABLE
                 return _with_dual_point(best, best_x)
             gap = best.gap
             if gap <= tol:
-                best.status = "optimal"
+                best.status = Status.OPTIMAL
                 return _with_dual_point(best, best_x)
             if gap <= self.next_polish:
                 self.next_polish = gap / 100
@@ -306,10 +311,10 @@ class SVMDual:
                         return polished
             gaps.append((it, gap))
             if timed_out:
-                best.status = "time_limit"
+                best.status = Status.TIME_LIMIT
                 return _with_dual_point(best, best_x)
             if gap < 1e-6 and len(gaps) > 400 and gaps[-1][1] > 0.5 * gaps[-401][1]:
-                best.status = "stalled"
+                best.status = Status.STALLED
                 return _with_dual_point(best, best_x)
         return _with_dual_point(best, best_x)
 
@@ -373,29 +378,29 @@ class SVMDual:
                 if detect_infeasible:
                     far = self._infeasibility(lay["g"][off], j[off], (last_check - x)[off], deadline)
                     if far is not None:
-                        return {"status": "infeasible", "psi": x, "iterations": it, "farkas": far}
+                        return {"status": Status.INFEASIBLE, "psi": x, "iterations": it, "farkas": far}
                 last_check = x.copy()
                 if timed_out:
-                    return {"status": "time_limit", "psi": x, "iterations": it}
+                    return {"status": Status.TIME_LIMIT, "psi": x, "iterations": it}
                 continue
             last_check = x.copy()
             if not np.isfinite(gamma):  # no off-support pair in the working set yet
-                return {"status": "optimal", "psi": x, "iterations": it, "candidate": (Xp, tp)}
+                return {"status": Status.OPTIMAL, "psi": x, "iterations": it, "candidate": (Xp, tp)}
             Xp, tp = Xp / gamma, tp / gamma
             primal = 0.5 * float(np.sum(self.weights * np.sum(Xp * Xp, axis=1)))
             gap = max(primal - dual, 0.0) / primal
             cand = (Xp, tp)
             if gap <= tol:
-                return {"status": "optimal", "psi": x, "iterations": it, "candidate": cand}
+                return {"status": Status.OPTIMAL, "psi": x, "iterations": it, "candidate": cand}
             if gap <= self.next_polish:  # the active set is usually right long before the gap closes
                 self.next_polish = gap / 100
-                return {"status": "polish", "psi": x, "iterations": it, "candidate": cand}
+                return {"status": _POLISH, "psi": x, "iterations": it, "candidate": cand}
             gaps.append(gap)
             if timed_out:
-                return {"status": "time_limit", "psi": x, "iterations": it, "candidate": cand}
+                return {"status": Status.TIME_LIMIT, "psi": x, "iterations": it, "candidate": cand}
             if gap < 1e-6 and len(gaps) > 400 and gaps[-1] > 0.5 * gaps[-401]:
-                return {"status": "stalled", "psi": x, "iterations": it, "candidate": cand}
-        return {"status": "max_iter", "psi": x, "iterations": max_iter}
+                return {"status": Status.STALLED, "psi": x, "iterations": it, "candidate": cand}
+        return {"status": Status.MAX_ITER, "psi": x, "iterations": max_iter}
 
     def _offer(self, best: SVMOutcome, lay, psi, cand, full_min_margin: float) -> None:
         """Keep the best certified pair: a fully feasible primal point and a dual point of K."""
@@ -460,7 +465,7 @@ class SVMDual:
         psi[first] -= resid
         lay = {"g": g, "j": j, "off": is_off, "ptr": ptr}
         dual = -self._objective(lay, psi, self._rows(lay, psi))
-        return SVMOutcome("optimal", X, t, primal, dual, (g, j, psi), polished=True)
+        return SVMOutcome(Status.OPTIMAL, X, t, primal, dual, (g, j, psi), polished=True)
 
     def _polish_cost(self, ag: np.ndarray) -> float:
         """Flops of the per-group factorizations of an exact solve with the active pairs of groups
