@@ -190,9 +190,10 @@ def _bigram_before(spec: dict) -> dict:
     F = subspace(data)
     comp = is_compatible(data, F)
     try:
-        local = np.searchsorted(F.contexts, F._ctx)
-        system = EqualitySystem(F.coords.K[F.contexts], F._grp, local, np.ones(len(F.tokens)))
-        dim_F = int(len(F._tok) - F.contexts.size - (system.n_constraints - getattr(system, "constraint_rank", 0)))
+        local = np.searchsorted(F.contexts, F.pair_contexts)
+        system = EqualitySystem(F.coords.K[F.contexts], F.pair_groups, local, np.ones(len(F.tokens)))
+        rank = getattr(system, "constraint_rank", 0)
+        dim_F = int(len(F.pair_tokens) - F.contexts.size - (system.n_constraints - rank))
     except (MemoryError, TooLargeError) as exc:
         dim_F = f"{type(exc).__name__} after {time.perf_counter() - t0:.0f} s: {str(exc)[:120]}"
     try:

@@ -88,10 +88,10 @@ def test_bigrams_every_stage_timed_and_memory_beside_its_estimate(tweets, bigram
     from embgeo.testing.reference.ntp_previous.equality import EqualitySystem
 
     F = subspace(_bigram_data(tweets))
-    assert np.bincount(F._grp).max() > F.coords.rank  # frequent tokens: the case of the issue
-    local = np.searchsorted(F.contexts, F._ctx)
-    old = EqualitySystem(F.coords.K[F.contexts], F._grp, local, np.ones(len(F.tokens)))
-    dim_old = len(F._tok) - F.contexts.size - (old.n_constraints - old.constraint_rank)
+    assert np.bincount(F.pair_groups).max() > F.coords.rank  # frequent tokens: the case of the issue
+    local = np.searchsorted(F.contexts, F.pair_contexts)
+    old = EqualitySystem(F.coords.K[F.contexts], F.pair_groups, local, np.ones(len(F.tokens)))
+    dim_old = len(F.pair_tokens) - F.contexts.size - (old.n_constraints - old.constraint_rank)
     assert summary["dim_F"] == dim_old and f"dim F = {dim_old}," in key["subspace F"]
 
 

@@ -73,10 +73,10 @@ def is_compatible(data: NTPData, subspace_: Subspace | None = None) -> Compatibi
         if pair is not None:
             return Compatibility(False, None, *pair[:1], tol, *pair[1:], method="pair of tokens tied on more "
                                  "contexts than their span (least-squares residual)")
-    sol = F._solve(F._logp, check=False)  # the anchor residual below is the certificate
+    sol = F.solve(F.pair_log_probs, check=False)  # the anchor residual below is the certificate
     residual = _anchor_residual(data, F, sol.X)
     if residual <= tol:
-        return Compatibility(True, F.coords.to_w(F._token_rows(sol.X)) / F.scale, residual, tol,
+        return Compatibility(True, F.coords.to_w(F.token_rows(sol.X)) / F.scale, residual, tol,
                              method="t-form equality solve")
     if sol.certificate is None:
         raise SolverError(f"is_compatible: the residual of (4) is {residual:.3g} > {tol:.3g} but the equality "
@@ -95,9 +95,9 @@ def _anchor_residual(data: NTPData, F: Subspace, X: np.ndarray) -> float:
 
 def _token_certificate(data: NTPData, F: Subspace, lam: np.ndarray) -> tuple[sp.csr_matrix, float]:
     """λ on the support pairs as a sparse (m, V) matrix, and ‖λ H̄‖ computed per token."""
-    A = sp.csr_matrix((lam, (F._grp, F._ctx)), shape=(len(F.tokens), data.m))
+    A = sp.csr_matrix((lam, (F.pair_groups, F.pair_contexts)), shape=(len(F.tokens), data.m))
     norm = float(np.linalg.norm(A @ F.coords.K)) * F.scale  # ‖λ H̄‖ in the caller's units
-    return sp.csr_matrix((lam, (F._ctx, F._tok)), shape=(data.m, data.V)), norm
+    return sp.csr_matrix((lam, (F.pair_contexts, F.pair_tokens)), shape=(data.m, data.V)), norm
 
 
 def _pair_compatibility_certificate(data: NTPData, F: Subspace, tol: float):

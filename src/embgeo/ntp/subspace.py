@@ -38,6 +38,13 @@ class Subspace:
     coords : :class:`~embgeo.ntp.constraints.Coordinates` of the contexts in unit scale (H̄ / scale).
     scale : float
         The power of two H̄ is divided by (:func:`unit_scale`); projections do not depend on it.
+    contexts : (m',) int
+        The contexts with at least two next tokens (the others constrain nothing in F).
+    pair_tokens, pair_contexts, pair_log_probs : (N',) arrays
+        The support pairs (v, j) of those contexts, sorted by (v, j), with log p̂_{j,v}: the pattern of the
+        equality problem (:attr:`system`) and the right-hand side of (4).
+    tokens : (T,) int
+        The tokens in some support of ≥ 2 (the others have zero rows in F); ``pair_groups`` indexes it.
     """
 
     def __init__(self, data: NTPData):
@@ -50,9 +57,9 @@ class Subspace:
         # token's group from outgrowing r (which would make the t-system rank-deficient and dense).
         self.contexts = np.flatnonzero(data.support_sizes >= 2)  # the contexts that constrain F
         keep = data.support_sizes[ctx] >= 2
-        self._tok, self._ctx, self._logp = tok[keep], ctx[keep], logp[keep]
-        self.tokens = np.unique(self._tok)  # the tokens in some support of ≥ 2; the others have zero rows in F
-        self._grp = np.searchsorted(self.tokens, self._tok)
+        self.pair_tokens, self.pair_contexts, self.pair_log_probs = tok[keep], ctx[keep], logp[keep]
+        self.tokens = np.unique(self.pair_tokens)  # the tokens in some support of ≥ 2; the others have zero rows in F
+        self.pair_groups = np.searchsorted(self.tokens, self.pair_tokens)
         self.ambient_dim = data.V * data.d
 
     @cached_property
@@ -61,23 +68,23 @@ class Subspace:
         weights 1); None when no context has two (then F = {0})."""
         if self.contexts.size == 0:
             return None
-        local = np.searchsorted(self.contexts, self._ctx)
+        local = np.searchsorted(self.contexts, self.pair_contexts)
         K = self.coords.K[self.contexts]
         # The m × m Gram saves the per-token Gram blocks' products only when r = m (d ≥ m); with r < m they cost
         # no more than gathering from it, and the Gram and its copy on the kept contexts would be 2 m² doubles.
         gram = context_gram(self.coords) if self.coords.rank == self.data.m else None
         if gram is not None and self.contexts.size < self.data.m:
             gram = gram[np.ix_(self.contexts, self.contexts)]
-        return EqualitySystem(K, self._grp, local, np.ones(len(self.tokens)), gram)
+        return EqualitySystem(K, self.pair_groups, local, np.ones(len(self.tokens)), gram)
 
     def system_bytes(self) -> float:
         """Bytes :attr:`system` allocates (:func:`~embgeo.ntp.equality.equality_system_bytes` on the kept pairs,
         plus the Gram's copy on the kept contexts when r = m), before building it. O(Σ_j S_j)."""
         if self.contexts.size == 0:
             return 0.0
-        q = np.bincount(self._grp, minlength=len(self.tokens))
+        q = np.bincount(self.pair_groups, minlength=len(self.tokens))
         r, m = self.coords.rank, self.contexts.size
-        touched = np.unique(self._ctx[q[self._grp] > r]).size
+        touched = np.unique(self.pair_contexts[q[self.pair_groups] > r]).size
         gram_copy = 8.0 * m * m if r == self.data.m and m < self.data.m else 0.0
         return equality_system_bytes(q, r, m, touched) + gram_copy
 
@@ -93,7 +100,7 @@ class Subspace:
         """
         if self.contexts.size == 0:
             return 0, 0
-        K, grp, ctx = self.coords.K, self._grp, self._ctx  # pairs sorted by token, then context
+        K, grp, ctx = self.coords.K, self.pair_groups, self.pair_contexts  # pairs sorted by token, then context
         q = np.bincount(grp, minlength=len(self.tokens))
         start = np.concatenate([[0], np.cumsum(q)])
         ranks = np.empty(len(q), dtype=np.int64)
@@ -114,10 +121,11 @@ class Subspace:
         s = self.system
         if s is None:
             return 0
-        return int(len(self._tok) - self.contexts.size - (s.n_constraints - getattr(s, "constraint_rank", 0)))
+        return int(len(self.pair_tokens) - self.contexts.size - (s.n_constraints - getattr(s, "constraint_rank", 0)))
 
-    def _solve(self, c: np.ndarray, check: bool = True) -> EqualitySolution:
-        """The equality problem for right-hand sides c on the kept pairs (the zero solution when F = {0})."""
+    def solve(self, c: np.ndarray, check: bool = True) -> EqualitySolution:
+        """The equality problem for right-hand sides ``c`` (one per pair of :attr:`pair_tokens`) on the kept pairs
+        (the zero solution when F = {0})."""
         if self.system is None:
             zero = np.zeros(0)
             return EqualitySolution(np.zeros((0, self.coords.rank)), zero, zero, True, {})
@@ -128,7 +136,7 @@ class Subspace:
         """dim F⊥ = V·d − dim F."""
         return self.ambient_dim - self.dim
 
-    def _token_rows(self, X: np.ndarray) -> np.ndarray:
+    def token_rows(self, X: np.ndarray) -> np.ndarray:
         """(V, r) with the rows of the support tokens set from X (|tokens|, r), zeros elsewhere."""
         check_dense_size("a (V, r) matrix", (self.data.V, self.coords.rank))
         out = np.zeros((self.data.V, self.coords.rank))
@@ -139,9 +147,9 @@ class Subspace:
         """P_F(W): orthogonal projection of W (V, d) onto F; O(Σ_j S_j · r + m²) after the factorization."""
         W = check_W(self.data, W)
         X0 = self.coords.to_coords(W)
-        sol = self._solve(-row_dots(X0, self.coords.K, self._tok, self._ctx))
+        sol = self.solve(-row_dots(X0, self.coords.K, self.pair_tokens, self.pair_contexts))
         # P_⊥(W) = W + Δ with Δ the least-norm change that ties the in-support logits; P_F(W) = −Δ.
-        return -self.coords.to_w(self._token_rows(sol.X))
+        return -self.coords.to_w(self.token_rows(sol.X))
 
     def project_perp(self, W: ArrayLike) -> np.ndarray:
         """P_⊥(W) = W − P_F(W): orthogonal projection onto F⊥."""
