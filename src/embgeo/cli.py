@@ -7,7 +7,6 @@ printed as one line ``embgeo: error: ...`` with exit status 2, never as a traceb
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from embgeo.core.status import Status
 from embgeo.errors import InputError
 
 #: Sizes m,V,d,S of ``ntp analyze`` without a data file: the paper's Figs. 3-4.
@@ -219,16 +217,22 @@ def _print_plan(data, plan: dict) -> None:
         print(f"             (the NTP-SVM's bound is above the {_gib(room)} left: if it runs it may be refused)")
 
 
-@contextlib.contextmanager
 def _svm_bar():
-    """A progress bar of the NTP-SVM on a terminal only (disable=None); piped output gets the result lines."""
+    """A progress bar of the NTP-SVM on a terminal only (disable=None), as a context manager yielding the
+    solver's ``progress`` callback; piped output gets the result lines."""
+    import contextlib
+
     from tqdm import tqdm
 
-    with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
-        def progress(iteration, state):
-            bar.update(iteration - bar.n)
-            bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
-        yield progress
+    @contextlib.contextmanager
+    def bar_progress():
+        with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
+            def progress(iteration, state):
+                bar.update(iteration - bar.n)
+                bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
+            yield progress
+
+    return bar_progress()
 
 
 def _print_compat(compat, error: str | None, seconds: float) -> None:
@@ -253,6 +257,8 @@ def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> No
         print(f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
               f"(every separator would have NTP-margin <= that){took}")
         return
+    from embgeo.core.status import Status
+
     print(f"separable    True ({sep.method})")
     gap = svm.residuals["duality_gap"]
     label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
@@ -341,6 +347,8 @@ def ntp_probe(args: argparse.Namespace) -> None:
 
 def _print_probe_stage(stage: str, r) -> None:
     """One stage of ``ntp probe`` as lines in the style of ``ntp analyze`` (flushed: the next can be long)."""
+    from embgeo.core.status import Status
+
     if stage == "contexts":
         meta, info = r.meta, r.contexts.info
         print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
