@@ -53,7 +53,7 @@ Each Fig. 2 solve runs in its own subprocess (same thread settings); the child b
 instance, reads its peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) before and after the
 solve, and reports both: "peak" is the whole process (python, numpy, the instance: E is 32 MB, X
 20 MB at n = 10,000), "solve" the increase during the solve. The previous solver (dense LDP by NNLS,
-``tests/attention/reference_selection.py``) runs side by side for n ≤ ``--fig2-old-max`` (default
+``embgeo/testing/reference/attention_selection.py``) runs side by side for n ≤ ``--fig2-old-max`` (default
 100: at 1000 the issue saw it killed at 600 s / 11 GB). Certificates: for "optimal" the KKT
 numbers recomputed from E (min margin − 1, relative duality gap, stationarity, complementarity);
 for "infeasible" the Farkas residual ‖P⊥ Σ w_j (E_s − E_t)‖ and how it was found.
@@ -403,8 +403,7 @@ def fig2_child(spec: dict) -> None:
     limit_threads(ARGS.threads)
     E, X, selected = fig2_instance(spec["n"], spec["rule"], spec["seed"])
     if spec["solver"] == "old":
-        sys.path.insert(0, str(HERE.parent / "tests" / "attention"))
-        from reference_selection import reference_max_margin_selection as solve
+        from embgeo.testing.reference.attention_selection import reference_max_margin_selection as solve
     else:
         solve = max_margin_selection
     rss0 = _rss_gb()

@@ -20,12 +20,9 @@ One thread; the CPU load is printed (on a shared machine the numbers move with i
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_threads import blas_threads, limit_threads, set_thread_env  # noqa: E402
+from bench_threads import blas_threads, limit_threads, set_thread_env  # beside this script: on sys.path as its folder
 
 
 def _timed(fn) -> float:

@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_threads import blas_threads, limit_threads, set_thread_env  # beside this script: on sys.path as its folder
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_threads import blas_threads, limit_threads, set_thread_env  # noqa: E402
 
 
 def make_model(folder: Path, layers: int, pieces: int) -> None:

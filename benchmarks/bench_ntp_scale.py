@@ -13,7 +13,7 @@ incompatibility certificate) + ``is_separable`` + ``ntp_svm``, total, including 
   package (shuffled lines, repeated until 10⁶ words), k = 2, ``--windows --max-vocab 5000
   --embeddings random:64``.
 
-"previous" is the solver before the rewrite (``tests/ntp/previous``: a dense eigendecomposition of
+"previous" is the solver before the rewrite (``embgeo.testing.reference.ntp_previous``: a dense eigendecomposition of
 the Σ_j(S_j − 1) anchor rows' Gram for F, the NTP-SVM dual over the full V × m matrix), run on the
 same data in the same invocation where it can finish, under a time limit otherwise.
 
@@ -116,8 +116,7 @@ def _run_new(data, max_seconds: float) -> dict:
 
 
 def _run_previous(data) -> dict:
-    sys.path.insert(0, str(ROOT))
-    from tests.ntp import previous
+    from embgeo.testing.reference import ntp_previous as previous
 
     out, t0 = {}, time.perf_counter()
     F = previous.subspace(data)
@@ -142,8 +141,8 @@ def _run_text(params, out_dir: Path) -> dict:
 
     import numpy as np
 
-    from embgeo.attention.text import TWEETS_ENCODING, tweets_path
-    from embgeo.ntp.data import split_words
+    from embgeo.text.reading import split_words
+    from embgeo.text.tweets import TWEETS_ENCODING, tweets_path
 
     words, k, vocab, dim = params
     raw = tweets_path().read_bytes().decode(TWEETS_ENCODING)

@@ -21,8 +21,8 @@ bench_ntp_scale's text-1M) for WORDS:K:MODE cases, ``--max-vocab 5000 --embeddin
   the child's measured peak (``ru_maxrss``), and, in a second run, the seconds from Ctrl-C (SIGINT, sent
   once the compatibility line is printed, i.e. while dim F is computed) to the process's exit;
 * **before**: the same objects with F's equality system as it was before issue 24 (explicit null-space bases
-  of the frequent tokens, ``tests/ntp/previous/equality.py``), under ``--before-seconds`` and an address-space
-  cap of ``--before-gib`` (the 2-core VM has 23 GB; the route needs tens of GB at k = 1).
+  of the frequent tokens, ``embgeo/testing/reference/ntp_previous/equality.py``), under ``--before-seconds``
+  and an address-space cap of ``--before-gib`` (the 2-core VM has 23 GB; the route needs tens of GB at k = 1).
 
 Run from the repository root::
 
@@ -85,12 +85,10 @@ def _now(data, max_seconds: float) -> dict:
 def _before(data, max_seconds: float) -> dict:
     import numpy as np
 
-    sys.path.insert(0, str(ROOT))
-    from tests.ntp.previous.equality import EqualitySystem  # the equality system before issue 24
-
     from embgeo.errors import SolverError
     from embgeo.ntp import is_separable
     from embgeo.ntp.constraints import coordinates, token_pattern
+    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem  # the equality system before issue 24
 
     t0 = time.perf_counter()
     coords = coordinates(data.embeddings)
@@ -119,8 +117,8 @@ def _tweet_text(words: int, path: Path) -> int:
 
     import numpy as np
 
-    from embgeo.attention.text import TWEETS_ENCODING, tweets_path
-    from embgeo.ntp.data import split_words
+    from embgeo.text.reading import split_words
+    from embgeo.text.tweets import TWEETS_ENCODING, tweets_path
 
     raw = tweets_path().read_bytes().decode(TWEETS_ENCODING)
     texts = [row["text"].replace("\n", " ") for row in csv.DictReader(io.StringIO(raw))]  # every label
@@ -178,12 +176,10 @@ def _bigram_before(spec: dict) -> dict:
     """subspace + is_compatible + dim F by the previous equality system + is_separable, capped."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT))
-    from tests.ntp.previous.equality import EqualitySystem
-
     from embgeo.errors import SolverError, TooLargeError
     from embgeo.ntp import NTPData, is_compatible, is_separable, subspace
     from embgeo.ntp.data import read_text_file
+    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem
 
     cap = int(spec["gib"] * 1024**3)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -194,9 +190,10 @@ def _bigram_before(spec: dict) -> dict:
     F = subspace(data)
     comp = is_compatible(data, F)
     try:
-        local = np.searchsorted(F.contexts, F._ctx)
-        system = EqualitySystem(F.coords.K[F.contexts], F._grp, local, np.ones(len(F.tokens)))
-        dim_F = int(len(F._tok) - F.contexts.size - (system.n_constraints - getattr(system, "constraint_rank", 0)))
+        local = np.searchsorted(F.contexts, F.pair_contexts)
+        system = EqualitySystem(F.coords.K[F.contexts], F.pair_groups, local, np.ones(len(F.tokens)))
+        rank = getattr(system, "constraint_rank", 0)
+        dim_F = int(len(F.pair_tokens) - F.contexts.size - (system.n_constraints - rank))
     except (MemoryError, TooLargeError) as exc:
         dim_F = f"{type(exc).__name__} after {time.perf_counter() - t0:.0f} s: {str(exc)[:120]}"
     try:

@@ -20,17 +20,25 @@ if (ROOT / "src").is_dir():  # a source checkout without `pip install -e`: docum
     sys.path.insert(0, str(ROOT / "src"))
 
 def _drop_stale_stubs(folder: Path) -> None:
-    """Remove API stubs of modules that no longer exist (a module moved or deleted since the last build), which
-    autodoc would otherwise fail to import; autosummary writes the stubs of the current layout."""
+    """Remove the generated API stubs when one names a module that no longer exists (a module moved or was
+    deleted since the last build): autosummary would try to import it from the old stubs. It writes the
+    stubs of the current layout again."""
     import importlib.util
+    import re
+    import shutil
+
+    def exists(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
 
     for stub in folder.glob("embgeo*.rst"):
-        try:
-            found = importlib.util.find_spec(stub.stem) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            stub.unlink()
+        entries = re.findall(r"^   ([A-Za-z_][\w.]*)\s*$", stub.read_text(encoding="utf-8"), re.M)  # its submodules
+        named = [stub.stem, *(e if e.startswith("embgeo.") else f"{stub.stem}.{e}" for e in entries)]
+        if not all(exists(name) for name in named):
+            shutil.rmtree(folder)
+            return
 
 
 _drop_stale_stubs(DOCS / "api" / "_generated")

@@ -3,8 +3,8 @@
 Bigrams of tweets (``-k 1 --windows``): frequent words follow more contexts than d, which used to send F's
 equality system into dense SVDs of many GB. Each case runs the CLI in a subprocess: every stage printed with
 its time, the memory estimate beside the measured peak, dim F against the null-space route kept in
-tests/ntp/previous, --out with the contexts and readable certificates, refusals before any allocation, and
-Ctrl-C. Speed itself is measured in benchmarks/bench_ntp_text.py (bigrams of 10⁶ words).
+embgeo.testing.reference.ntp_previous, --out with the contexts and readable certificates, refusals before any
+allocation, and Ctrl-C. Speed itself is measured in benchmarks/bench_ntp_text.py (bigrams of 10⁶ words).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def bigram_run(tweets, tmp_path_factory):
 
 def test_bigrams_every_stage_timed_and_memory_beside_its_estimate(tweets, bigram_run):
     """Each result line carries its time; the memory line comes before any solver and the measured peak is
-    printed beside the estimate; dim F is the count of the null-space route (tests/ntp/previous/equality.py)."""
+    printed beside the estimate; dim F is the count of the null-space route
+    (embgeo/testing/reference/ntp_previous/equality.py)."""
     proc, out = bigram_run
     lines = proc.stdout.splitlines()
     key = {}
@@ -83,15 +84,14 @@ def test_bigrams_every_stage_timed_and_memory_beside_its_estimate(tweets, bigram
     assert mem["equality_system_built"] and mem["peak_measured"] > 0 and mem["peak_estimate"] > 0
     assert set(summary["seconds"]) == {"load", "w_star", "dim_F", "separability_and_svm"}
 
-    from tests.ntp.previous.equality import EqualitySystem
-
     from embgeo.ntp.theory import subspace
+    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem
 
     F = subspace(_bigram_data(tweets))
-    assert np.bincount(F._grp).max() > F.coords.rank  # frequent tokens: the case of the issue
-    local = np.searchsorted(F.contexts, F._ctx)
-    old = EqualitySystem(F.coords.K[F.contexts], F._grp, local, np.ones(len(F.tokens)))
-    dim_old = len(F._tok) - F.contexts.size - (old.n_constraints - old.constraint_rank)
+    assert np.bincount(F.pair_groups).max() > F.coords.rank  # frequent tokens: the case of the issue
+    local = np.searchsorted(F.contexts, F.pair_contexts)
+    old = EqualitySystem(F.coords.K[F.contexts], F.pair_groups, local, np.ones(len(F.tokens)))
+    dim_old = len(F.pair_tokens) - F.contexts.size - (old.n_constraints - old.constraint_rank)
     assert summary["dim_F"] == dim_old and f"dim F = {dim_old}," in key["subspace F"]
 
 

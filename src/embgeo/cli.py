@@ -129,24 +129,23 @@ def _print_data(data, source: str, info: dict, seconds: float) -> None:
 
 
 def ntp_analyze(args: argparse.Namespace) -> dict:
-    """Compute every theory object of the NTP paper on one dataset and write them to --out.
+    """Compute every theory object of the NTP paper on one dataset (:func:`embgeo.ntp.analyze.analyze`), print
+    each stage as it finishes, and write them to --out.
 
-    --out was checked writable before anything was loaded (:func:`check_out_dir`). The theory runs in a
+    --out was checked writable before anything was loaded (:func:`check_out_dir`). The analysis runs in a
     worker thread so that Ctrl-C stops the command at once whatever the solvers are doing (LAPACK and HiGHS
     would otherwise hold the interrupt until they return).
     """
-    from embgeo.ntp import entropy
+    from embgeo.ntp.analyze import analyze
 
     t_load = time.perf_counter()
     data, source, info = _analyze_data(args)
     t_load = time.perf_counter() - t_load
     _print_data(data, source, info, t_load)
-    H = entropy(data)
-    print(f"entropy      H = {H:.6f} nats")
-    results = _interruptible(_analyze_theory, data, args.max_seconds)
+    result = _interruptible(lambda: analyze(data, args.max_seconds, report=_print_stage, svm_progress=_svm_bar))
     summary = {"source": source, "m": data.m, "V": data.V, "d": data.d, "n_samples": data.n_samples,
-               "entropy_nats": H, **results["summary"],
-               "seconds": {"load": t_load, **results["seconds"]}, "input": info}
+               "entropy_nats": result.entropy, **result.summary(),
+               "seconds": {"load": t_load, **result.seconds}, "input": info}
     t = summary["seconds"]
     print(f"time         load {t['load']:.2f} s, W* {t['w_star']:.2f} s, dim F {t['dim_F']:.2f} s, separability + "
           f"NTP-SVM {t['separability_and_svm']:.2f} s; total {sum(t.values()):.2f} s")
@@ -154,7 +153,7 @@ def ntp_analyze(args: argparse.Namespace) -> dict:
     print(f"memory       peak {_gib(plan['peak_measured'])} measured (estimated {_gib(plan['peak_estimate'])} for the "
           "stages that ran)")
     if args.out:
-        _write_analysis(Path(args.out), data, summary, results)
+        _write_analysis(Path(args.out), data, summary, result)
     return summary
 
 
@@ -182,107 +181,58 @@ def _interruptible(fn, *args):
     return out["value"]
 
 
-def _memory_plan(data, F) -> dict:
-    """The memory the analysis will take, printed before any solver runs; refuses what cannot fit.
+def _print_stage(stage: str, result) -> None:
+    """One stage of :func:`embgeo.ntp.analyze.analyze`, printed as it finishes (flushed: the next can be long)."""
+    s = result.seconds
+    if stage == "entropy":
+        print(f"entropy      H = {result.entropy:.6f} nats")
+    elif stage == "memory":
+        _print_plan(result.data, result.plan)
+    elif stage == "compatibility":
+        _print_compat(result.compatibility, result.compatibility_error, s["w_star"])
+    elif stage == "dimension":
+        if result.dim_F is not None:
+            print(f"subspace F   dim F = {result.dim_F}, dim F_perp = {result.subspace.ambient_dim - result.dim_F} "
+                  f"({s['dim_F']:.2f} s)")
+        else:
+            low, high = result.dim_F_bounds
+            print(f"subspace F   {low} <= dim F <= {high} ({result.dim_F_note}; {s['dim_F']:.2f} s)")
+    elif stage == "separability":
+        _print_svm(result.data, result.svm, result.svm_error, s["separability_and_svm"])
 
-    Stages: the process as it is (data loaded, coordinates built), F's exact equality system (dim F, W* when no
-    certificate decides; built only when it fits the dense budget and the memory left, else dim F is bounded),
-    and the NTP-SVM, which runs only when no certificate decides separability (bounded by the dual's size).
-    """
-    import psutil
 
-    from embgeo.core.validate import DENSE_BUDGET_BYTES, available_memory_bytes
-    from embgeo.errors import TooLargeError
-    from embgeo.ntp.theory import estimate_memory
+def _print_plan(data, plan: dict) -> None:
+    """The memory the analysis will take, printed before any solver runs."""
+    from embgeo.core.validate import DENSE_BUDGET_BYTES
 
-    one_w = 8 * data.V * data.d
-    if one_w > DENSE_BUDGET_BYTES:  # every answer (W*, W^mm, a certificate) is one such matrix: refuse up front
-        raise TooLargeError(f"W* and W^mm are V × d = {data.V} × {data.d} matrices of {_gib(one_w)} each (budget "
-                            f"{_gib(DENSE_BUDGET_BYTES)}): use a smaller d in --embeddings random:D")
-    parts = estimate_memory(data)
-    now = psutil.Process().memory_info().rss
-    room = available_memory_bytes()
-    if parts["outputs"] > room:  # under a memory limit (ulimit -v, a container): refuse rather than be killed
-        raise TooLargeError(f"the answers (W*, W^mm, a certificate: V × d each) need {_gib(parts['outputs'])} but this "
-                            f"process can allocate only {_gib(room)} more (free memory or the address-space limit): "
-                            "use a smaller d or fewer tokens")
-    system = F.system_bytes()
-    fits = system <= min(DENSE_BUDGET_BYTES, room)
-    svm = parts["svm_dual"] + parts["outputs"]
-    plan = {"process": now, "equality_system": system, "equality_system_built": fits, "svm": svm,
-            "parts": parts, "available": room}
-    plan["peak_estimate"] = now + (system if fits else 0) + parts["outputs"]
-    why = "" if fits else (f" — above the {_gib(DENSE_BUDGET_BYTES)} budget" if system > DENSE_BUDGET_BYTES
-                           else f" — above the {_gib(room)} this process can still allocate") + \
+    system, room, svm = plan["equality_system"], plan["available"], plan["svm"]
+    why = "" if plan["equality_system_built"] else (
+        f" — above the {_gib(DENSE_BUDGET_BYTES)} budget" if system > DENSE_BUDGET_BYTES
+        else f" — above the {_gib(room)} this process can still allocate") + \
         ": not built, dim F bounded, W* only from certificates"
-    print(f"memory       peak ≈ {_gib(plan['peak_estimate'])}: the process now {_gib(now)} + F's exact system "
-          f"{_gib(system)}{why}; the NTP-SVM, only if no certificate decides separability, up to {_gib(svm)} more",
-          flush=True)
-    if now + svm > room and not data.support_sizes.min() == data.V:
+    print(f"memory       peak ≈ {_gib(plan['peak_estimate'])}: the process now {_gib(plan['process'])} + F's exact "
+          f"system {_gib(system)}{why}; the NTP-SVM, only if no certificate decides separability, up to {_gib(svm)} "
+          "more", flush=True)
+    if plan["process"] + svm > room and not data.support_sizes.min() == data.V:
         print(f"             (the NTP-SVM's bound is above the {_gib(room)} left: if it runs it may be refused)")
-    return plan
 
 
-def _analyze_theory(data, max_seconds: float | None) -> dict:
-    """F, W* (or the certificate that it does not exist), dim F (or its bounds), separability and the NTP-SVM,
-    each printed with its time as it is found; the NTP-SVM stops after ``max_seconds`` with its best certified
-    point. Returns the summary fields, the stage times and the result objects."""
-    import resource
+def _svm_bar():
+    """A progress bar of the NTP-SVM on a terminal only (disable=None), as a context manager yielding the
+    solver's ``progress`` callback; piped output gets the result lines."""
+    import contextlib
 
-    from embgeo.ntp.theory import subspace
+    from tqdm import tqdm
 
-    t0 = time.perf_counter()
-    F = subspace(data)
-    plan = _memory_plan(data, F)
-    compat, compat_error = _compatibility(data, F)
-    t_compat = time.perf_counter() - t0
-    _print_compat(compat, compat_error, t_compat)
-    t1 = time.perf_counter()
-    dim_F, bounds, dim_note = _dimension(F, plan)
-    t_dim = time.perf_counter() - t1
-    if dim_F is not None:
-        print(f"subspace F   dim F = {dim_F}, dim F_perp = {F.ambient_dim - dim_F} ({t_dim:.2f} s)")
-    else:
-        print(f"subspace F   {bounds[0]} <= dim F <= {bounds[1]} ({dim_note}; {t_dim:.2f} s)")
-    t2 = time.perf_counter()
-    svm, svm_error = _separability(data, F, max_seconds)
-    t_svm = time.perf_counter() - t2
-    _print_svm(data, svm, svm_error, t_svm)
-    ran_svm = svm is not None and svm.W is not None
-    plan["peak_estimate"] += plan["svm"] if ran_svm else 0
-    plan["peak_measured"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
-    summary = {
-        "dim_F": dim_F, "dim_F_perp": None if dim_F is None else F.ambient_dim - dim_F,
-        "dim_F_bounds": list(bounds) if bounds is not None else None,
-        "compatible": None if compat is None else bool(compat),
-        "compatibility_error": compat_error,
-        "compatibility_residual": None if compat is None else compat.residual,
-        "compatibility_method": None if compat is None else compat.method,
-        "compatibility_certificate_norm": None if compat is None else compat.certificate_norm,
-        "w_star_norm": float(np.linalg.norm(compat.W)) if compat else None,
-        "separable": None if svm is None else bool(svm.separability),
-        "separability_method": None if svm is None else svm.separability.method,
-        "separability_residuals": None if svm is None else svm.separability.residuals,
-        "svm_status": svm.status if svm is not None else ("undecided" if svm_error else None),
-        "svm_error": svm_error,
-        "ntp_margin": svm.margin if ran_svm else None,
-        "w_mm_norm": float(np.linalg.norm(svm.W)) if ran_svm else None,
-        "svm_residuals": svm.residuals if ran_svm else None,
-        "memory_estimate_bytes": plan["parts"], "memory": {k: v for k, v in plan.items() if k != "parts"},
-    }
-    return {"summary": summary, "seconds": {"w_star": t_compat, "dim_F": t_dim, "separability_and_svm": t_svm},
-            "compat": compat, "svm": svm}
+    @contextlib.contextmanager
+    def bar_progress():
+        with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
+            def progress(iteration, state):
+                bar.update(iteration - bar.n)
+                bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
+            yield progress
 
-
-def _compatibility(data, F):
-    """(Compatibility or None, why undecided): W*'s exact system may be too large when no certificate decides."""
-    from embgeo.errors import SolverError, TooLargeError
-    from embgeo.ntp.theory import is_compatible
-
-    try:
-        return is_compatible(data, F), None
-    except (SolverError, TooLargeError) as exc:
-        return None, str(exc)
+    return bar_progress()
 
 
 def _print_compat(compat, error: str | None, seconds: float) -> None:
@@ -296,42 +246,6 @@ def _print_compat(compat, error: str | None, seconds: float) -> None:
               f"certificate norm {compat.certificate_norm:.1e} ({seconds:.2f} s)")
 
 
-def _dimension(F, plan: dict) -> tuple[int | None, tuple[int, int] | None, str]:
-    """(dim F, None, "") from the exact system when it was planned to fit, or from the tokens' ranks when their
-    bounds (:meth:`~embgeo.ntp.theory.Subspace.dim_bounds`) meet; else (None, the bounds, why)."""
-    from embgeo.errors import SolverError, TooLargeError
-
-    if plan["equality_system_built"]:
-        try:
-            return F.dim, None, ""
-        except (SolverError, TooLargeError) as exc:
-            note = f"the exact count failed: {exc}"
-    else:
-        note = f"the exact count needs F's equality system, {_gib(plan['equality_system'])}"
-    low, high = F.dim_bounds()
-    return (low, None, "") if low == high else (None, (low, high), note)
-
-
-def _separability(data, F, max_seconds: float | None):
-    """(NTPSVM or None, why undecided); None, None when every support is the whole vocabulary."""
-    from tqdm import tqdm
-
-    from embgeo.errors import SolverError, TooLargeError
-    from embgeo.ntp.theory import ntp_svm
-
-    if data.support_sizes.min() >= data.V:
-        return None, None
-    # A bar on a terminal only (disable=None); piped output gets the result lines.
-    with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
-        def progress(iteration, state):
-            bar.update(iteration - bar.n)
-            bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
-        try:
-            return ntp_svm(data, subspace_=F, max_seconds=max_seconds, progress=progress), None
-        except (SolverError, TooLargeError) as exc:  # undecided: say why, keep what was found
-            return None, str(exc)
-
-
 def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> None:
     took = "" if seconds is None else f" ({seconds:.2f} s)"
     if svm is None:
@@ -343,21 +257,25 @@ def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> No
         print(f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
               f"(every separator would have NTP-margin <= that){took}")
         return
+    from embgeo.core.status import Status
+
     print(f"separable    True ({sep.method})")
     gap = svm.residuals["duality_gap"]
-    label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
+    label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
     print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, certified "
           f"||W - W^mm||/||W^mm|| <= {svm.residuals['error_bound']:.1e}; {svm.method}){took}")
 
 
 def _gib(nbytes: float) -> str:
-    return f"{nbytes / 1024**3:.2f} GiB"
+    from embgeo.ntp.analyze import gib
+
+    return gib(nbytes)
 
 
-def _write_analysis(out: Path, data, summary: dict, results: dict) -> None:
+def _write_analysis(out: Path, data, summary: dict, result) -> None:
     """summary.json, W_star.npy / W_mm.npy when they exist, vocabulary.txt and contexts.txt when tokens and
     contexts have names, and the certificates (certificate.txt to read, certificate.json in full)."""
-    compat, svm = results["compat"], results["svm"]
+    compat, svm = result.compatibility, result.svm
     out.mkdir(parents=True, exist_ok=True)
     written = ["summary.json"]
     if compat:
@@ -429,6 +347,8 @@ def ntp_probe(args: argparse.Namespace) -> None:
 
 def _print_probe_stage(stage: str, r) -> None:
     """One stage of ``ntp probe`` as lines in the style of ``ntp analyze`` (flushed: the next can be long)."""
+    from embgeo.core.status import Status
+
     if stage == "contexts":
         meta, info = r.meta, r.contexts.info
         print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
@@ -481,7 +401,7 @@ def _print_probe_stage(stage: str, r) -> None:
     elif stage == "svm":
         if r.svm is not None and r.svm.W is not None:
             svm = r.svm
-            label = "NTP margin  " if svm.status == "optimal" else "NTP margin ~"
+            label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
             print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap "
                   f"{svm.residuals['duality_gap']:.1e}, certified ||W - W^mm||/||W^mm|| <= "
                   f"{svm.residuals['error_bound']:.1e}; {svm.method})", flush=True)

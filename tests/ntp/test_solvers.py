@@ -4,7 +4,7 @@ Each block tests one piece of :mod:`embgeo.ntp.solvers` / :mod:`embgeo.ntp.const
 theory routes that use it) against something that does not share its code: the dense KKT system
 of the same QP solved with ``numpy.linalg.lstsq``, cvxpy + Clarabel (``reference.py``), brute
 force over dense arrays, the definitions of the paper's certificates, or the previous solvers
-(``tests/ntp/previous``). Module constants are monkeypatched to force the large-data code paths
+(:mod:`embgeo.testing.reference.ntp_previous`). Module constants are monkeypatched to force the large-data code paths
 (conjugate gradients, the working-set dual) on small instances.
 """
 
@@ -18,13 +18,26 @@ import scipy.sparse as sp
 
 from embgeo.core import validate
 from embgeo.errors import InputError, SolverError, TooLargeError
-from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_svm, subspace, synthetic, theory
-from embgeo.ntp import solvers as S
-from embgeo.ntp.constraints import coordinates, support_groups
+from embgeo.ntp import (
+    NTPData,
+    dual_set,
+    equality,
+    is_compatible,
+    is_separable,
+    ntp_svm,
+    pair_certificates,
+    scan,
+    separability,
+    separability_lp,
+    subspace,
+    svm_dual,
+    synthetic,
+)
+from embgeo.ntp.constraints import coordinates, token_groups
 from embgeo.ntp.data import synthetic_large
 from embgeo.ntp.theory import estimate_memory
+from embgeo.testing.reference import ntp_previous as previous
 
-from . import previous
 from .reference import (
     INFEASIBLE,
     dense_projector_F,
@@ -187,7 +200,7 @@ def test_equality_system_matches_dense_kkt(name, use_gram):
     moves X or t by O(1)."""
     K, grp, ctx, w, c = equality_instance(name)
     tol = EQUALITY_CASES[name][1]
-    system = S.EqualitySystem(K, grp, ctx, w, K @ K.T if use_gram else None)
+    system = equality.EqualitySystem(K, grp, ctx, w, K @ K.T if use_gram else None)
     sol = system.solve(c)
     X, t, lam, kkt_res = equality_kkt(K, grp, ctx, w, c)
     assert kkt_res <= 1e-8 * max(1.0, np.abs(c).max())  # the reference itself is consistent
@@ -219,7 +232,7 @@ def test_equality_system_nearly_dependent_block_is_accurate():
     K[5] = K[4] + 1e-6 * np.random.default_rng(0).standard_normal(4)
     X, t, _, _ = equality_kkt(K, grp, ctx, w, c)
     assert np.linalg.cond(equality_kkt_matrix(K, grp, ctx, w)) < 100  # a well-conditioned QP
-    sol = S.EqualitySystem(K, grp, ctx, w).solve(c)
+    sol = equality.EqualitySystem(K, grp, ctx, w).solve(c)
     assert np.linalg.norm(sol.X - X) <= 1e-6 * np.linalg.norm(X)
     assert np.linalg.norm(sol.t - t) <= 1e-6 * np.linalg.norm(t)
 
@@ -234,7 +247,7 @@ def test_equality_system_inconsistent_certificate(name):
     A = equality_constraint_matrix(K, grp, ctx, len(w))
     z = np.linalg.lstsq(A, c, rcond=None)[0]
     assert np.linalg.norm(A @ z - c) > 1e-3  # independently: the equalities have no solution
-    sol = S.EqualitySystem(K, grp, ctx, w).solve(c)
+    sol = equality.EqualitySystem(K, grp, ctx, w).solve(c)
     assert not sol.consistent
     lam = sol.certificate
     assert lam is not None and lam.shape == c.shape
@@ -260,11 +273,11 @@ def test_equality_system_conjugate_gradients_agree_with_dense(monkeypatch):
     grp, ctx = pattern(pats)
     w = rng.uniform(0.2, 5.0, len(pats))
     c = rng.standard_normal(len(grp))
-    dense = S.EqualitySystem(K, grp, ctx, w)
+    dense = equality.EqualitySystem(K, grp, ctx, w)
     assert dense.mode == "dense"
     ref = dense.solve(c)
-    monkeypatch.setattr(S, "DENSE_T_MAX", 0)
-    cg = S.EqualitySystem(K, grp, ctx, w)
+    monkeypatch.setattr(equality, "DENSE_T_MAX", 0)  # read by EqualitySystem
+    cg = equality.EqualitySystem(K, grp, ctx, w)
     assert cg.mode == "cg"
     sol = cg.solve(c)
     np.testing.assert_allclose(sol.X, ref.X, rtol=0, atol=1e-9 * np.abs(ref.X).max())
@@ -275,7 +288,7 @@ def test_equality_system_conjugate_gradients_agree_with_dense(monkeypatch):
     assert np.linalg.norm(sol.t - t) <= 1e-9 * np.linalg.norm(t)
     # Rank-deficient groups: dense even above DENSE_T_MAX, and still right.
     K2, grp2, ctx2, w2, c2 = equality_instance("deficient")
-    deficient = S.EqualitySystem(K2, grp2, ctx2, w2)
+    deficient = equality.EqualitySystem(K2, grp2, ctx2, w2)
     assert deficient.mode == "dense"
     X2, t2, _, _ = equality_kkt(K2, grp2, ctx2, w2, c2)
     sol2 = deficient.solve(c2)
@@ -289,19 +302,19 @@ def test_equality_system_refuses_above_memory_budget(monkeypatch):
     m, r = K.shape
     q = np.bincount(grp).astype(float)
     need = 8.0 * (np.sum(q * q + q * r) + 2.0 * m * m)
-    assert S.equality_system_bytes(np.bincount(grp), r, m) == need
+    assert equality.equality_system_bytes(np.bincount(grp), r, m) == need
     monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", int(need) - 1)  # read when the system is built
     with pytest.raises(TooLargeError, match=rf"GiB for {len(grp)} pairs on {m} contexts \(one group is in 4 of them"):
-        S.EqualitySystem(K, grp, ctx, w)
+        equality.EqualitySystem(K, grp, ctx, w)
     monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", int(need))
-    assert S.EqualitySystem(K, grp, ctx, w).solve(c).consistent
+    assert equality.EqualitySystem(K, grp, ctx, w).solve(c).consistent
 
 
 def test_equality_system_needs_every_context():
     """A context without any pair leaves t_j undetermined: refused."""
     K = np.random.default_rng(0).standard_normal((3, 2))
     with pytest.raises(SolverError, match="every context"):
-        S.EqualitySystem(K, np.array([0, 0]), np.array([0, 1]), np.ones(1))
+        equality.EqualitySystem(K, np.array([0, 0]), np.array([0, 1]), np.ones(1))
 
 
 # == 2. projection onto the dual set =================================================================
@@ -347,7 +360,7 @@ def test_project_dual_matches_cvxpy_and_kkt(seed):
     """The sparse projection equals Clarabel's solution of the same QP and satisfies its KKT
     conditions; the two designed columns are indeed unclipped / fully clipped."""
     z, w, ctx, off, m = dual_instance(seed)
-    x = S.project_dual(z, w, ctx, off, m)
+    x = dual_set.project_dual(z, w, ctx, off, m)
     assert_projection_kkt(x, z, w, ctx, off, m)
     np.testing.assert_allclose(x, ref_project_dual(z, w, ctx, off, m), rtol=0, atol=1e-7 * np.abs(z).max())
     assert np.all(x[(ctx == 0) & off] < 0)  # nothing clipped
@@ -373,10 +386,10 @@ def test_project_dual_dense_matches_cvxpy_and_kkt(seed, tau0):
     z[off[:, 1], 1] = 40.0  # column 1: everything clipped
     w = rng.uniform(0.1, 3.0, G)
     gi, ji = np.nonzero(np.ones((G, m), bool))
-    x_sparse = S.project_dual(z[gi, ji], w[gi], ji, off[gi, ji], m)
+    x_sparse = dual_set.project_dual(z[gi, ji], w[gi], ji, off[gi, ji], m)
     start = {"none": None, "far-left": np.full(m, -1e3), "far-right": np.full(m, 1e3),
-             "random": rng.standard_normal(m) * 10, "exact": S.project_dual_dense(z, w, off)[1]}[tau0]
-    x, tau = S.project_dual_dense(z, w, off, None if start is None else start.copy())
+             "random": rng.standard_normal(m) * 10, "exact": dual_set.project_dual_dense(z, w, off)[1]}[tau0]
+    x, tau = dual_set.project_dual_dense(z, w, off, None if start is None else start.copy())
     assert_projection_kkt(x.ravel(), z.ravel(), np.repeat(w, m), np.tile(np.arange(m), G), off.ravel(), m)
     np.testing.assert_allclose(x[gi, ji], x_sparse, rtol=0, atol=1e-12 * 40)
     ref = ref_project_dual(z.ravel(), np.repeat(w, m), np.tile(np.arange(m), G), off.ravel(), m)
@@ -404,8 +417,8 @@ def test_scan_off_support_brute_force(G, m, r, top, below):
     supp = rng.random((G, m)) < 0.3
     M = t[None, :] - X @ K.T
     M[supp] = np.inf
-    scan = S.scan_off_support(X, t, K, sp.csc_matrix(supp.astype(float)), below=below, top=top)
-    assert scan.min_margin == M.min()
+    out = scan.scan_off_support(X, t, K, sp.csc_matrix(supp.astype(float)), below=below, top=top)
+    assert out.min_margin == M.min()
     expected = set()
     if top and below > -np.inf:
         for j in range(m):
@@ -413,15 +426,15 @@ def test_scan_off_support_brute_force(G, m, r, top, below):
                 if M[g, j] < below:
                     expected.add((int(g), j))
         assert len(expected) > 0
-    got = set(zip(scan.groups.tolist(), scan.contexts.tolist(), strict=True))
+    got = set(zip(out.groups.tolist(), out.contexts.tolist(), strict=True))
     assert got == expected
-    np.testing.assert_array_equal(scan.margins, M[scan.groups, scan.contexts])
+    np.testing.assert_array_equal(out.margins, M[out.groups, out.contexts])
 
 
 # == 4. the separability LP and its relaxation on a subset of pairs ===================================
 
 def lp_setup(data):
-    coords, groups = coordinates(data.embeddings), support_groups(data)
+    coords, groups = coordinates(data.embeddings), token_groups(data)
     gi, ji = np.nonzero(groups.pattern.toarray() == 0)
     return coords.K, groups, gi, ji
 
@@ -465,10 +478,10 @@ def test_separability_lp_full_and_subset_on_non_separable_data(case):
     data = synthetic(m, V, d, Ssz, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
     K, groups, gi, ji = lp_setup(data)
-    full = S.separability_lp(K, groups.pattern, gi, ji, contexts=np.arange(m))
+    full = separability_lp.separability_lp(K, groups.pattern, gi, ji, contexts=np.arange(m))
     assert not full.separable and full.value == pytest.approx(0.0, abs=1e-7)
     assert_lp_farkas(data, groups, gi, ji, full.mu, atol=1e-7)
-    solver = S.SVMDual(K, groups.pattern, groups.size)
+    solver = svm_dual.SVMDual(K, groups.pattern, groups.size)
     g, j, psi, perp = solver.farkas_from(gi, ji, full.mu / full.mu.sum(), accept_any=True)
     Psi = np.zeros((groups.n_groups, m))
     np.add.at(Psi, (g, j), psi)
@@ -479,18 +492,18 @@ def test_separability_lp_full_and_subset_on_non_separable_data(case):
 
     # Only the pairs carrying μ, with every context's supports tied: still s* = 0, still a certificate.
     carry = full.mu > 1e-9 * full.mu.max()
-    sub = S.separability_lp(K, groups.pattern, gi[carry], ji[carry], contexts=np.arange(m))
+    sub = separability_lp.separability_lp(K, groups.pattern, gi[carry], ji[carry], contexts=np.arange(m))
     assert not sub.separable
     assert_lp_farkas(data, groups, gi[carry], ji[carry], sub.mu, atol=1e-7)
     # Without the other contexts' supports it is a weaker relaxation: either it still certifies, or
     # it is feasible and its point satisfies the constraints it was given.
-    weak = S.separability_lp(K, groups.pattern, gi[carry], ji[carry])
+    weak = separability_lp.separability_lp(K, groups.pattern, gi[carry], ji[carry])
     if weak.separable:
         assert_lp_point(K, groups, gi[carry], ji[carry], weak)
     else:
         assert_lp_farkas(data, groups, gi[carry], ji[carry], weak.mu, atol=1e-7)
 
-    one = S.separability_lp(K, groups.pattern, gi[:1], ji[:1])
+    one = separability_lp.separability_lp(K, groups.pattern, gi[:1], ji[:1])
     assert one.separable and one.value == pytest.approx(1.0)
     assert_lp_point(K, groups, gi[:1], ji[:1], one)
 
@@ -502,13 +515,13 @@ def test_separability_lp_on_separable_data(case):
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     K, groups, gi, ji = lp_setup(data)
-    full = S.separability_lp(K, groups.pattern, gi, ji, contexts=np.arange(m))
+    full = separability_lp.separability_lp(K, groups.pattern, gi, ji, contexts=np.arange(m))
     assert full.separable and full.mu is None
     assert_lp_point(K, groups, gi, ji, full)
     rng = np.random.default_rng(0)
     for _ in range(3):
         pick = np.sort(rng.choice(len(gi), size=len(gi) // 3, replace=False))
-        lp = S.separability_lp(K, groups.pattern, gi[pick], ji[pick])
+        lp = separability_lp.separability_lp(K, groups.pattern, gi[pick], ji[pick])
         assert lp.separable
         assert_lp_point(K, groups, gi[pick], ji[pick], lp)
 
@@ -528,7 +541,7 @@ SVM_CASES = [
 def test_working_set_svm_matches_cvxpy(case, monkeypatch):
     """With DENSE_DUAL_MAX = 0 the dual runs on a working set; W^mm agrees with Clarabel at 1e-5
     (relative), and satisfies (6a)/(6b) with minimum margin 1."""
-    monkeypatch.setattr(S, "DENSE_DUAL_MAX", 0)
+    monkeypatch.setattr(svm_dual, "DENSE_DUAL_MAX", 0)  # read by SVMDual
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     res = ntp_svm(data, method="dual")
@@ -547,15 +560,15 @@ def test_working_set_svm_matches_cvxpy(case, monkeypatch):
 def test_working_set_dual_certifies_non_separability(case, route, monkeypatch):
     """Non-separable data (cvxpy: infeasible) decided by the working-set dual (its LP shortcut
     disabled): status "infeasible" / False with a Farkas certificate valid from the definitions."""
-    monkeypatch.setattr(S, "DENSE_DUAL_MAX", 0)
-    monkeypatch.setattr(theory, "PAIR_LP_MAX_PAIRS", 0)  # the pair LP would decide these first
+    monkeypatch.setattr(svm_dual, "DENSE_DUAL_MAX", 0)  # read by SVMDual
+    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)  # the pair LP would decide these first
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
     if route == "is_separable":
         sep = is_separable(data, method="dual")
     else:
-        monkeypatch.setattr(theory, "LP_SMALL_NNZ", 0)
+        monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
         res = ntp_svm(data)
         assert res.status == "infeasible" and res.W is None and res.margin == 0.0
         sep = res.separability
@@ -721,12 +734,16 @@ def _text_like(m: int, V: int, d: int, seed: int) -> NTPData:
     return NTPData(rng.standard_normal((m, d)), P / P.sum(axis=1, keepdims=True))
 
 
+def _pair_lp(pb, **kw):
+    return pair_certificates.pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, **kw)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_pair_lp_certificate_is_valid_and_agrees_with_the_full_lp_and_cvxpy(seed):
     """Text-like data, d ≪ m: where the pair LP decides, its Farkas matrix passes the checks from the
     definitions, and HiGHS on the whole problem and cvxpy (all pairs, on W) agree that no separator exists."""
     data = _text_like(150, 12, 4, seed)
-    assert not any(True for _ in theory._heavy_pairs(support_groups(data).pattern, 4))  # no span certificate
+    assert not any(True for _ in pair_certificates.heavy_pairs(token_groups(data).pattern, 4))  # no span certificate
     sep = is_separable(data)
     assert not sep and sep.method.endswith("(pair LP)")
     assert_farkas_certificate(data, sep, nonzero_combination=False)
@@ -741,16 +758,16 @@ def test_pair_lp_finds_nothing_on_separable_data(case):
     """Negative control: on data cvxpy finds separable (d < m), no pair of groups yields a certificate."""
     data = synthetic(*case[:4], seed=case[4])
     assert ref_ntp_svm(data)[0] == "optimal"
-    pb = theory._problem(data, None)
-    assert theory._pair_lp_farkas(pb, max_pairs=10**6) is None
+    pb = separability.make_problem(data, None)
+    assert _pair_lp(pb, max_pairs=10**6) is None
     assert is_separable(data)
 
 
 def test_pair_lp_respects_its_budget():
-    pb = theory._problem(_text_like(150, 12, 4, 0), None)
-    assert theory._pair_lp_farkas(pb, max_seconds=0.0) is None  # the budget is checked before every pair
-    assert theory._pair_lp_farkas(pb, max_pairs=0) is None
-    assert theory._pair_lp_farkas(pb) is not None
+    pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
+    assert _pair_lp(pb, max_seconds=0.0) is None  # the budget is checked before every pair
+    assert _pair_lp(pb, max_pairs=0) is None
+    assert _pair_lp(pb) is not None
 
 
 def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
@@ -766,12 +783,12 @@ def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
         return real(*args, options=options, **kw)
 
     monkeypatch.setattr(scipy.optimize, "linprog", spy)
-    monkeypatch.setattr(theory, "PAIR_LP_SECONDS", 7.0)
-    pb = theory._problem(_text_like(150, 12, 4, 0), None)
-    assert theory._pair_lp_farkas(pb) is not None
+    monkeypatch.setattr(pair_certificates, "PAIR_LP_SECONDS", 7.0)
+    pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
+    assert _pair_lp(pb) is not None
     assert limits and all(0 < t <= 7.0 for t in limits)
     limits.clear()
-    assert theory._pair_lp_farkas(pb, max_seconds=3.0) is not None
+    assert _pair_lp(pb, max_seconds=3.0) is not None
     assert limits and all(0 < t <= 3.0 for t in limits)
 
 
@@ -1041,9 +1058,9 @@ def _frequent_tokens(kind: str, seed: int = 0):
 @pytest.mark.parametrize("rhs", ["random", "consistent"])
 def test_equality_system_frequent_tokens_match_the_null_space_route(kind, path, rhs):
     """The projector route (thin SVDs, the constraints' Gram M) gives what the route with explicit null-space
-    bases gave (tests/ntp/previous/equality.py): the constraints' rank, consistency, X, t, the multipliers and
-    the certificate, on both ways of finding null M; and the dense KKT reference when consistent."""
-    from .previous.equality import EqualitySystem as NullSpaceRoute
+    bases gave (embgeo/testing/reference/ntp_previous/equality.py): the constraints' rank, consistency, X, t,
+    the multipliers and the certificate, on both ways of finding null M; and the dense KKT reference when consistent."""
+    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem as NullSpaceRoute
 
     K, grp, ctx, w = _frequent_tokens(kind)
     rng = np.random.default_rng(5)
@@ -1052,7 +1069,7 @@ def test_equality_system_frequent_tokens_match_the_null_space_route(kind, path, 
     else:
         X0, t0 = rng.standard_normal((len(w), K.shape[1])), rng.standard_normal(K.shape[0])
         c = np.einsum("ij,ij->i", X0[grp], K[ctx]) - t0[ctx]
-    new, old = S.EqualitySystem(K, grp, ctx, w), NullSpaceRoute(K, grp, ctx, w)
+    new, old = equality.EqualitySystem(K, grp, ctx, w), NullSpaceRoute(K, grp, ctx, w)
     assert new._m_factor[0] == path
     assert (new.n_constraints, new.constraint_rank) == (old.n_constraints, old.constraint_rank)
     a, b = new.solve(c), old.solve(c)
@@ -1088,8 +1105,8 @@ def test_equality_system_bytes_bound_what_it_allocates():
     """The estimate of a system with frequent tokens is at least the arrays it keeps (S, M's factor, T) and
     within a small factor of them: what ntp analyze prints before building it."""
     K, grp, ctx, w = _frequent_tokens("overlapping")
-    system = S.EqualitySystem(K, grp, ctx, w)
+    system = equality.EqualitySystem(K, grp, ctx, w)
     kept = sum(a.nbytes for a in (system.S, system.T, system.chol[0], *system._m_factor[1:]))
     kept += sum(b["U"].nbytes for b in system.buckets)
-    est = S.equality_system_bytes(np.bincount(grp), K.shape[1], K.shape[0], len(system.touched))
+    est = equality.equality_system_bytes(np.bincount(grp), K.shape[1], K.shape[0], len(system.touched))
     assert kept <= est <= 4 * kept

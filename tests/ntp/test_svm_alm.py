@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 
 from embgeo.errors import SolverError
-from embgeo.ntp import NTPData, ntp_svm, synthetic, theory
+from embgeo.ntp import NTPData, ntp_svm, pair_certificates, separability, svm, synthetic, theory
 from embgeo.ntp import svm_alm as A
 
 from .reference import (
@@ -314,7 +314,7 @@ def test_twelve_context_case_returns_a_certified_optimum_by_default():
 def test_alm_is_unit_free(scale):
     """W^mm(sH) = W^mm(H)/s: the solver works in the unit scale max ‖k_j‖ = 1 inside."""
     data = synthetic(8, 10, 6, 3, seed=1)
-    pb = theory._problem(data, None)
+    pb = separability.make_problem(data, None)
     ref = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve()
     out = A.SVMALM(pb.K * scale, pb.groups.pattern, pb.groups.size).solve()
     assert out.status == ref.status == "optimal"
@@ -338,21 +338,23 @@ def test_warm_starts_give_the_same_optimum():
 def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
     """No feasible point in the time and separability undecided (m = 100,000 cold, 600 s): one SolverError
     that names the sizes and the way out, not the inner route's message."""
-    from embgeo.ntp.solvers import SVMOutcome
+    from embgeo.ntp.svm_dual import SVMOutcome
 
     monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome("time_limit", iterations=7))
-    monkeypatch.setattr(theory, "PAIR_LP_MAX_PAIRS", 0)
+    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
+    monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # else the LP decides (separable) and is_separable never runs
 
     def undecided(*args, **kw):
         raise SolverError("is_separable: undecided")
 
-    monkeypatch.setattr(theory, "is_separable", undecided)
+    monkeypatch.setattr(svm, "is_separable", undecided)  # what ntp_svm calls
     data = planted(60, 12, 5, seed=0)
     with pytest.raises(SolverError) as exc:
         ntp_svm(data, method="alm", max_seconds=5)
     msg = str(exc.value)
     assert "max_seconds=5" in msg and f"m = {data.m} contexts" in msg and f"V = {data.V}" in msg
     assert "warm_start" in msg
+    assert msg.endswith("(is_separable: undecided)")  # the undecided route was asked, and its reason kept
 
 
 def test_a_separating_warm_start_is_certified_before_any_step(monkeypatch):
@@ -439,15 +441,16 @@ def test_alm_where_no_schur_complement_can_be_factored_still_certifies(monkeypat
 def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkeypatch):
     """Non-separable data that no cheap route decides: the ALM finds no feasible point, and ntp_svm
     returns "infeasible" with a Farkas certificate valid from the definitions."""
-    monkeypatch.setattr(theory, "PAIR_LP_MAX_PAIRS", 0)
-    monkeypatch.setattr(theory, "LP_SMALL_NNZ", 0)
-    monkeypatch.setattr(theory, "_pair_farkas", lambda pb: None)
+    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
+    monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
+    monkeypatch.setattr(separability, "pair_farkas", lambda *args: None)  # what decide_cheaply calls
     monkeypatch.setattr(A, "STALL_OUTER", 3)
     m, V, d, S, seed = case
     data = synthetic(m, V, d, S, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
     res = ntp_svm(data, method="alm")
     assert res.status == "infeasible" and res.W is None
+    assert res.separability.method == "NTP-SVM dual: Farkas direction"  # no cheap route decided (the patches hold)
     assert_farkas_certificate(data, res.separability)
 
 
@@ -466,7 +469,7 @@ def test_method_and_warm_start_are_validated():
 
 def test_support_pattern_input_is_not_modified():
     data = synthetic(8, 10, 6, 3, seed=1)
-    pb = theory._problem(data, None)
+    pb = separability.make_problem(data, None)
     pattern = pb.groups.pattern.copy()
     A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve()
     assert (sp.csr_matrix(pattern) != pb.groups.pattern).nnz == 0

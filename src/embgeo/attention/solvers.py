@@ -78,6 +78,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
 
+from embgeo.core.status import Status
 from embgeo.core.validate import DENSE_BUDGET_BYTES
 from embgeo.errors import SolverError, TooLargeError
 
@@ -401,7 +402,7 @@ class IPMResult:
     x: np.ndarray
     s: np.ndarray
     lam: np.ndarray
-    status: str
+    status: Status
     iterations: int
 
 
@@ -432,7 +433,7 @@ def interior_point(space: ScoreSpace | EmbeddingSpace, edges: np.ndarray, max_it
     """
     g, r = space.g, len(edges)
     x, s, lam = np.zeros(space.n), np.ones(r), np.ones(r)  # infeasible start
-    status, it = "stalled", 0
+    status, it = Status.STALLED, 0
     while it < max_iter:
         it += 1
         Hx = space.hess(x)
@@ -441,16 +442,16 @@ def interior_point(space: ScoreSpace | EmbeddingSpace, edges: np.ndarray, max_it
         gap = float(s @ lam) / max(1.0, float(x @ Hx))
         residual = max(float(np.max(np.abs(rp))), float(np.max(np.abs(rd))) / max(1.0, float(np.max(np.abs(Hx)))))
         if residual <= IPM_RES and gap <= IPM_GAP:
-            status = "converged"
+            status = Status.CONVERGED
             break
         if lam.sum() > IPM_DIVERGE:
-            status = "diverged"
+            status = Status.DIVERGED
             break
         try:
             factor = space.newton(lam / s, edges)
         except (np.linalg.LinAlgError, ValueError):
             if residual <= IPM_LATE * IPM_RES and gap <= IPM_LATE * IPM_GAP:
-                status = "converged"
+                status = Status.CONVERGED
             break
         state = (factor, s, lam, rp, rd)
         dx, ds, dl = _direction(space, edges, state, -s * lam)  # predictor (affine scaling)
@@ -703,7 +704,7 @@ def farkas_residual(E: np.ndarray, pairs: np.ndarray, eq_pairs: np.ndarray, tree
 # -- 10. the driver --------------------------------------------------------------------------------
 
 def _infeasible(d: int, w: np.ndarray, residual: float, method: str, **info) -> dict:
-    return dict(status="infeasible", p=np.full(d, np.nan), norm=np.inf, margin=0.0, farkas=w,
+    return dict(status=Status.INFEASIBLE, p=np.full(d, np.nan), norm=np.inf, margin=0.0, farkas=w,
                 farkas_residual=residual, method=method, **info)
 
 
@@ -719,7 +720,7 @@ def solve_max_margin(E: np.ndarray, tokens: list[np.ndarray], sel: list[np.ndarr
     m = len(pairs)
     info = dict(pairs=pairs, eq_pairs=eq_pairs, n_raw=n_raw)
     if m == 0:  # every sequence selects all its tokens: only ties, p̂ = 0 (cf. Lemma 4.4)
-        return dict(status="optimal", p=np.zeros(d), norm=0.0, margin=np.inf, n_rows=0, margins=np.zeros(0),
+        return dict(status=Status.OPTIMAL, p=np.zeros(d), norm=0.0, margin=np.inf, n_rows=0, margins=np.zeros(0),
                     multipliers=np.zeros(0), eq_multipliers=np.zeros(len(eq_pairs)), min_margin=np.inf,
                     eq_residual=0.0, stationarity=0.0, complementarity=0.0, gap=0.0, method="no inequality", **info)
 
@@ -767,7 +768,7 @@ def solve_max_margin(E: np.ndarray, tokens: list[np.ndarray], sel: list[np.ndarr
     ipm = interior_point(space, edges)
     info.update(iterations=ipm.iterations, method=f"interior point ({space.name})")
 
-    if ipm.status == "converged":
+    if ipm.status == Status.CONVERGED:
         candidates = []
         fin = exact_finish(space, edges, ipm)
         if fin is not None:
@@ -785,7 +786,7 @@ def solve_max_margin(E: np.ndarray, tokens: list[np.ndarray], sel: list[np.ndarr
             if certified(cert, mu):
                 norm = float(np.linalg.norm(p))
                 info["method"] += how
-                return dict(status="optimal", p=p, norm=norm, margin=1.0 / norm, multipliers=mu,
+                return dict(status=Status.OPTIMAL, p=p, norm=norm, margin=1.0 / norm, multipliers=mu,
                             active=np.flatnonzero(cert["margins"] <= 1 + 1e-6), **cert, **info)
     elif isinstance(space, EmbeddingSpace):  # diverged or stalled: λ/Σλ may point along a Farkas direction
         w_edges = farkas_finish(space, edges, ipm.lam)

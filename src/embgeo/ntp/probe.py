@@ -47,10 +47,11 @@ from embgeo.core.validate import (
 )
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, SolverError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.data import NTPData, _first_seen_rows, _read_utf8
-from embgeo.ntp.geometry import _effective_rank_of, _numerical_rank_of
+from embgeo.ntp.constraints import row_dots
+from embgeo.ntp.data import NTPData, first_seen_rows
+from embgeo.ntp.geometry import effective_rank_of, numerical_rank_of
 from embgeo.ntp.metrics import Reference, cosine, reference_metrics
-from embgeo.ntp.solvers import row_dots
+from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
 HiddenFn = Callable[[torch.Tensor], torch.Tensor]
@@ -186,7 +187,7 @@ def _window_pairs(seqs: list[np.ndarray], k: int, max_contexts: int | None):
         return empty, empty, empty, empty, empty, {**info, "pairs_dropped": 0, "contexts_dropped": 0}
     pos = (np.concatenate([[0], np.cumsum(lengths)[:-1]])[seq] + r)
     windows = flat[pos[:, None] + np.arange(k)]
-    first, ids = _first_seen_rows(windows)  # first[j]: the pair where context j first appears
+    first, ids = first_seen_rows(windows)  # first[j]: the pair where context j first appears
     nxt = flat[pos + k]
     n_kept = first.size if max_contexts is None else min(max_contexts, first.size)
     keep = ids < n_kept  # ids are in order of first appearance: the first n_kept contexts
@@ -680,14 +681,14 @@ def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
         "contexts_ranked_right": float(np.mean(margins[has_off] > 0)) if has_off.any() else math.nan,
         "sparse_energy": float(np.sum(logits_c**2)) / norm2 if norm2 > 0 else math.nan,
         "on_support_energy": float(np.sum(logits**2)) / norm2 if norm2 > 0 else math.nan,
-        "effective_rank": _effective_rank_of(s_L),
+        "effective_rank": effective_rank_of(s_L),
         "effective_rank_rest": None, "rank_rest": None,
     }
     arrays = {"logit_singular_values": s_L, "support_logits_centred": logits_c, "support_log_probs_centred": logp_c,
               "context_margins": margins}
     if min(m, V) <= gram_max:
         s_R = _rest_singular_values(H, W, sp.csr_matrix((logits_c, P.indices, P.indptr), shape=(m, V)))
-        scalars.update(effective_rank_rest=_effective_rank_of(s_R), rank_rest=_numerical_rank_of(s_R, 1e-6))
+        scalars.update(effective_rank_rest=effective_rank_of(s_R), rank_rest=numerical_rank_of(s_R, 1e-6))
         arrays["rest_singular_values"] = s_R
     return scalars, arrays
 
@@ -919,7 +920,7 @@ def hf_hidden(model) -> HiddenFn:
 def read_lines(text: str | PathLike | Sequence[str]) -> list[str]:
     """The non-blank lines of a UTF-8 text file (or of a list of strings), without their line ends."""
     if isinstance(text, (str, PathLike)):
-        lines = _read_utf8(text, "text file").splitlines()
+        lines = read_text_lines(text)
         where = f"text file {str(text)!r}"
     else:
         lines = list(text)

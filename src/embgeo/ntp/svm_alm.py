@@ -7,7 +7,7 @@ Paper: ``ntp-implicit-bias-neurips.txt`` Def. 3. Problem in t-form on token grou
                                 a_{gj} + 1 ≤ 0              on the off-support pairs  (6b)
 
 Once a model has learned its context embeddings they are separable with d ≪ m, and then the
-dual first-order methods of :mod:`embgeo.ntp.solvers` stall: the dual is the hard-margin limit of a
+dual first-order methods of :mod:`embgeo.ntp.svm_dual` stall: the dual is the hard-margin limit of a
 multiclass SVM, flat in most directions. This module solves the primal instead, by the method of
 multipliers (Rockafellar's augmented Lagrangian; the proximal point method on the dual), with
 multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty ρ:
@@ -51,9 +51,12 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from embgeo.core import validate
+from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError
-from embgeo.ntp.solvers import SVMOutcome, row_dots, scan_off_support
+from embgeo.ntp.constraints import row_dots
+from embgeo.ntp.scan import scan_off_support
+from embgeo.ntp.svm_dual import SVMOutcome
 
 #: Off pairs per context in the first working set (the smallest margins of the starting point) and added
 #: per context and round (the violated or nearly tight ones). Measured on trained embeddings (m = 3011,
@@ -372,7 +375,7 @@ class TieProjection:
     pairs, with one :class:`NewtonSystem` factored once (in the unit scale max ‖k_j‖ = 1, penalty TIE_RHO;
     solved by conjugate gradients instead where T does not fit in memory) and iterated until the ties hold
     to rounding or stop improving (the certificate reports what remains). Used for the primal points of both
-    NTP-SVM solvers and the Farkas completion of :class:`~embgeo.ntp.solvers.SVMDual`: no per-group SVD, so a
+    NTP-SVM solvers and the Farkas completion of :class:`~embgeo.ntp.svm_dual.SVMDual`: no per-group SVD, so a
     frequent token in more contexts than dimensions costs r × r, not q × q. Cost: setup Σ_g q_g² min(q_g, r)
     + c³/3 (c contexts with ≥ 2 support groups), then O(|pairs| r + c²) per round.
     """
@@ -635,7 +638,7 @@ class SVMALM:
         start = time.perf_counter()
         deadline = None if max_seconds is None else start + max_seconds
         st = self.start(X0, dual)
-        best = SVMOutcome("max_iter", mode="augmented Lagrangian")
+        best = SVMOutcome(Status.MAX_ITER, mode="augmented Lagrangian")
         if X0 is not None or dual is not None:  # a separating start (e.g. a trained decoder) is certified as is
             Xf, tf, _ = self.feasible_point(st.X)
             if Xf is not None:
@@ -666,13 +669,13 @@ class SVMALM:
                                  "factorizations": self.factorizations, "violation": violation,
                                  "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
             if best.gap <= tol:
-                best.status = "optimal"
+                best.status = Status.OPTIMAL
                 break
             if deadline is not None and time.perf_counter() > deadline:
-                best.status = "time_limit"
+                best.status = Status.TIME_LIMIT
                 break
             if st.rho >= RHO_MAX and len(history) > STALL_OUTER and history[-1] > 0.5 * history[-1 - STALL_OUTER]:
-                best.status = "stalled"
+                best.status = Status.STALLED
                 break
             # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
             below = 1.0 + (SLACK if gamma > 0.5 else 0.0)

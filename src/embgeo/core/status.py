@@ -1,0 +1,54 @@
+"""The one status vocabulary of every solver in embgeo (ntp, attention): :class:`Status`.
+
+A :class:`Status` is a :class:`str` (an :class:`enum.StrEnum`): it compares equal to its value
+(``Status.OPTIMAL == "optimal"``), prints as it (``f"{status}"``, ``str(status)``) and serialises to it in
+JSON, CSV and the run records, so results read the same as when statuses were bare strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """How a solver ended.
+
+    The final results of the theory functions (:class:`~embgeo.ntp.theory.NTPSVM`,
+    :class:`~embgeo.attention.theory.MaxMarginSelection`) use OPTIMAL, OPTIMAL_INACCURATE, TIME_LIMIT and
+    INFEASIBLE; the inner solvers' outcomes (:class:`~embgeo.ntp.svm_dual.SVMOutcome`, the interior point of
+    :mod:`embgeo.attention.solvers`) also MAX_ITER, STALLED, SEPARABLE, CONVERGED and DIVERGED; ``ntp analyze``
+    reports UNDECIDED when no solver could decide within its budget.
+    """
+
+    #: Certified optimal: the relative duality gap is within the tolerance (or an exact KKT point).
+    OPTIMAL = "optimal"
+    #: A certified feasible point whose gap is above the tolerance (the solver stalled or ran out of iterations).
+    OPTIMAL_INACCURATE = "optimal_inaccurate"
+    #: Stopped by the time limit (a final result then carries its best certified point).
+    TIME_LIMIT = "time_limit"
+    #: Stopped by the iteration limit.
+    MAX_ITER = "max_iter"
+    #: Stopped because the iterates no longer improved.
+    STALLED = "stalled"
+    #: A point separating every constraint was found (the separability-only mode of the NTP-SVM dual).
+    SEPARABLE = "separable"
+    #: No feasible point exists: a Farkas certificate was found.
+    INFEASIBLE = "infeasible"
+    #: Neither a solution nor a certificate within the budget.
+    UNDECIDED = "undecided"
+    #: An inner iteration (interior point) met its stopping rule.
+    CONVERGED = "converged"
+    #: An inner iteration (interior point) diverged (the sign of infeasibility).
+    DIVERGED = "diverged"
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether a result with this status carries a certified point: OPTIMAL, OPTIMAL_INACCURATE, TIME_LIMIT.
+
+        For the final results (NTPSVM, MaxMarginSelection) this is a guarantee (``W`` / ``p`` is set). An inner
+        solver outcome stopped at TIME_LIMIT may not have found a feasible point yet: its ``X`` says.
+        """
+        return self in _WITH_SOLUTION
+
+
+_WITH_SOLUTION = frozenset({Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.TIME_LIMIT})

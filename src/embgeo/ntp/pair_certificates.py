@@ -1,0 +1,143 @@
+"""Certificates from two token groups: the cheap Farkas searches that decide separability (Def. 2) before any
+large solver runs, and the pairs of tokens they start from.
+
+When rank H̄ = r < m, two token groups u, v whose contexts overlap in more than r contexts spanning R^r must
+have equal rows in any separator (their logits are tied there), so a context where only one of them follows
+cannot give the other a margin (:func:`pair_farkas`, one least-squares solve). Failing that, any separator
+makes u = x_a − x_b an r-dimensional separator of a's contexts from b's: the infeasibility of that LP in r + 1
+rows gives a Farkas matrix of the whole problem (:func:`pair_lp_farkas`). Both return the group-level Farkas
+matrix (grp, ctx, Ψ, ‖Ψ K‖) that :func:`embgeo.ntp.separability.farkas_result` turns into a certificate.
+:func:`heavy_pairs` also gives :func:`embgeo.ntp.compatibility.is_compatible` its overdetermined pairs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from embgeo.ntp.svm_dual import FARKAS_RTOL, farkas_scale
+
+#: The pair LP tries pairs among this many largest groups (most contexts), largest pairs first ...
+PAIR_LP_GROUPS = 40
+#: ... and at most this many pairs (each an LP with r + 1 rows and |J_a ∪ J_b| columns) ...
+PAIR_LP_MAX_PAIRS = 200
+#: ... within this many seconds in all (each LP gets what is left as HiGHS's time limit): at m = 100,000
+#: the pair of the two most frequent groups alone is an LP in tens of thousands of columns, and an
+#: unbounded attempt held ntp_svm past its max_seconds for minutes before its own solver started.
+PAIR_LP_SECONDS = 20.0
+
+
+def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_pairs: int | None = None,
+                   max_seconds: float | None = None):
+    """(grp, ctx, Ψ, perp) from two token groups a, b whose contexts admit no separating direction, or None.
+
+    K (m, r): the context coordinates, r their rank; P (G, m): the groups' support pattern (CSR, row g is J_g).
+
+    A separator of Def. 2 gives u = x_a − x_b with uᵀk_j ≥ 1 on P = J_a ∖ J_b (a in the support, b not),
+    uᵀk_j ≤ −1 on N = J_b ∖ J_a and uᵀk_j = 0 on E = J_a ∩ J_b (tied in the support). If this system in
+    R^r has no solution, Farkas' lemma gives λ ≥ 0 on P, μ ≥ 0 on N, ν on E with
+    Σ_P λ_j k_j − Σ_N μ_j k_j + Σ_E ν_j k_j = 0 and Σλ + Σμ = 1, found by HiGHS as a vertex of that LP
+    (at most r + 1 nonzeros) and then re-solved exactly on its support. Ψ = (λ, −λ) on P for (a, b),
+    (−μ, μ) on N, (ν, −ν) on E balances every context, is ≤ 0 off the supports with Σ_off Ψ = −1, and
+    Σ_j Ψ_{g,j} k_j = ±ρ, the residual above: a Farkas matrix of the whole problem when ‖ρ‖ is at
+    rounding level. Pairs among the PAIR_LP_GROUPS largest groups, by |J_a| + |J_b| descending (the
+    ones with the most constraints per dimension), at most ``max_pairs`` of them (default
+    PAIR_LP_MAX_PAIRS) within ``max_seconds`` (at most PAIR_LP_SECONDS, HiGHS's time limit on each).
+    Cost per pair: an LP in r + 1 rows and |J_a ∪ J_b| columns.
+    """
+    from scipy.optimize import linprog  # looked up at each call (tests spy on scipy.optimize.linprog)
+
+    max_pairs = PAIR_LP_MAX_PAIRS if max_pairs is None else max_pairs
+    max_seconds = PAIR_LP_SECONDS if max_seconds is None else min(max_seconds, PAIR_LP_SECONDS)
+    start = time.perf_counter()
+    sizes = np.diff(P.indptr)
+    top = np.argsort(-sizes, kind="stable")[:PAIR_LP_GROUPS]
+    top = top[sizes[top] > 0]
+    pairs = [(int(a), int(b)) for i, a in enumerate(top) for b in top[i + 1:]]
+    pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
+    scale = farkas_scale(K)
+    for a, b in pairs[:max_pairs]:
+        left = max_seconds - (time.perf_counter() - start)
+        if left <= 0:
+            return None
+        Ja, Jb = P.indices[P.indptr[a]:P.indptr[a + 1]], P.indices[P.indptr[b]:P.indptr[b + 1]]
+        Pj, Nj, Ej = np.setdiff1d(Ja, Jb), np.setdiff1d(Jb, Ja), np.intersect1d(Ja, Jb)
+        if Pj.size + Nj.size == 0:
+            continue
+        ctx = np.concatenate([Pj, Nj, Ej])
+        sign = np.concatenate([np.ones(Pj.size), -np.ones(Nj.size), np.ones(Ej.size)])
+        A = np.vstack([(K[ctx] * sign[:, None]).T, np.r_[np.ones(Pj.size + Nj.size), np.zeros(Ej.size)]])
+        rhs = np.r_[np.zeros(r), 1.0]
+        bounds = [(0, None)] * (Pj.size + Nj.size) + [(None, None)] * Ej.size
+        res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs",
+                      options={"time_limit": left})
+        if res.status != 0:
+            continue  # the pair is separable (or HiGHS could not tell): no certificate from it
+        z = _polish_vertex(A, rhs, res.x, Pj.size + Nj.size)
+        rho = (z * sign) @ K[ctx]
+        perp = float(np.sqrt(2.0) * np.linalg.norm(rho))
+        if perp > FARKAS_RTOL * scale:
+            continue
+        # Ψ_{a,j} = sign_j z_j, Ψ_{b,j} = −sign_j z_j (λ on P, −μ on N, ν on E for a; the opposite for b)
+        nz = z != 0
+        g = np.concatenate([np.full(nz.sum(), a), np.full(nz.sum(), b)])
+        j = np.concatenate([ctx[nz], ctx[nz]])
+        psi = np.concatenate([(sign * z)[nz], -(sign * z)[nz]])
+        return g, j, psi, perp
+    return None
+
+
+def _polish_vertex(A: np.ndarray, rhs: np.ndarray, x: np.ndarray, n_signed: int) -> np.ndarray:
+    """An LP vertex x of A x = rhs re-solved by least squares on its support; the first ``n_signed``
+    entries must stay ≥ 0 (else HiGHS's x, with its tiny negative entries zeroed, is kept)."""
+    x = np.where(np.abs(x) > 1e-12 * max(float(np.max(np.abs(x))), 1e-300), x, 0.0)
+    x[:n_signed] = np.maximum(x[:n_signed], 0.0)
+    support = np.flatnonzero(x)
+    polished = np.zeros_like(x)
+    polished[support] = np.linalg.lstsq(A[:, support], rhs, rcond=None)[0]
+    ok = np.all(polished[:n_signed] >= 0) and (np.linalg.norm(A @ polished - rhs) <= np.linalg.norm(A @ x - rhs))
+    return polished if ok else x
+
+
+def pair_farkas(K: np.ndarray, r: int, P: sp.csr_matrix):
+    """(grp, ctx, Ψ, perp) from two groups tied on > r contexts spanning R^r, or None."""
+    scale = farkas_scale(K)
+    for u, v, J in heavy_pairs(P, r):
+        Ju, Jv = P.indices[P.indptr[u]:P.indptr[u + 1]], P.indices[P.indptr[v]:P.indptr[v + 1]]
+        only_u = np.setdiff1d(Ju, J)
+        if only_u.size == 0:
+            u, v, only_u = v, u, np.setdiff1d(Jv, J)
+        if only_u.size == 0:
+            continue
+        i = int(only_u[0])  # u ∈ S_i, v ∉ S_i
+        beta = np.linalg.lstsq(K[J].T, K[i], rcond=None)[0]
+        perp = float(np.sqrt(2.0) * np.linalg.norm(K[i] - K[J].T @ beta))
+        if perp > FARKAS_RTOL * scale:
+            continue
+        g = np.concatenate([[u, v], np.full(len(J), u), np.full(len(J), v)])
+        j = np.concatenate([[i, i], J, J])
+        psi = np.concatenate([[1.0, -1.0], -beta, beta])
+        return g, j, psi, perp
+    return None
+
+
+
+
+def heavy_pairs(Pt: sp.csr_matrix, r: int, limit: int = 50):
+    """Pairs of rows of Pt (tokens or groups × contexts) sharing more than r columns, most shared
+    first (at most ``limit``), with the shared columns. Only rows with more than r columns count."""
+    sizes = np.diff(Pt.indptr)
+    heavy = np.flatnonzero(sizes > r)
+    if heavy.size < 2:
+        return
+    B = Pt[heavy]
+    B.data = np.ones_like(B.data)  # counts of shared columns, whatever the entries
+    co = sp.triu(B @ B.T, k=1).tocoo()
+    keep = co.data > r
+    order = np.argsort(-co.data[keep], kind="stable")[:limit]
+    for a, b in zip(co.row[keep][order], co.col[keep][order], strict=True):
+        u, v = int(heavy[a]), int(heavy[b])
+        J = np.intersect1d(Pt.indices[Pt.indptr[u]:Pt.indptr[u + 1]], Pt.indices[Pt.indptr[v]:Pt.indptr[v + 1]])
+        yield u, v, J

@@ -1,0 +1,61 @@
+"""Full passes over the off-support logits: every margin t_j − x_gᵀk_j of (6b), in blocks, never stored.
+
+In the t-form of :mod:`embgeo.ntp.constraints` (group rows X, one t_j per context, coordinates K). Used to
+certify a point feasible for every constraint, to find the violated pairs that grow a working set, and to read
+the active set of W^mm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass
+class Scan:
+    """Result of :func:`scan_off_support`: the smallest off-support margin and the worst pairs.
+
+    min_margin : min over all off-support (g, j) of t_j − x_gᵀk_j (inf if there is none).
+    groups, contexts, margins : up to ``top`` pairs per context with margin < ``below``,
+    the smallest first within each context.
+    """
+
+    min_margin: float
+    groups: np.ndarray
+    contexts: np.ndarray
+    margins: np.ndarray
+
+
+def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.csc_matrix, *,
+                     below: float = -np.inf, top: int = 0) -> Scan:
+    """All off-support margins t_j − x_gᵀk_j, in column blocks (one GEMM each), never stored.
+
+    ``support`` is the (G, m) 0/1 pattern in CSC form. Cost O(G m r); memory one (G × block).
+    """
+    G, m = support.shape
+    block = max(1, min(m, (64 * 1024**2) // (8 * max(G, 1))))
+    best = np.inf
+    out_g, out_j, out_v = [], [], []
+    for s in range(0, m, block):
+        e = min(s + block, m)
+        M = t[s:e][None, :] - X @ K[s:e].T  # (G, e - s) margins
+        cols = support[:, s:e]
+        M[cols.indices, np.repeat(np.arange(e - s), np.diff(cols.indptr))] = np.inf
+        if M.size:
+            best = min(best, float(M.min()))
+        if top and below > -np.inf:
+            k = min(top, G)
+            cand = np.argpartition(M, k - 1, axis=0)[:k] if k < G else np.argsort(M, axis=0)
+            vals = np.take_along_axis(M, cand, axis=0)
+            sel = vals < below
+            jj = np.broadcast_to(np.arange(s, e), cand.shape)
+            out_g.append(cand[sel])
+            out_j.append(jj[sel])
+            out_v.append(vals[sel])
+    return Scan(best, _cat(out_g, np.int64), _cat(out_j, np.int64), _cat(out_v, np.float64))
+
+
+def _cat(parts: list, dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)

@@ -1,0 +1,277 @@
+"""NTP-separability (Def. 2, eq. 6): is there a W ∈ F⊥ with every off-support margin (6b) ≥ 1? Decided with a
+certificate either way: a separating W, or a Farkas matrix Ψ.
+
+Routes, cheapest first: Lemma 1's closed form when rank H̄ = m, the pair certificates of
+:mod:`embgeo.ntp.pair_certificates` when rank H̄ < m, the LP of :mod:`embgeo.ntp.separability_lp` on small
+problems, the NTP-SVM dual of :mod:`embgeo.ntp.svm_dual` otherwise. :class:`Problem` is what these routes
+and the NTP-SVM (:mod:`embgeo.ntp.svm`) share for one dataset.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypedDict
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
+
+from embgeo.core.status import Status
+from embgeo.core.validate import check_dense_size
+from embgeo.errors import InputError, SolverError
+from embgeo.ntp.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
+from embgeo.ntp.data import NTPData, check_W
+from embgeo.ntp.pair_certificates import pair_farkas, pair_lp_farkas
+from embgeo.ntp.scan import scan_off_support
+from embgeo.ntp.separability_lp import separability_lp
+from embgeo.ntp.subspace import Subspace, context_gram
+from embgeo.ntp.svm_dual import SVMDual
+from embgeo.ntp.units import unit_scale
+
+#: Tolerance on the margins of a separability / SVM certificate (target margin is 1).
+MARGIN_ATOL = 1e-7
+
+
+class SeparabilityResiduals(TypedDict, total=False):
+    """:attr:`Separability.residuals`: of the certificate W when separable, of the Farkas matrix when not."""
+
+    min_margin: float  # smallest (6b) margin of W (1.0 after scaling)
+    equality: float  # largest (6a) violation of W
+    perp_norm: float  # ‖Ψᵀ H̄‖ of the Farkas matrix (an upper bound on every separator's NTP-margin)
+    iterations: int  # dual iterations that found the Farkas matrix (the NTP-SVM dual route)
+    lp_value: float  # the LP's optimal s* (the LP route)
+
+
+@dataclass
+class Separability:
+    """Result of :func:`is_separable`; truthy iff the data are NTP-separable (Def. 2).
+
+    Attributes
+    ----------
+    separable : bool
+    W : (V, d) array or None
+        A certificate W^d ∈ F⊥ with every (6b) margin ≥ 1 (checked on all constraints), when separable.
+    farkas : scipy.sparse.csr_matrix (m, V) or None
+        When not separable: weights μ ≥ 0 on off-support pairs (j, v ∉ S_j), summing to 1.
+    certificate : scipy.sparse.csr_matrix (m, V) or None
+        The complete Farkas matrix Ψ: −μ off the supports plus balancing entries on them, every
+        column summing to 0, with Ψᵀ H̄ ≈ 0 (per token: Σ_j Ψ_{j,v} h̄_j ≈ 0). For any W ∈ F⊥ with all
+        margins ≥ 1, 0 ≈ ⟨ΨᵀH̄, W⟩ = Σ μ_{j,v} · margin_{j,v} ≥ 1: the data's NTP-margin is at most
+        ``residuals["perp_norm"]`` = ‖ΨᵀH̄‖ ≥ ‖P_⊥(Σ μ_{j,v}(e_{z_j} − e_v) h̄_jᵀ)‖.
+    residuals : dict
+        For W: ``min_margin`` and ``equality`` (max |A_eq W|); for the Farkas matrix: ``perp_norm``.
+    method : str
+    """
+
+    separable: bool
+    W: np.ndarray | None
+    farkas: sp.csr_matrix | None
+    residuals: SeparabilityResiduals
+    method: str
+    certificate: sp.csr_matrix | None = None
+
+    def __bool__(self) -> bool:
+        return self.separable
+
+
+SEPARABILITY_METHODS = ("auto", "dual", "lp")
+#: Up to this many nonzeros in the separability LP, "auto" asks HiGHS first.
+LP_SMALL_NNZ = 100_000
+
+
+@dataclass
+class Problem:
+    """What the separability and SVM solvers share for one dataset."""
+
+    data: NTPData  # in unit scale (:func:`unit_scale`): H̄ / scale
+    coords: Coordinates
+    groups: TokenGroups
+    scale: float = 1.0
+
+    @property
+    def K(self) -> np.ndarray:
+        return self.coords.K
+
+    def token_w(self, Xg: np.ndarray) -> np.ndarray:
+        """W (V, d) in the caller's units from group rows (G, r) in unit scale."""
+        return self.caller_w(self.groups.expand(Xg))
+
+    def caller_w(self, X: np.ndarray) -> np.ndarray:
+        """W (V, d) in the caller's units from token rows (V, r) in unit scale (logits X Kᵀ equal W H̄ᵀ)."""
+        check_dense_size("W (V, d)", (self.data.V, self.data.d))
+        return self.coords.to_w(X) / self.scale
+
+
+def make_problem(data: NTPData, subspace_: Subspace | None) -> Problem:
+    if np.all(data.support_sizes == data.V):
+        raise InputError("probs: every context has full support (S_j = V for all j), so there are no "
+                         "separability constraints (6b) and W^mm is undefined; the paper assumes some S_j < V")
+    unit, scale = unit_scale(data)
+    coords = subspace_.coords if subspace_ is not None else coordinates(unit.embeddings)
+    return Problem(unit, coords, token_groups(data), scale)
+
+
+def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
+                 max_iter: int = 20_000, max_seconds: float | None = None,
+                 progress: Callable[[int, dict], object] | None = None,
+                 candidate: ArrayLike | None = None) -> Separability:
+    """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
+
+    * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
+      to 1 on the supports and 0 elsewhere are reached by X = Z K⁻ᵀ; checked on every constraint.
+    * rank H̄ = r < m: first a *pair certificate* — two token groups u, v in the supports of more
+      than r common contexts whose embeddings span R^r must have equal rows (their logits are tied
+      there), so a context i with u ∈ S_i, v ∉ S_i cannot give v a margin: Ψ = ±(e_i − Σ β_j e_j)
+      with k_i = Σ_j β_j k_j is a Farkas matrix. Cheap, and it decides real text with d ≪ m.
+      Then a *pair LP* (:func:`~embgeo.ntp.pair_certificates.pair_lp_farkas`) on the largest groups: any separator makes
+      u = x_a − x_b an r-dimensional separator of a's contexts from b's (tied where both follow),
+      whose infeasibility is an LP of r + 1 rows; its Farkas weights are a Farkas matrix of the
+      whole problem. It decides real text whose tokens share few contexts (V in the thousands)
+      in milliseconds per pair, within ``max_seconds``.
+    * ``method="lp"``: the LP max s s.t. (6a), x_gᵀk_j − t_j + s ≤ 0 off the supports, s ≤ 1, over
+      token groups, solved by HiGHS; s* = 1 separable, s* = 0 not (its dual values give μ).
+    * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.svm_dual.SVMDual`)
+      until a point separates every constraint or a Farkas matrix appears; at most ``max_iter``
+      iterations and ``max_seconds`` seconds (then :class:`SolverError`).
+    * ``method="auto"``: the closed form / pair certificate above when they decide, else "lp" when
+      the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "dual". An explicit "lp" or "dual" skips
+      the shortcuts (an independent check of Lemma 1, e.g.).
+    * ``candidate`` (V, d), with "auto" only: a W to try first, e.g. a trained decoder. P_⊥(W) ties
+      every support exactly; if its smallest (6b) margin γ is > 0, P_⊥(W)/γ is the certificate
+      (O(projection + m V r)). Otherwise the routes above decide as without it.
+    """
+    if method not in SEPARABILITY_METHODS:
+        raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
+    if candidate is not None and method != "auto":
+        raise InputError(f"candidate: only used with method='auto' (an explicit method={method!r} is the independent "
+                         "route), got both")
+    if candidate is not None:
+        candidate = check_W(data, candidate)
+    pb = make_problem(data, subspace_)
+    if candidate is not None:
+        sep = separable_from_candidate(pb, candidate)
+        if sep is not None:
+            return sep
+    if method == "auto":
+        start = time.perf_counter()
+        sep = decide_cheaply(pb, max_seconds)
+        if sep is not None:
+            return sep
+        method = "lp" if lp_is_small(pb) else "dual"
+        if max_seconds is not None:
+            max_seconds = max(max_seconds - (time.perf_counter() - start), 1e-3)
+    if method == "lp":
+        return separability_by_lp(pb)
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+    out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
+    if out.status == Status.INFEASIBLE:
+        return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
+    if out.X is None:
+        raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
+                          f"({out.status} after {out.iterations} iterations); use method='lp' or allow more time")
+    return separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
+
+
+def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
+    """P_⊥(W)/γ when γ, the smallest (6b) margin of P_⊥(W), is > 0 and its (6a) ties are exact; else None.
+
+    Tokens are their own groups here (the rows of a given W need not be equal within a group). P_⊥ in
+    coordinates is the least change of the rows that ties every support — the unweighted
+    :class:`~embgeo.ntp.svm_alm.TieProjection` (F⊥ is the set of W whose supports tie): no equality
+    system, which at m = 100,000 would have needed 9 GiB for the frequent tokens' contexts."""
+    from embgeo.ntp.svm_alm import TieProjection
+
+    data = pb.data
+    coo = data.probs.tocoo()
+    X, t, _ = TieProjection(pb.K, coo.col.astype(np.int64), coo.row.astype(np.int64),
+                            np.ones(data.V)).project(pb.coords.to_coords(W))  # (V, r), t: each context's tie
+    # the CSR arrays of probs (m, V) read as CSC are its transpose: column j lists the tokens of S_j
+    support = sp.csc_matrix((np.ones(data.probs.nnz), data.probs.indices, data.probs.indptr), shape=(data.V, data.m))
+    gamma = scan_off_support(X, t, pb.K, support).min_margin
+    if not gamma > 0:
+        return None
+    X, t = X / gamma, t / gamma
+    eq = float(np.max(np.abs(row_dots(X, pb.K, coo.col, coo.row) - t[coo.row]), initial=0.0))
+    if eq > MARGIN_ATOL:
+        return None  # the projection's rounding is not small against the margin: decide otherwise
+    return Separability(True, pb.caller_w(X), None, {"min_margin": 1.0, "equality": eq},
+                        "the given candidate projected onto F⊥, scaled to margin 1")
+
+
+def decide_cheaply(pb: Problem, max_seconds: float | None = None) -> Separability | None:
+    """Lemma 1's closed form when rank H̄ = m; a pair certificate or a pair LP when r < m; else None."""
+    if pb.coords.rank == pb.data.m:
+        Z = pb.groups.pattern.toarray()  # (G, m): logit 1 on the supports, 0 off them
+        X = pb.coords.solve_logits(Z)  # X Kᵀ = Z
+        sep = separable_result(pb, X, np.ones(pb.data.m), "closed form (rank H = m, Lemma 1)")
+        if sep and sep.residuals["equality"] <= MARGIN_ATOL:
+            return sep
+        return None  # K too ill-conditioned for the closed form: decide numerically
+    pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern)
+    if pair is not None:
+        return farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
+    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds)
+    if pair is not None:
+        return farkas_result(pb, pair, "pair of token groups whose contexts no direction separates (pair LP)")
+    return None
+
+
+def separable_result(pb: Problem, X: np.ndarray, t: np.ndarray, method: str) -> Separability:
+    """Certificate W from group rows X tied on the supports: scaled so that its smallest margin is 1.
+
+    ``residuals["min_margin"]`` is the smallest (6b) margin after scaling (one full pass before
+    it), ``equality`` the largest (6a) violation |x_zᵀk_j − t_j| on the supports.
+    """
+    gamma = scan_off_support(X, t, pb.K, pb.groups.pattern.tocsc()).min_margin
+    if gamma > 0:
+        X, t = X / gamma, t / gamma
+    coo = pb.groups.pattern.tocoo()
+    eq = row_dots(X, pb.K, coo.row, coo.col) - t[coo.col]
+    residuals = {"min_margin": 1.0 if gamma > 0 else float(gamma), "equality": float(np.max(np.abs(eq), initial=0.0))}
+    return Separability(bool(gamma > 0), pb.token_w(X) if gamma > 0 else None, None, residuals, method)
+
+
+def in_support(pattern: sp.csr_matrix, g: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Whether each pair (g_i, j_i) is in the (G, m) support pattern."""
+    coo = pattern.tocoo()
+    keys = np.sort(coo.row.astype(np.int64) * pattern.shape[1] + coo.col)
+    q = g.astype(np.int64) * pattern.shape[1] + j
+    pos = np.minimum(np.searchsorted(keys, q), max(len(keys) - 1, 0))
+    return (keys[pos] == q) if len(keys) else np.zeros(len(q), bool)
+
+
+def farkas_result(pb: Problem, farkas: tuple, method: str, **extra) -> Separability:
+    """Token-level μ and Ψ (sparse (m, V)) from a group-level Farkas matrix at the representatives."""
+    g, j, psi, perp = farkas
+    tok = pb.groups.representative[g]
+    off = ~in_support(pb.groups.pattern, g, j)
+    m, V = pb.data.m, pb.data.V
+    mu = sp.csr_matrix((-psi[off], (j[off], tok[off])), shape=(m, V))
+    cert = sp.csr_matrix((psi, (j, tok)), shape=(m, V))
+    # ‖Ψᵀ H̄‖ in the caller's units (Ψ itself is normalised by Σ_off μ = 1 and has none)
+    return Separability(False, None, mu, {"perp_norm": float(perp) * pb.scale, **extra}, method, certificate=cert)
+
+
+def _lp_nnz(pb: Problem) -> int:
+    G, m, r = pb.groups.n_groups, pb.data.m, pb.coords.rank
+    return (r + 2) * G * m
+
+
+def lp_is_small(pb: Problem) -> bool:
+    """Whether the separability LP has at most ``LP_SMALL_NNZ`` nonzeros (then "auto" asks HiGHS)."""
+    return _lp_nnz(pb) <= LP_SMALL_NNZ
+
+
+def separability_by_lp(pb: Problem) -> Separability:
+    """The LP of :func:`is_separable` over (X, t, s) on every off-support pair, solved by HiGHS."""
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+    gi, ji = np.nonzero(pb.groups.pattern.toarray() == 0)
+    lp = separability_lp(pb.K, pb.groups.pattern, gi, ji, contexts=np.arange(pb.data.m))
+    method = "LP (HiGHS) over token groups"
+    if lp.separable:
+        # Remove the LP's rounding-level F component exactly (weighted projection), then rescale.
+        return separable_result(pb, *solver.primal_from(lp.X), method)
+    farkas = solver.farkas_from(gi, ji, lp.mu / lp.mu.sum(), accept_any=True)
+    return farkas_result(pb, farkas, method, lp_value=lp.value)

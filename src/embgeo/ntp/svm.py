@@ -1,0 +1,307 @@
+"""The NTP-SVM (Def. 3): W^mm = argmin ‖W‖ s.t. (6a), (6b), the direction GD's iterates diverge along,
+solved and certified (duality gap, error bound, KKT residuals).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypedDict
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
+
+from embgeo.core.status import Status
+from embgeo.errors import InputError, SolverError
+from embgeo.ntp.constraints import row_dots
+from embgeo.ntp.data import NTPData, check_W
+from embgeo.ntp.scan import scan_off_support
+from embgeo.ntp.separability import (
+    MARGIN_ATOL,
+    Problem,
+    Separability,
+    decide_cheaply,
+    farkas_result,
+    in_support,
+    is_separable,
+    lp_is_small,
+    make_problem,
+    separability_by_lp,
+    separable_from_candidate,
+    separable_result,
+)
+from embgeo.ntp.subspace import Subspace, context_gram
+from embgeo.ntp.svm_dual import SVMDual, SVMOutcome
+
+
+class SVMResiduals(TypedDict, total=False):
+    """:attr:`NTPSVM.residuals`: the KKT residuals of W^mm; when infeasible, the Farkas matrix's
+    (:class:`~embgeo.ntp.separability.SeparabilityResiduals`)."""
+
+    equality: float
+    min_margin: float
+    duality_gap: float
+    error_bound: float
+    stationarity: float
+    complementarity: float
+    perp_norm: float
+    iterations: int
+    lp_value: float
+
+
+@dataclass
+class NTPSVM:
+    """Solution of the NTP-SVM (Def. 3): W^mm = argmin ‖W‖ s.t. (6a), (6b).
+
+    Attributes
+    ----------
+    W : (V, d) array or None
+        W^mm (None when infeasible). In F⊥ up to rounding, with min (6b) margin exactly 1. With
+        ``status`` "time_limit" or "optimal_inaccurate" the best feasible point found, within
+        ``residuals["error_bound"]`` of W^mm.
+    margin : float
+        The NTP-margin 1/‖W‖ (0.0 when infeasible).
+    status : :class:`~embgeo.core.status.Status` — "optimal" | "optimal_inaccurate" | "time_limit" | "infeasible"
+        (a str; ``status.has_solution`` is true exactly when ``W`` is set).
+        "optimal": certified relative gap ≤ tol (or an exact active-set solve that passed the KKT check);
+        "optimal_inaccurate": a certified point whose gap is above tol (the solver stalled or ran out of
+        iterations); "time_limit": likewise, stopped by ``max_seconds``.
+    multipliers : scipy.sparse.csr_matrix (m, V) or None
+        Dual weights μ_{j,v} ≥ 0 of the (6b) rows (zero on supports); tokens of one support-pattern
+        group share their group's weight equally. Built on first access.
+    active : (k, 2) int array
+        The (context j, token v ∉ S_j) pairs whose constraint (6b) is tight (margin ≤ 1 + 1e-7).
+        Built on first access (one full pass over the logits).
+    residuals : dict
+        ``equality`` max |x_zᵀk_j − t_j| over the supports (the (6a) violation); ``min_margin`` min
+        (6b) value − 1; ``duality_gap`` relative gap (½‖W‖² − dual value)/(½‖W‖²); ``error_bound``
+        the certified bound on ‖W − W^mm_exact‖/‖W^mm_exact‖, √(gap/(1 − gap)) ≈ √gap (not √(2·gap):
+        ½‖W − W^mm‖² ≤ ½‖W‖² − D with the *absolute* gap, see :func:`_error_bound`); ``stationarity``
+        ‖W − W(Ψ)‖/‖W‖ with W(Ψ) the primal image of the dual point; ``complementarity``
+        max μ_i · (margin_i − 1) / max μ.
+    separability : Separability
+    iterations, rounds : int (dual iterations or Newton steps; working-set rounds or outer steps)
+    seconds : float
+    method : str
+    """
+
+    W: np.ndarray | None
+    margin: float
+    status: Status
+    residuals: SVMResiduals
+    separability: Separability
+    iterations: int = 0
+    seconds: float = 0.0
+    method: str = ""
+    rounds: int = 0
+    _pb: Problem | None = field(default=None, repr=False)
+    _out: SVMOutcome | None = field(default=None, repr=False)
+
+    @cached_property
+    def multipliers(self) -> sp.csr_matrix | None:
+        if self._out is None or self._out.dual_point is None:
+            return None
+        g, j, psi = self._out.dual_point
+        off = ~in_support(self._pb.groups.pattern, g, j)
+        g, j, mu = g[off], j[off], -np.minimum(psi[off], 0.0)
+        members = np.argsort(self._pb.groups.token_group, kind="stable")
+        start = np.concatenate([[0], np.cumsum(self._pb.groups.size)])
+        n = self._pb.groups.size[g]
+        tok = members[np.repeat(start[g], n) + _ranges(n)]
+        # W = Σ μ (e_z − e_v) h̄ᵀ: μ of the unit-scale problem over scale² (inf where that overflows float64,
+        # i.e. for H̄ in units below ~1e-154; the verdicts, W and the margins do not)
+        with np.errstate(over="ignore"):
+            mu = mu / self._pb.scale / self._pb.scale
+        return sp.csr_matrix((np.repeat(mu / n, n), (np.repeat(j, n), tok)), shape=(self._pb.data.m, self._pb.data.V))
+
+    @cached_property
+    def active(self) -> np.ndarray:
+        if self._out is None or self._out.X is None:
+            return np.zeros((0, 2), dtype=np.int64)
+        pb = self._pb
+        scan = scan_off_support(self._out.X, self._out.t, pb.K, pb.groups.pattern.tocsc(), below=1.0 + MARGIN_ATOL,
+                                top=pb.groups.n_groups)
+        members = np.argsort(pb.groups.token_group, kind="stable")
+        start = np.concatenate([[0], np.cumsum(pb.groups.size)])
+        n = pb.groups.size[scan.groups]
+        tok = members[np.repeat(start[scan.groups], n) + _ranges(n)]
+        pairs = np.column_stack([np.repeat(scan.contexts, n), tok])
+        return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+def _ranges(n: np.ndarray) -> np.ndarray:
+    """Concatenated aranges 0..n_i−1."""
+    total = int(n.sum())
+    return np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+
+
+SVM_METHODS = ("auto", "alm", "dual")
+
+
+def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 25,
+            subspace_: Subspace | None = None, separability: Separability | None = None,
+            max_seconds: float | None = None, progress: Callable[[int, dict], object] | None = None,
+            method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None) -> NTPSVM:
+    """Solve the NTP-SVM (Def. 3) and certify the solution.
+
+    Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
+    certificates, the LP when small); non-separable data give ``status == "infeasible"`` and
+    ``W is None``. Then W^mm by one of two solvers (``method``):
+
+    * ``"alm"``: the augmented Lagrangian method with semismooth Newton steps of
+      :mod:`embgeo.ntp.svm_alm`, on the primal. For rank H̄ < m (d ≪ m, e.g. learned embeddings).
+    * ``"dual"``: the accelerated projected gradient on the dual of :class:`~embgeo.ntp.svm_dual.SVMDual`
+      with an exact active-set finish. For rank H̄ = m (d ≥ m), where almost every off-support pair
+      is active and the dual is two GEMMs with the m × m Gram per iteration.
+    * ``"auto"`` (default): "dual" when rank H̄ = m, else "alm".
+
+    Both stop when the relative duality gap g = (½‖W‖² − D)/(½‖W‖²) of a point W feasible for every
+    constraint and a dual value D is ≤ ``tol``; then ‖W − W^mm‖/‖W^mm‖ ≤ √(g/(1 − g))
+    (``residuals["error_bound"]``; see :mod:`embgeo.ntp.svm_alm` for the derivation). The default
+    1e-10 is reached on every well-posed instance we measured (the ALM's exact finish ends at
+    1e-11…1e-15). Where ``tol`` is not reached but a certified point exists, it is returned, never an
+    exception: ``status`` "time_limit" (``max_seconds`` spent) or "optimal_inaccurate" (the solver
+    stalled or ran out of iterations), with its gap and error bound; callers decide what is accurate
+    enough. :class:`SolverError` only when no feasible point was found and separability is undecided.
+
+    ``warm_start``: a decoder W (V, d) close to W^mm (e.g. the trained one: it starts the ALM from
+    P_⊥(W) scaled to margin 1, and is tried first as a separability certificate), or an earlier
+    :class:`NTPSVM` on data with the same supports (e.g. the previous record of a training run: its
+    multipliers and W start the ALM). Only the ALM uses it. ``progress(iteration, info)`` is called
+    after every check / outer step with ``info["gap"]`` and ``info["working_set"]``. A
+    ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
+    """
+    t0 = time.perf_counter()
+    if not (0 < tol < 1):
+        raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
+    if method not in SVM_METHODS:
+        raise InputError(f"method: expected one of {SVM_METHODS}, got {method!r}")
+    pb = make_problem(data, subspace_)
+    if separability is not None and not isinstance(separability, Separability):
+        raise InputError(f"separability: expected the result of is_separable, got {type(separability).__name__}")
+    warm_W, warm_dual = _warm_start(data, pb, warm_start)
+    sep = separability
+    if sep is None and warm_W is not None:
+        sep = separable_from_candidate(pb, warm_W)
+    if sep is None:  # the pair LPs get at most a quarter of max_seconds
+        sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
+    if sep is None and pb.coords.rank < data.m and lp_is_small(pb):
+        sep = separability_by_lp(pb)
+    if sep is not None and not sep:
+        return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0, sep.method,
+                      _pb=pb)
+    if method == "auto":
+        method = "dual" if pb.coords.rank == data.m else "alm"
+    if method == "alm":
+        from embgeo.ntp.svm_alm import SVMALM
+
+        X0 = None if warm_W is None or warm_dual is not None else _group_rows(pb, warm_W)
+        left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
+        out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=tol, max_seconds=left, X0=X0,
+                                                                    dual=warm_dual, progress=progress)
+        if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
+            left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
+            try:
+                sep = is_separable(data, subspace_, method="dual", max_seconds=left, max_iter=max_iter)
+            except SolverError as err:
+                raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
+            if not sep:
+                return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
+                              time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
+            out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(
+                tol=tol, X0=_group_rows(pb, sep.W), progress=progress,
+                max_seconds=None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3))
+        name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
+                f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
+    else:
+        solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+        out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
+                           max_seconds=max_seconds, progress=progress)
+        if out.status == Status.INFEASIBLE:
+            sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
+            return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
+                          time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
+        name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
+                "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
+    if out.X is None:
+        raise SolverError(_undecided_message(pb, out, max_seconds))
+    status = out.status if out.status in (Status.OPTIMAL, Status.TIME_LIMIT) else Status.OPTIMAL_INACCURATE
+    if out.status == Status.OPTIMAL and out.gap > tol:  # an exact active-set solve accepted as a KKT point
+        status = Status.OPTIMAL
+    if sep is None:
+        sep = separable_result(pb, out.X, out.t, "NTP-SVM: a feasible point")
+    W = pb.token_w(out.X)
+    norm_W = float(np.sqrt(2 * out.primal)) / pb.scale  # ‖W‖ in the caller's units
+    return NTPSVM(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations, time.perf_counter() - t0,
+                  name, out.rounds, _pb=pb, _out=out)
+
+
+def _undecided_message(pb: Problem, out, max_seconds: float | None) -> str:
+    """Why ntp_svm has nothing to return, with the problem's size (the user decides what to change)."""
+    data = pb.data
+    within = f"within max_seconds={max_seconds:g}" if max_seconds is not None else f"after {out.iterations} iterations"
+    return (f"ntp_svm: no point feasible for every constraint {within} ({out.status}) and separability "
+            f"undecided, at m = {data.m} contexts, V = {data.V} tokens in {pb.groups.n_groups} groups, "
+            f"d = {data.d} (rank {pb.coords.rank}), {data.probs.nnz} support pairs; pass warm_start= a "
+            "separating decoder (e.g. the trained one) or allow more time")
+
+
+def _group_rows(pb: Problem, W: np.ndarray) -> np.ndarray:
+    """Group rows (G, r) in unit scale of a decoder W (V, d) in the caller's units: the mean coordinates of
+    each group's tokens, times the scale (so that the logits stay those of W)."""
+    X = pb.coords.to_coords(W) * pb.scale
+    out = np.zeros((pb.groups.n_groups, X.shape[1]))
+    np.add.at(out, pb.groups.token_group, X)
+    return out / pb.groups.size[:, None]
+
+
+def _warm_start(data: NTPData, pb: Problem, warm) -> tuple[np.ndarray | None, tuple | None]:
+    """(W, dual point or None) from ``warm_start`` of :func:`ntp_svm`."""
+    if warm is None:
+        return None, None
+    if isinstance(warm, NTPSVM):
+        if warm.W is None:
+            raise InputError(f"warm_start: the NTPSVM given has no W (status '{warm.status}')")
+        W = check_W(data, warm.W)
+        other = warm._pb
+        same = (other is not None and other.groups.pattern.shape == pb.groups.pattern.shape
+                and (other.groups.pattern != pb.groups.pattern).nnz == 0
+                and np.array_equal(other.groups.size, pb.groups.size))
+        dual = warm._out.dual_point if same and warm._out is not None else None
+        if dual is not None and other.scale != pb.scale:  # multipliers scale as H̄⁻²: into this problem's unit scale
+            g, j, psi = dual
+            dual = (g, j, psi * (pb.scale / other.scale) ** 2)
+        return W, dual
+    return check_W(data, warm), None
+
+
+def _error_bound(gap: float) -> float:
+    """Certified ‖W − W^mm‖/‖W^mm‖ from the relative duality gap g = (P − D)/P of a feasible W (P = ½‖W‖²):
+    ½‖W − W^mm‖² ≤ P − ½‖W^mm‖² ≤ P − D and ½‖W^mm‖² ≥ D give ‖W − W^mm‖²/‖W^mm‖² ≤ (P − D)/D = g/(1 − g)."""
+    return float(np.sqrt(gap / (1.0 - gap))) if gap < 1 else math.inf
+
+
+def _svm_residuals(pb: Problem, out: SVMOutcome) -> SVMResiduals:
+    """The KKT residuals of (X, t) and the dual point, all from the definitions (group level, weighted)."""
+    K, n = pb.K, pb.groups.size.astype(float)
+    coo = pb.groups.pattern.tocoo()
+    eq = row_dots(out.X, K, coo.row, coo.col) - out.t[coo.col]
+    g, j, psi = out.dual_point
+    Xpsi = sp.csr_matrix((psi / n[g], (g, j)), shape=(pb.groups.n_groups, pb.data.m)) @ K
+    norm_W = float(np.sqrt(2 * out.primal))
+    off = ~in_support(pb.groups.pattern, g, j)
+    mu = -np.minimum(psi[off], 0.0)
+    margins = out.t[j[off]] - row_dots(out.X, K, g[off], j[off])
+    scan = scan_off_support(out.X, out.t, K, pb.groups.pattern.tocsc())
+    return {
+        "equality": float(np.max(np.abs(eq), initial=0.0)),
+        "min_margin": float(scan.min_margin - 1.0),
+        "duality_gap": float(out.gap),
+        "error_bound": _error_bound(out.gap),
+        "stationarity": float(np.sqrt(np.sum(n * np.sum((out.X - Xpsi) ** 2, axis=1))) / norm_W),
+        "complementarity": float(np.max(mu * (margins - 1.0), initial=0.0) / max(float(mu.max(initial=0.0)), 1e-300)),
+    }
