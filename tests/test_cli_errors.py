@@ -161,3 +161,17 @@ def test_sizes_beyond_the_memory_left_are_refused(files, monkeypatch, capsys):
     assert line.startswith("embgeo: error: the answers (W*, W^mm, a certificate: V × d each) need") \
         and "can allocate only" in line
     assert validate.available_memory_bytes() == 1024.0
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`embgeo list | head -1`: the reader has gone before embgeo writes. The command stops with the
+    shell's SIGPIPE status and no traceback (nor Python's 'Exception ignored' at its exit flush)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to write_end now fails with EPIPE
+    try:
+        proc = subprocess.run([*EMBGEO, "list"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr

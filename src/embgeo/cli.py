@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -771,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         _check_outputs(args)
         with limit_threads(args.threads):
             status = args.func(args)
+            sys.stdout.flush()  # inside the try: a closed pipe is met here, not in the interpreter's exit flush
     except (InputError, MissingDependencyError) as exc:
         print(f"embgeo: error: {exc}", file=sys.stderr)
         return 2
@@ -778,6 +780,11 @@ def main(argv: list[str] | None = None) -> int:
         print("embgeo: interrupted (Ctrl-C); finished work and checkpoints are kept, run the same command "
               "again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`embgeo list | head`): stop quietly, as Unix tools do. stdout is pointed at
+        # devnull so that the interpreter's final flush does not raise a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, the shell's status for a tool killed by a closed pipe
     return status if isinstance(status, int) else 0  # 1: a sweep point or an experiment failed to run
 
 
