@@ -16,8 +16,12 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS / "_ext"))  # the results pages' generator (embgeo_results)
-if (ROOT / "src").is_dir():  # a source checkout without `pip install -e`: document the checked-out code
-    sys.path.insert(0, str(ROOT / "src"))
+try:  # document the installed embgeo (pip install -e: this checkout), else the checked-out sources
+    import embgeo  # noqa: F401
+except ImportError:
+    # Appended, not prepended: a stale src/embgeo.egg-info ahead of the installed metadata would hide the
+    # papers' entry points from the registry.
+    sys.path.append(str(ROOT / "src"))
 
 def _drop_stale_stubs(folder: Path) -> None:
     """Remove the generated API stubs when one names a module that no longer exists (a module moved or was

@@ -192,10 +192,11 @@ def test_results_summary_without_runs(tmp_path):
 def test_provenance_file_gives_date_and_commit(tmp_path):
     root = tmp_path / "results"
     _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp", [_claim("x", True)])
-    (root / "quick" / "provenance.json").write_text(json.dumps({"date": "2026-11-28", "commit": "def5678"}))
+    (root / "quick" / "provenance.json").write_text(json.dumps({"date": "2026-11-28", "commit": "def5678",
+                                                                "command": "embgeo reproduce --scale quick"}))
     embgeo_results.generate(root, tmp_path / "gen", order=[])
     text = (tmp_path / "gen" / "quick-ntp.rst").read_text()
-    assert "2026-11-28" in text and "def5678" in text
+    assert "2026-11-28" in text and "def5678" in text and "made by: embgeo reproduce --scale quick" in text
 
 
 # -- docstring hook ----------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     path: str = ""
+    command: str | None = None
 
     def tally(self) -> dict:
         counted = [c for c in self.claims if not c.get("check")]
@@ -139,7 +140,7 @@ def collect(root: Path) -> dict[str, list[Run]]:
                 commit=_first(record, COMMIT_KEYS) or _first(prov, COMMIT_KEYS),
                 version=(record.get("versions") or {}).get("embgeo"), device=record.get("device"),
                 notes=list(record.get("notes") or []), error=record.get("error"),
-                path=str(run_dir.relative_to(root.parent)),
+                path=str(run_dir.relative_to(root.parent)), command=_first(prov, ("command",)),
             ))
         if runs:
             out[scale_dir.name] = runs
@@ -205,6 +206,9 @@ def _provenance_lines(runs: list[Run], scale: str, scale_dir: Path | None = None
     commit = ", ".join(f"``{c}``" for c in commits) if commits else "not recorded in the run files"
     lines = [f"- scale: **{scale}**", f"- date of the run{'s' if len(runs) > 1 else ''}: {date}",
              f"- commit of the code that ran: {commit}"]
+    commands = sorted({r.command for r in runs if r.command})
+    if commands:
+        lines.append("- made by: " + "; ".join(_cell(c) for c in commands))
     when = committed(scale_dir) if scale_dir is not None else None
     if when:
         lines.append(f"- run files committed: {when}")
