@@ -89,6 +89,9 @@ nitpicky = False
 # not committed with -D embgeo_results_dir=/path/to/folder
 embgeo_results_dir = "."
 
+# Command lines quoted in run files (--scale, --threads) stay as typed: no "--" turned into a dash.
+smartquotes = False
+
 # -- HTML ------------------------------------------------------------------------------------------------
 html_theme = "alabaster"
 html_theme_options = {
