@@ -8,7 +8,8 @@ and ``docs/results/_generated/summary.inc`` (included by ``results/index.rst``),
 paper with the pages' toctree. The numbers on the site are
 therefore always those of the committed run files, never copied by hand.
 
-It reads JSON only and imports nothing from embgeo, so it survives the package being reorganised. Where a
+It reads the run files as JSON and takes only the papers' titles and the experiments' order from embgeo's
+registry (the entry points), so a fourth paper's results need no edit here. Where a
 file carries them, the pages say the date, commit and scale of the run: ``record.json`` keys ``date`` (or
 ``finished``/``started``/``timestamp``) and ``commit`` (or ``git_commit``), or a ``provenance.json`` /
 ``PROVENANCE`` file in the scale's folder (``{"date": ..., "commit": ..., "command": ...}``) for all of its
@@ -27,13 +28,6 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Paper key (record.json's "paper", or an experiment name's prefix) → page title, in the site's order; a paper
-#: not listed here takes its title and place from embgeo's registry of papers where it has one.
-PAPERS = {
-    "ntp": "NTP implicit bias (Thrampoulidis, NeurIPS 2024)",
-    "collapse": "Feature collapse (Laurent, von Brecht, Bresson 2023)",
-    "attention": "Attention with trained embeddings (Wu, Shevchenko, Oymak, Mondelli)",
-}
 #: Scales in display order (others follow alphabetically).
 SCALES = ("quick", "paper")
 VERDICTS = {True: "holds", False: "fails", None: "undecided"}
@@ -267,21 +261,14 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
     return "\n".join(lines) + "\n"
 
 
-def registered_papers() -> list[tuple[str, str]]:
-    """(key, title) of the papers embgeo registers, in their order, where the registry says (else [])."""
-    try:
-        from embgeo.lab.registry import papers  # the machinery's registry of papers (entry points)
-
-        return [(p.name, p.title) for p in sorted(papers(), key=lambda p: p.order)]
-    except Exception:  # noqa: BLE001 - an older layout, or no registry: the fixed table below is used
-        return []
-
-
 def _titles_and_keys() -> tuple[dict[str, str], list[str]]:
-    registered = registered_papers()
-    titles = {**{k: t for k, t in registered}, **PAPERS}  # our short titles for the three papers
-    keys = [k for k, _ in registered] or list(PAPERS)
-    return titles, keys
+    """Page titles and order of the papers, from embgeo's registry (the ``embgeo.papers`` entry points).
+
+    A paper a run file names but the registry does not know keeps its key as title and goes last."""
+    from embgeo.lab.registry import papers
+
+    registered = sorted(papers(), key=lambda p: p.order)
+    return {p.name: p.title for p in registered}, [p.name for p in registered]
 
 
 def _order(paper: str) -> tuple:
@@ -294,17 +281,10 @@ def _scale_order(scale: str) -> tuple:
 
 
 def experiment_order() -> list[str]:
-    """The registry's order of experiments where embgeo can tell it (the report's order), else []."""
-    for module, attr in (("embgeo.lab.registry", "names"), ("embgeo.lab", "names"),
-                         ("embgeo.experiments.registry", "names")):
-        try:
-            mod = __import__(module, fromlist=[attr])
-            if module.startswith("embgeo.experiments"):
-                __import__("embgeo.experiments")  # registers the papers' experiments
-            return list(getattr(mod, attr)())
-        except Exception:  # noqa: BLE001 - the order is cosmetic; alphabetical is the fallback
-            continue
-    return []
+    """The registry's order of experiments (the report's order)."""
+    from embgeo.lab.registry import names
+
+    return list(names())
 
 
 def generate(root: Path, out_dir: Path, order: list[str] | None = None) -> list[Path]:
