@@ -255,16 +255,27 @@ def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> No
         return
     sep = svm.separability
     if not sep:
-        print(f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
-              f"(every separator would have NTP-margin <= that){took}")
+        print(_not_separable_line(sep) + took)
         return
+    print(f"separable    True ({sep.method})")
+    print(_margin_line(svm) + took)
+
+
+def _not_separable_line(sep) -> str:
+    """The line of a Farkas certificate of non-separability (ntp analyze and ntp probe)."""
+    return (f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
+            "(every separator would have NTP-margin <= that)")
+
+
+def _margin_line(svm) -> str:
+    """The line of the NTP-SVM's margin with its status, gap and certified error bound (ntp analyze and probe);
+    '~' marks a margin that is not certified optimal."""
     from embgeo.core.status import Status
 
-    print(f"separable    True ({sep.method})")
-    gap = svm.residuals["duality_gap"]
     label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
-    print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap {gap:.1e}, certified "
-          f"||W - W^mm||/||W^mm|| <= {svm.residuals['error_bound']:.1e}; {svm.method}){took}")
+    return (f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap "
+            f"{svm.residuals['duality_gap']:.1e}, certified ||W - W^mm||/||W^mm|| <= "
+            f"{svm.residuals['error_bound']:.1e}; {svm.method})")
 
 
 def _gib(nbytes: float) -> str:
@@ -348,8 +359,6 @@ def ntp_probe(args: argparse.Namespace) -> None:
 
 def _print_probe_stage(stage: str, r) -> None:
     """One stage of ``ntp probe`` as lines in the style of ``ntp analyze`` (flushed: the next can be long)."""
-    from embgeo.core.status import Status
-
     if stage == "contexts":
         meta, info = r.meta, r.contexts.info
         print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
@@ -394,18 +403,13 @@ def _print_probe_stage(stage: str, r) -> None:
         if sep is None:
             print(f"separable    undecided: {r.errors['separability']}", flush=True)
         elif not sep:
-            print(f"separable    False ({sep.method}): Farkas certificate with residual "
-                  f"{sep.residuals['perp_norm']:.1e} (every separator would have NTP-margin <= that)", flush=True)
+            print(_not_separable_line(sep), flush=True)
         else:
             own = " — the model's own W separates H" if "candidate" in sep.method else ""
             print(f"separable    True ({sep.method}){own}", flush=True)
     elif stage == "svm":
         if r.svm is not None and r.svm.W is not None:
-            svm = r.svm
-            label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
-            print(f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap "
-                  f"{svm.residuals['duality_gap']:.1e}, certified ||W - W^mm||/||W^mm|| <= "
-                  f"{svm.residuals['error_bound']:.1e}; {svm.method})", flush=True)
+            print(_margin_line(r.svm), flush=True)
         elif "svm" in r.errors:
             print(f"NTP-SVM      undecided: {r.errors['svm']}", flush=True)
     elif stage == "alignment":

@@ -65,6 +65,7 @@ from embgeo.attention.metrics import (
 from embgeo.attention.text import TokenizedCorpus
 from embgeo.attention.theory import compare_selections, lemma41_alpha, max_margin_selection, selection
 from embgeo.core.lazy import lazy
+from embgeo.core.status import Status
 from embgeo.errors import InputError
 from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds
 from embgeo.lab.context import DETACHED, RunContext
@@ -654,8 +655,8 @@ def _selection_run(cfg: SelectionConfig, seed: int, alternatives: bool = True) -
     norms = {name: r.norm for name, r in solved.items()}
     best = min(norms, key=norms.get)
     rec = df[df["step"] > 0]
-    row.update({**direction_measures(p_T, p_hat.p, {name: r.p for name, r in solved.items() if r.status == "optimal"},
-                                     rec["step"], rec["norm_p"]),
+    optimal = {name: r.p for name, r in solved.items() if r.status == Status.OPTIMAL}
+    row.update({**direction_measures(p_T, p_hat.p, optimal, rec["step"], rec["norm_p"]),
                 "norm_p_hat": float(p_hat.norm), "mu": 1.0 - p_hat.norm / norms[best], "best_alternative": best})
     return row, df.assign(seed=seed)
 
