@@ -23,7 +23,6 @@ Configuration (``conf.py``): ``embgeo_results_dir``, the folder of ``<scale>/<ex
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,20 +143,10 @@ def collect(root: Path) -> dict[str, list[Run]]:
 # -- rst ----------------------------------------------------------------------------------------------------------
 
 def fmt(value) -> str:
-    """A table cell: numbers to 4 significant digits, booleans yes/no, None a dash (full precision in the file)."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(fmt(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {fmt(v)}" for k, v in value.items()) + "}"
-    return str(value)
+    """A table cell of a claim's value, as the HTML report writes it (full precision in the file)."""
+    from embgeo.lab.report import cell_text
+
+    return cell_text(value)
 
 
 def _cell(text: str) -> str:

@@ -61,16 +61,21 @@ identity of the solvers' output, a setting read back), which could not fail were
 bug would be seen, not counted among the claims.</div>"""
 
 
-def _fmt(value) -> str:
-    """A table cell: numbers to 4 significant digits, booleans as yes/no, None as a dash."""
+def cell_text(value) -> str:
+    """A table cell of a claim's value (the HTML report and the docs' results pages): numbers to 4
+    significant digits, booleans as yes/no, None as a dash, lists in brackets, dicts as {key: value}."""
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, float):
         return f"{value:.4g}" if math.isfinite(value) else str(value)
     if isinstance(value, list):
-        return ", ".join(_fmt(v) for v in value)
+        return "[" + ", ".join(cell_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {cell_text(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -80,15 +85,15 @@ _CSS = {"holds": "ok", "fails": "fail", "undecided": "undecided"}
 def _claim_row(c: Claim) -> dict:
     """The cells of one claim: measured as mean ± spread over seeds, the verdict with the seeds' count."""
     word = verdict(c)
-    measured, seeds = _fmt(c.measured), ""
+    measured, seeds = cell_text(c.measured), ""
     if c.seeds is not None:  # over seeds (reproduce --seeds N): mean ± spread, verdict counted per seed
         if c.seeds.std is not None:
-            measured = f"{_fmt(c.seeds.mean)} ± {_fmt(c.seeds.std)}"
+            measured = f"{cell_text(c.seeds.mean)} ± {cell_text(c.seeds.std)}"
         seeds = f": holds in {c.seeds.holds}/{c.seeds.n} seeds"
         if c.seeds.undecided:
             seeds += f", undecided in {c.seeds.undecided}"
-    return {"name": c.name, "paper": _fmt(c.paper), "theory": _fmt(c.theory), "measured": measured,
-            "tolerance": _fmt(c.tolerance), "css": _CSS[word], "verdict": ("check: " if c.check else "") + word,
+    return {"name": c.name, "paper": cell_text(c.paper), "theory": cell_text(c.theory), "measured": measured,
+            "tolerance": cell_text(c.tolerance), "css": _CSS[word], "verdict": ("check: " if c.check else "") + word,
             "seeds": seeds, "note": c.note}
 
 
