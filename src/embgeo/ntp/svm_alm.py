@@ -106,13 +106,13 @@ class NewtonSystem:
         T = Σ_g E_gᵀ T_g E_g,   T_g = ρ I − ρ² K_g H_g⁻¹ K_gᵀ = n_g (n_g/ρ I + K_gK_gᵀ)⁻¹   (q × q).
 
     Groups with q ≤ r ("light") go through the q × q matrix C_g = n_g/ρ I + K_gK_gᵀ (Woodbury:
-    H_g⁻¹ = (I − K_gᵀC_g⁻¹K_g)/n_g), kept as one sparse block-diagonal matrix over their pairs, and
-    their T_g as one sparse c × c matrix; groups with q > r ("heavy": a frequent token tight in many
-    contexts) through the r × r H_g⁻¹, which stays well defined however many contexts it has. T is
-    then either factored densely (:meth:`factor`: c³/3 flops, c² memory) or applied group by group
-    for Jacobi-preconditioned conjugate gradients (:meth:`solve` with ``rtol``): O(Σ_light q² +
-    Σ_heavy q r) per product, no c × c array. Every operation is vectorised over all pairs at once.
-    Setup cost Σ_g q_g² min(q_g, r) flops.
+    H_g⁻¹ = (I − K_gᵀC_g⁻¹K_g)/n_g), kept as one sparse block-diagonal matrix over their pairs (their
+    T_g are that matrix times n_g, scattered to the contexts of the pairs); groups with q > r ("heavy":
+    a frequent token tight in many contexts) through the r × r H_g⁻¹, which stays well defined however
+    many contexts it has. T is then either factored densely (:meth:`factor`: c³/3 flops, c² memory)
+    or applied group by group for Jacobi-preconditioned conjugate gradients (:meth:`solve` with
+    ``rtol``): O(Σ_light q² + Σ_heavy q r) per product, no c × c array. Every operation is
+    vectorised over all pairs at once. Setup cost Σ_g q_g² min(q_g, r) flops.
     """
 
     def __init__(self, K: np.ndarray, n: np.ndarray, g: np.ndarray, j: np.ndarray, rho: float):
@@ -125,7 +125,7 @@ class NewtonSystem:
         order = np.lexsort((jc, gc))
         gc, jc = gc[order], jc[order]
         self.ctx = np.flatnonzero(count >= 2)
-        self.c = c = len(self.ctx)
+        self.c = len(self.ctx)
         self.chol = None
         self._borrowed = None
         self.cg_iterations = 0
@@ -135,25 +135,28 @@ class NewtonSystem:
         # light groups: C_g⁻¹ batched by q, assembled into a block-diagonal matrix over their pairs
         self.gl, self.jl = gc[light], jc[light]
         self.ll = np.searchsorted(self.ctx, self.jl)  # position in T
-        rows, cols, vals = [], [], []
         starts = np.flatnonzero(np.r_[True, self.gl[1:] != self.gl[:-1]]) if len(self.gl) else np.zeros(0, int)
         sizes = np.diff(np.r_[starts, len(self.gl)])
+        # C_g⁻¹ written straight into CSR arrays: row p of group g's block holds that group's q columns, in
+        # order (no COO → CSR conversion and sort, which cost a quarter of a build on trained embeddings)
+        qrow = np.repeat(sizes, sizes)  # q of each light pair's group
+        indptr = np.r_[0, np.cumsum(qrow)]
+        data, indices = np.empty(indptr[-1]), np.empty(indptr[-1], np.int64)
         for qq in np.unique(sizes):
             first = starts[sizes == qq]
             idx = first[:, None] + np.arange(qq)  # (nb, q) pair positions
             Kb = K[self.jl[idx]]
             C = Kb @ Kb.swapaxes(1, 2)
             C[:, np.arange(qq), np.arange(qq)] += (n[self.gl[first]] / rho)[:, None]
-            rows.append(np.repeat(idx, qq, axis=1).ravel())
-            cols.append(np.tile(idx, (1, qq)).ravel())
-            vals.append(_spd_inverse(C).ravel())
+            pos = indptr[idx][:, :, None] + np.arange(qq)  # (nb, q, q) positions in data
+            data[pos] = _spd_inverse(C)
+            indices[pos] = idx[:, None, :]
         nl = len(self.gl)
-        rows, cols, vals = (np.concatenate(a) if a else np.zeros(0) for a in (rows, cols, vals))
-        self.Cinv = sp.csr_matrix((vals, (rows.astype(np.int64), cols.astype(np.int64))), shape=(nl, nl))
-        # T of the light groups: n_g C_g⁻¹ scattered to the contexts of the pairs
-        self.T_light = sp.csr_matrix((n[self.gl[rows.astype(np.int64)]] * vals,
-                                      (self.ll[rows.astype(np.int64)], self.ll[cols.astype(np.int64)])),
-                                     shape=(c, c))
+        self.Cinv = sp.csr_matrix((data, indices, indptr), shape=(nl, nl))
+        # T of the light groups is n_g C_g⁻¹ scattered to the contexts of the pairs: T_light v =
+        # Σ_p e_{ll[p]} (n C⁻¹ v[ll])_p, applied in that form (as fast as an assembled T_light, which
+        # cost another quarter of a build to sum its duplicates)
+        self.NCinv = sp.csr_matrix((data * np.repeat(n[self.gl], qrow), indices, indptr), shape=(nl, nl))
         self.ptr_l = np.searchsorted(self.gl, np.arange(G + 1))  # the light pairs are sorted by group
         # heavy groups: H_g⁻¹ (r × r) each
         self.gh, self.jh = gc[~light], jc[~light]
@@ -197,7 +200,8 @@ class NewtonSystem:
 
     def _tmul(self, v: np.ndarray) -> np.ndarray:
         """T v over the coupled contexts (no c × c array)."""
-        out = self.T_light @ v
+        out = np.bincount(self.ll, weights=self.NCinv @ v[self.ll], minlength=self.c) if len(self.gl) \
+            else np.zeros(self.c)
         if len(self.heavy):
             vh = v[self.lh]
             z = sp.csr_matrix((vh, np.arange(len(vh)), self.hslices), shape=(len(self.heavy), len(vh))) @ self.U
@@ -207,7 +211,7 @@ class NewtonSystem:
 
     def _tdiag(self) -> np.ndarray:
         """The diagonal of T (Jacobi preconditioner)."""
-        d = self.T_light.diagonal()
+        d = np.bincount(self.ll, weights=self.NCinv.diagonal(), minlength=self.c)
         if len(self.heavy):
             u = np.einsum("pr,pr->p", self.U, self.U)
             d = d + np.bincount(self.lh, weights=self.rho - self.rho ** 2 * u, minlength=self.c)
@@ -238,7 +242,8 @@ class NewtonSystem:
         c, rho = self.c, self.rho
         check_dense_size("Schur complement of the NTP-SVM's Newton matrix (coupled contexts²)", (c, c),
                          "too many contexts are tight at once for the exact Newton path")
-        T = self.T_light.toarray()
+        coo = self.NCinv.tocoo()
+        T = sp.coo_matrix((coo.data, (self.ll[coo.row], self.ll[coo.col])), shape=(c, c)).toarray()
         for a, b in zip(self.hslices[:-1], self.hslices[1:], strict=True):
             lg, U = self.lh[a:b], self.U[a:b]
             T[np.ix_(lg, lg)] -= (rho * rho) * (U @ U.T)
