@@ -100,8 +100,12 @@ def test_ntp_svm_kkt(make):
     # primal image of the dual point, ½‖W(μ) − W^mm‖² ≤ P* − D ≤ gP and ‖W − W^mm‖ ≤ √g‖W‖, so
     # ‖W − W(μ)‖ ≤ 2√g‖W‖ and |‖W‖² − Σμ| ≤ (g + 4√g)‖W‖² (+ rounding). The dual solver's exact
     # active-set finish reaches rounding; the augmented Lagrangian's multipliers converge linearly and
-    # sit at this bound's scale (1e-8 at g = 1e-14).
-    kkt_tol = 2 * np.sqrt(res.residuals["duality_gap"]) + 1e-12
+    # sit at this bound's scale (1e-8 at g = 1e-14). g is the difference of two float64 sums of size P, so
+    # below a few dozen ulps it is rounding (and the solver clips it at 0): the bound uses g no smaller than
+    # that. With the +1e-12 floor used before, a rounding-level g = 0 asked ‖W − W(μ)‖ ≤ 1e-12‖W‖, which
+    # held by 1.4× (7.2e-13) and failed at 1.1e-12 once the Newton matrices summed their entries in
+    # another order (d<m-varying-S, 2026-11-26); a nonzero rounding-level g gives 1e-10 (d<m-S2).
+    kkt_tol = 2 * np.sqrt(max(res.residuals["duality_gap"], 64 * np.finfo(float).eps))
     W = res.W
     nW = np.linalg.norm(W)
     Pi = dense_projector_F(data)
