@@ -53,11 +53,15 @@ def rel_err(A_, B) -> float:
 # == 1. the Newton matrix ===============================================================================
 
 def newton_instance(seed: int, heavy: bool):
-    """K (m, r), weights, pairs (g, j) with every context covered; ``heavy``: a group with q > r pairs."""
+    """K (m, r), weights, pairs (g, j) with every context covered; ``heavy``: a group with q > r pairs;
+    ``heavy == "only"``: every group has q = 7 > r pairs (no light group: T is the heavy part alone)."""
     rng = np.random.default_rng(seed)
     m, r, G = 14, 3, 6
     K = rng.standard_normal((m, r))
     n = rng.integers(1, 4, G).astype(float)
+    if heavy == "only":
+        g, j = np.array(sorted((gg, jj) for gg in range(G) for jj in range(m) if (gg + jj) % 2 == 0)).T
+        return K, n, g.astype(np.int64), j.astype(np.int64)
     pairs = {(int(rng.integers(G)), j) for j in range(m)}  # every context has a pair
     pairs |= {(int(rng.integers(G)), int(rng.integers(m))) for _ in range(14)}
     if heavy:
@@ -80,7 +84,7 @@ def dense_newton(K, n, g, j, rho):
 
 
 @pytest.mark.parametrize("mode", ["cholesky", "cg"])
-@pytest.mark.parametrize("heavy", [False, True])
+@pytest.mark.parametrize("heavy", [False, True, "only"])
 @pytest.mark.parametrize("rho", [1.0, 1e3])
 def test_newton_system_matches_dense_solve(mode, heavy, rho):
     K, n, g, j = newton_instance(0, heavy)
@@ -88,6 +92,8 @@ def test_newton_system_matches_dense_solve(mode, heavy, rho):
     system = A.NewtonSystem(K, n, g, j, rho)
     if heavy:
         assert len(system.heavy) >= 1  # the r × r path is exercised
+    if heavy == "only":
+        assert len(system.gl) == 0 and len(system.heavy) == G  # T without a light part
     assert len(system.gs) >= 1 or np.all(np.bincount(j, minlength=m) >= 2)
     if mode == "cholesky":
         system.factor()

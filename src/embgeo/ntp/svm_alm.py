@@ -200,6 +200,7 @@ class NewtonSystem:
 
     def _tmul(self, v: np.ndarray) -> np.ndarray:
         """T v over the coupled contexts (no c × c array)."""
+        # (no light pairs: bincount of empty weights is an int array, which the heavy part cannot add into)
         out = np.bincount(self.ll, weights=self.NCinv @ v[self.ll], minlength=self.c) if len(self.gl) \
             else np.zeros(self.c)
         if len(self.heavy):
