@@ -9,7 +9,8 @@ paper with the pages' toctree. The numbers on the site are
 therefore always those of the committed run files, never copied by hand.
 
 It reads the run files as JSON and takes only the papers' titles and the experiments' order from embgeo's
-registry (the entry points), so a fourth paper's results need no edit here. Where a
+registry (the entry points), so a fourth paper's results need no edit here, and the cells' formatting from the
+HTML report's (``embgeo.lab.report.cell_text``). Where a
 file carries them, the pages say the date, commit and scale of the run: ``record.json`` keys ``date`` (or
 ``finished``/``started``/``timestamp``) and ``commit`` (or ``git_commit``), or a ``provenance.json`` /
 ``PROVENANCE`` file in the scale's folder (``{"date": ..., "commit": ..., "command": ...}``) for all of its
