@@ -131,6 +131,28 @@ def test_newton_system_preconditioned_by_an_earlier_factor(heavy):
     assert iterations[True] <= 6  # T_old⁻¹T = I + a low-rank part: CG ends in about its rank + 1 steps
 
 
+def test_newton_system_changes_counts_pairs_and_heavy_groups():
+    """changes_from: the pairs in one system's P and not the other's, and the heavy groups among their owners
+    (heavy in either system), counted against sets built here from the pair lists."""
+    K, n, g, j = newton_instance(3, True)
+    m, r = K.shape
+    rho = 1e2
+    base = A.NewtonSystem(K, n, g, j, rho)
+    assert base.changes_from(base) == (0, 0)
+    drop = np.array([0, len(g) // 2, len(g) - 1])
+    other = A.NewtonSystem(K, n, np.delete(g, drop), np.delete(j, drop), rho)
+    pairs, heavy = base.changes_from(other)
+    assert pairs == len(drop) == other.changes_from(base)[0]
+    owners = set(g[drop].tolist())
+    heavy_groups = {int(x) for x in np.flatnonzero(np.bincount(g, minlength=len(n)) > r)} | {
+        int(x) for x in np.flatnonzero(np.bincount(np.delete(g, drop), minlength=len(n)) > r)}
+    # heavy as NewtonSystem defines it: more than r coupled pairs; here every context of a heavy group is coupled
+    assert heavy == len(owners & (set(base.heavy.tolist()) | set(other.heavy.tolist())))
+    assert 1 <= heavy <= len(owners & heavy_groups)  # the instance drops pairs of heavy groups
+    assert A._close((A.BORROW_MAX_PAIRS, A.BORROW_MAX_HEAVY)) and not A._close((A.BORROW_MAX_PAIRS + 1, 0))
+    assert not A._close((0, A.BORROW_MAX_HEAVY + 1))
+
+
 def test_newton_system_cg_gives_up_with_cgfailed():
     K, n, g, j = newton_instance(2, True)
     system = A.NewtonSystem(K, n, g, j, 1e3)

@@ -85,11 +85,24 @@ TIE_CG_MAXITER = 1000
 #: r = 64) the conjugate gradients converge up to ρ = 10²–10³, and trying them first at every size took 54
 #: factorizations down to 17 and the solve from 35 s to 21 s (measured 2026-11-26; with a threshold of 3000
 #: contexts, the early c ≈ 3000 systems at ρ = 1 were each factored). Small systems are factored at once.
+#: CG_RTOL is loose (an inexact Newton method: the line search is exact along any descent direction, and the
+#: inner loop still stops on ‖∇φ‖ only). Measured on the quick UFM / LSTM / transformer (cold, same runs,
+#: 2026-11-26): CG_RTOL = 1e-6 / 1e-4 / 1e-3 / 1e-2 / 1e-1 took 52 / 48 / 44 / 44 / 51 s for the three
+#: together; 1e-3 had the fewest Newton steps (61 / 74 / 85 against 61 / 101 / 84 at 1e-6), 1e-1 the most
+#: (86 / 140 / 161). Looser also means the Jacobi CG fails at fewer penalties, so fewer factorizations.
 CG_CONTEXTS = 300
-CG_RTOL = 1e-6
+CG_RTOL = 1e-3
 CG_MAXITER = 300
 #: Iterations of the conjugate gradients preconditioned by an earlier factorization before T is factored anew.
 PCG_MAXITER = 30
+#: An earlier factorization is borrowed only when P changed in at most this many pairs and this many heavy
+#: groups since (:meth:`NewtonSystem.changes_from`); else T is factored at once. A heavy group's T_g changes by
+#: a rank up to 2r, and the preconditioned CG needs about one iteration per outlying eigenvalue. Counted on the
+#: quick LSTM and transformer (2026-11-26, every borrowed solve of a cold solve): the 33 attempts after a change
+#: of ≥ 7 heavy groups or > 60 pairs all failed their PCG_MAXITER iterations (30 wasted products with the
+#: factor each, then factored anyway); every successful one had ≤ 6 heavy groups and ≤ 59 pairs changed.
+BORROW_MAX_PAIRS = 60
+BORROW_MAX_HEAVY = 6
 #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX.
 STALL_OUTER = 8
 
@@ -118,6 +131,7 @@ class NewtonSystem:
     def __init__(self, K: np.ndarray, n: np.ndarray, g: np.ndarray, j: np.ndarray, rho: float):
         G, (m, r) = len(n), K.shape
         self.K, self.n, self.rho, self.G, self.m = K, n, rho, G, m
+        self.keys = np.sort(g * m + j)  # the pairs of P (to count what changed between two systems)
         count = np.bincount(j, minlength=m)
         coupled = count[j] >= 2
         self.gs, self.js = g[~coupled], j[~coupled]  # contexts with one pair: t_j follows that pair
@@ -231,6 +245,13 @@ class NewtonSystem:
         z[mine] = sla.cho_solve(other.chol, rr, check_finite=False)[theirs]
         return z
 
+    def changes_from(self, other: NewtonSystem) -> tuple[int, int]:
+        """(pairs, heavy groups): how many pairs of P are in one system and not the other, and how many of
+        the groups that own them are heavy in either (their T_g change by a rank up to 2r)."""
+        changed = np.setxor1d(self.keys, other.keys, assume_unique=True)
+        groups = np.unique(changed // self.m)
+        return len(changed), int(np.count_nonzero(np.isin(groups, np.union1d(self.heavy, other.heavy))))
+
     def borrow(self, other: NewtonSystem) -> None:
         """Precondition with ``other``'s Cholesky factor (a factored system at the same ρ whose pairs differ
         in few places: T⁻¹_other T is then the identity plus a low-rank part, and CG needs few steps)."""
@@ -328,6 +349,12 @@ def _fits_dense(c: int) -> bool:
     left to the process (``ulimit -v`` included). Where not, the conjugate gradients' last iterate is used."""
     nbytes = 8.0 * c * c
     return nbytes <= validate.DENSE_BUDGET_BYTES and nbytes <= 0.5 * validate.available_memory_bytes()
+
+
+def _close(changes: tuple[int, int]) -> bool:
+    """Whether P changed little enough, in (pairs, heavy groups), for a borrowed factor to precondition T."""
+    pairs, heavy = changes
+    return pairs <= BORROW_MAX_PAIRS and heavy <= BORROW_MAX_HEAVY
 
 
 def _spd_inverse(A: np.ndarray) -> np.ndarray:
@@ -508,8 +535,8 @@ class SVMALM:
         """The Newton matrix of P = S ∪ {active pairs of W}, built only when P or ρ changed. T is factored when
         small (c ≤ CG_CONTEXTS) or when ``factor``; else solved by conjugate gradients: Jacobi-preconditioned
         below the smallest ρ at which they failed (T's condition grows with ρ), and from there on
-        preconditioned by the last factored T at the same ρ (P changes in few pairs from one Newton step to
-        the next, so T_old⁻¹T is the identity plus a low-rank part), or factored where there is none."""
+        preconditioned by the last factored T at the same ρ where P changed in few pairs since (T_old⁻¹T is
+        then the identity plus a low-rank part), or factored where there is none or P changed more."""
         key = (st.rho, len(act), act.tobytes())
         if self._cache is None or self._cache[0] != key:
             system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
@@ -519,7 +546,7 @@ class SVMALM:
             if system.c <= CG_CONTEXTS:
                 factor = True
             elif hard and _fits_dense(system.c):
-                if last is not None and last.rho == st.rho:
+                if last is not None and last.rho == st.rho and _close(system.changes_from(last)):
                     system.borrow(last)
                 else:
                     factor = True
@@ -566,7 +593,7 @@ class SVMALM:
                                  self._a(dx, dt, self.sg, self.sj), wS, st.rho,
                                  self._a(dx, dt, st.wg, st.wj), st.mu + st.rho * (aW + 1.0))
             X, t = X + alpha * dx, t + alpha * dt
-            exact = self._cache is None or not self._cache[1].inexact
+            exact = self._cache[1].dense  # solved through T's factor, not by conjugate gradients to CG_RTOL
             if exact and abs(alpha - 1.0) < 1e-12 and np.array_equal(
                     st.mu + st.rho * (self._a(X, t, st.wg, st.wj) + 1) > 0, act):
                 break  # a unit step that kept P: the quadratic model was exact (and solved exactly)
