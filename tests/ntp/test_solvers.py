@@ -763,6 +763,61 @@ def test_pair_lp_finds_nothing_on_separable_data(case):
     assert is_separable(data)
 
 
+def _pair_sets(pb, a, b):
+    P = pb.groups.pattern.tocsr()
+    Ja, Jb = P.indices[P.indptr[a]:P.indptr[a + 1]], P.indices[P.indptr[b]:P.indptr[b + 1]]
+    return np.setdiff1d(Ja, Jb), np.setdiff1d(Jb, Ja), np.intersect1d(Ja, Jb)
+
+
+@pytest.mark.parametrize("data", [_text_like(150, 12, 4, 0), _text_like(150, 12, 4, 3), _text_like(150, 12, 8, 1),
+                                  synthetic(8, 10, 6, 3, seed=1), synthetic(7, 6, 5, 3, seed=5)],
+                         ids=["text0", "text3", "text-d8", "synth1", "synth5"])
+def test_pair_least_squares_shortcut_only_skips_feasible_pairs(data):
+    """The least-squares shortcut of the pair LP skips a pair only when its system (uᵀk ≥ 1 on P, ≤ −1 on N,
+    = 0 on E) is feasible, checked by HiGHS on that system written from the definition; and the pair of the
+    text-like certificate (infeasible) is never skipped."""
+    from scipy.optimize import linprog
+
+    pb = separability.make_problem(data, None)
+    K, G = pb.K, pb.groups.n_groups
+    for a in range(G):
+        for b in range(a + 1, G):
+            Pj, Nj, Ej = _pair_sets(pb, a, b)
+            if Pj.size + Nj.size == 0:
+                continue
+            A_ub = np.vstack([-K[Pj], K[Nj]])
+            res = linprog(np.zeros(K.shape[1]), A_ub=A_ub, b_ub=-np.ones(len(A_ub)),
+                          A_eq=K[Ej] if Ej.size else None, b_eq=np.zeros(Ej.size) if Ej.size else None,
+                          bounds=[(None, None)] * K.shape[1], method="highs")
+            if pair_certificates._separated_by_least_squares(K, Pj, Nj, Ej):
+                assert res.status == 0, (a, b)
+    cert = _pair_lp(pb, max_pairs=10**6)
+    if cert is not None:
+        a, b = np.unique(cert[0])
+        assert not pair_certificates._separated_by_least_squares(K, *_pair_sets(pb, a, b))
+
+
+def test_pair_lp_skips_the_lp_where_least_squares_separates(monkeypatch):
+    """On separable data whose pairs the least-squares direction already separates, no LP is solved, and
+    the answer (no certificate) is the LP's: with the shortcut disabled every pair goes to HiGHS."""
+    import scipy.optimize
+
+    calls = []
+    real = scipy.optimize.linprog
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(scipy.optimize, "linprog", spy)
+    pb = separability.make_problem(synthetic(8, 10, 6, 3, seed=1), None)
+    assert _pair_lp(pb, max_pairs=10**6) is None
+    with_shortcut = len(calls)
+    monkeypatch.setattr(pair_certificates, "_separated_by_least_squares", lambda *a: False)
+    assert _pair_lp(pb, max_pairs=10**6) is None
+    assert len(calls) - with_shortcut > with_shortcut
+
+
 def test_pair_lp_respects_its_budget():
     pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
     assert _pair_lp(pb, max_seconds=0.0) is None  # the budget is checked before every pair
