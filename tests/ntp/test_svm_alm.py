@@ -153,6 +153,33 @@ def test_newton_system_changes_counts_pairs_and_heavy_groups():
     assert not A._close((0, A.BORROW_MAX_HEAVY + 1))
 
 
+@pytest.mark.parametrize("heavy", [False, True, "only"])
+def test_newton_system_reuses_unchanged_blocks(heavy):
+    """A system built with the block cache of one that differs in a pair: the unchanged groups' blocks are
+    taken from the cache, and its blocks, its T products and its solve are those of a system built from
+    scratch (and of the dense Newton matrix); a change of ρ takes nothing."""
+    K, n, g, j = newton_instance(4, heavy)
+    G, (m, r) = len(n), K.shape
+    rho = 1e3
+    drop = int(np.flatnonzero(np.bincount(j, minlength=m)[j] >= 3)[-1])  # a pair whose context stays coupled
+    cache = A.BlockCache()
+    A.NewtonSystem(K, n, np.delete(g, drop), np.delete(j, drop), rho, cache)
+    system = A.NewtonSystem(K, n, g, j, rho, cache)
+    fresh = A.NewtonSystem(K, n, g, j, rho)
+    assert system.reused >= 1 and fresh.reused == 0
+    for mine, theirs in ((system.Cinv.toarray(), fresh.Cinv.toarray()), (system.U, fresh.U),
+                         (system.Hinv, fresh.Hinv)):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-14, atol=0)  # empty where a part is absent
+    v = np.random.default_rng(2).standard_normal(system.c)
+    assert rel_err(system._tmul(v), fresh._tmul(v)) <= 1e-13
+    bx, bt = np.random.default_rng(3).standard_normal((G, r)), np.random.default_rng(4).standard_normal(m)
+    system.factor()
+    ref = np.linalg.solve(dense_newton(K, n, g, j, rho), np.concatenate([bx.ravel(), bt]))
+    dx, dt = system.solve(bx, bt)
+    assert rel_err(np.concatenate([dx.ravel(), dt]), ref) <= 1e-9
+    assert A.NewtonSystem(K, n, g, j, 10 * rho, cache).reused == 0  # blocks depend on ρ
+
+
 def test_newton_system_cg_gives_up_with_cgfailed():
     K, n, g, j = newton_instance(2, True)
     system = A.NewtonSystem(K, n, g, j, 1e3)

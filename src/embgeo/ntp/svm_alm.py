@@ -128,7 +128,8 @@ class NewtonSystem:
     vectorised over all pairs at once. Setup cost Σ_g q_g² min(q_g, r) flops.
     """
 
-    def __init__(self, K: np.ndarray, n: np.ndarray, g: np.ndarray, j: np.ndarray, rho: float):
+    def __init__(self, K: np.ndarray, n: np.ndarray, g: np.ndarray, j: np.ndarray, rho: float,
+                 cache: BlockCache | None = None):
         G, (m, r) = len(n), K.shape
         self.K, self.n, self.rho, self.G, self.m = K, n, rho, G, m
         self.keys = np.sort(g * m + j)  # the pairs of P (to count what changed between two systems)
@@ -156,14 +157,23 @@ class NewtonSystem:
         qrow = np.repeat(sizes, sizes)  # q of each light pair's group
         indptr = np.r_[0, np.cumsum(qrow)]
         data, indices = np.empty(indptr[-1]), np.empty(indptr[-1], np.int64)
+        cache = BlockCache() if cache is None else cache
+        cache.begin(rho)
         for qq in np.unique(sizes):
             first = starts[sizes == qq]
             idx = first[:, None] + np.arange(qq)  # (nb, q) pair positions
-            Kb = K[self.jl[idx]]
-            C = Kb @ Kb.swapaxes(1, 2)
-            C[:, np.arange(qq), np.arange(qq)] += (n[self.gl[first]] / rho)[:, None]
+            keys = [(int(self.gl[f]), self.jl[f:f + qq].tobytes()) for f in first]
+            blocks = cache.take("light", keys)
+            todo = np.array([b is None for b in blocks], bool)
+            if todo.any():
+                Kb = K[self.jl[idx[todo]]]
+                C = Kb @ Kb.swapaxes(1, 2)
+                C[:, np.arange(qq), np.arange(qq)] += (n[self.gl[first[todo]]] / rho)[:, None]
+                for i, block in zip(np.flatnonzero(todo), _spd_inverse(C), strict=True):
+                    blocks[i] = block
+                    cache.put("light", keys[i], block)
             pos = indptr[idx][:, :, None] + np.arange(qq)  # (nb, q, q) positions in data
-            data[pos] = _spd_inverse(C)
+            data[pos] = np.stack(blocks)
             indices[pos] = idx[:, None, :]
         nl = len(self.gl)
         self.Cinv = sp.csr_matrix((data, indices, indptr), shape=(nl, nl))
@@ -176,22 +186,29 @@ class NewtonSystem:
         self.gh, self.jh = gc[~light], jc[~light]
         self.lh = np.searchsorted(self.ctx, self.jh)
         self.heavy = np.unique(self.gh)
-        nh = len(self.gh)
         self.hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.Hinv
         # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with
         # L_gL_gᵀ = H_g⁻¹, so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ; the U_g are stored one after the other (nh × r)
         self.hslices = np.searchsorted(self.hpos, np.arange(len(self.heavy) + 1))
-        Kh = K[self.jh]
-        H = np.empty((len(self.heavy), r, r))
-        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
-            H[i] = Kh[a:b].T @ Kh[a:b]
-        H *= rho
-        H[:, np.arange(r), np.arange(r)] += n[self.heavy][:, None]
-        self.Hinv = _spd_inverse(H)  # batched over the heavy groups (one LAPACK call, not one per group)
-        L = np.linalg.cholesky(self.Hinv)
-        self.U = np.empty((nh, r))
-        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
-            self.U[a:b] = Kh[a:b] @ L[i]
+        spans = list(zip(self.hslices[:-1], self.hslices[1:], strict=True))
+        keys = [(int(gg), self.jh[a:b].tobytes()) for gg, (a, b) in zip(self.heavy, spans, strict=True)]
+        blocks = cache.take("heavy", keys)  # (H_g⁻¹, U_g) of a group whose pairs and ρ did not change
+        todo = [i for i, b in enumerate(blocks) if b is None]
+        if todo:
+            H = np.empty((len(todo), r, r))
+            for i, k in enumerate(todo):
+                Kg = K[self.jh[spans[k][0]:spans[k][1]]]
+                H[i] = Kg.T @ Kg
+            H *= rho
+            H[:, np.arange(r), np.arange(r)] += n[self.heavy[todo]][:, None]
+            Hinv = _spd_inverse(H)  # batched over the heavy groups (one LAPACK call, not one per group)
+            L = np.linalg.cholesky(Hinv)
+            for i, k in enumerate(todo):
+                blocks[k] = (Hinv[i], K[self.jh[spans[k][0]:spans[k][1]]] @ L[i])
+                cache.put("heavy", keys[k], blocks[k])
+        self.Hinv = np.stack([b[0] for b in blocks]) if blocks else np.empty((0, r, r))
+        self.U = np.concatenate([b[1] for b in blocks]) if blocks else np.empty((0, r))
+        self.reused = cache.hits  # blocks taken from the previous system (for tests and profiles)
 
     # -- pieces ------------------------------------------------------------------------------------------
     def _light_sum(self, w: np.ndarray) -> np.ndarray:
@@ -340,6 +357,35 @@ class NewtonSystem:
         return dx, dt
 
 
+class BlockCache:
+    """The per-group blocks (C_g⁻¹ of a light group, H_g⁻¹ and U_g of a heavy one) of the last Newton system
+    built, for the next: between two Newton steps P changes in a few tens of the ~1000 groups, and a block
+    depends only on ρ and its group's coupled pairs, so the others are taken as they are. Holds one system's
+    blocks at a time (those it used); a change of ρ empties it."""
+
+    def __init__(self):
+        self.rho, self.hits = None, 0
+        self._old: dict = {}
+        self._new: dict = {}
+
+    def begin(self, rho: float) -> None:
+        """Start a system at ρ: the previous system's blocks become the ones to take from."""
+        self._old = self._new if rho == self.rho else {}
+        self._new, self.rho, self.hits = {}, rho, 0
+
+    def take(self, kind: str, keys: list) -> list:
+        """The blocks of the previous system under these keys (None where it had none), kept for the next."""
+        out = [self._old.get((kind, k)) for k in keys]
+        for k, b in zip(keys, out, strict=True):
+            if b is not None:
+                self._new[(kind, k)] = b
+                self.hits += 1
+        return out
+
+    def put(self, kind: str, key, block) -> None:
+        self._new[(kind, key)] = block
+
+
 class CGFailed(Exception):
     """The conjugate gradients on T did not converge: factor T instead."""
 
@@ -473,6 +519,7 @@ class _State:
     wg: np.ndarray  # (|W|,) working set: groups ...
     wj: np.ndarray  # ... and contexts
     rho: float
+    a: tuple | None = None  # (a_S, a_W) at (X, t) after the inner loop, None when not computed
 
 
 class SVMALM:
@@ -502,6 +549,7 @@ class SVMALM:
         self.first[self.sj[::-1]] = np.arange(len(self.sj))[::-1]
         self.ties = TieProjection(self.K, self.sg, self.sj, self.n)
         self._cache = None  # (key of P and ρ, NewtonSystem) of the last Newton matrix
+        self._blocks = BlockCache()  # the last Newton matrix's per-group blocks, for the next
         self._factored = None  # the last NewtonSystem whose T was factored
         self.factorizations = 0
         self.cg_solves = 0
@@ -520,9 +568,9 @@ class SVMALM:
         """Σ_g n_g ‖x_g‖² = ‖W‖² of the token matrix."""
         return float(np.sum(self.n * np.einsum("ij,ij->i", X, X)))
 
-    def _weights(self, st: _State, X, t):
-        aS = self._a(X, t, self.sg, self.sj)
-        aW = self._a(X, t, st.wg, st.wj)
+    def _weights(self, st: _State, X, t, a: tuple | None = None):
+        """(a_S, a_W, the multiplier estimates on S and W); ``a`` = (a_S, a_W) at (X, t) when already known."""
+        aS, aW = a if a is not None else (self._a(X, t, self.sg, self.sj), self._a(X, t, st.wg, st.wj))
         return aS, aW, st.nu + st.rho * aS, np.maximum(st.mu + st.rho * (aW + 1.0), 0.0)
 
     def _gradient(self, st: _State, X, wS, wW):
@@ -540,7 +588,7 @@ class SVMALM:
         key = (st.rho, len(act), act.tobytes())
         if self._cache is None or self._cache[0] != key:
             system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
-                                  np.concatenate([self.sj, st.wj[act]]), st.rho)
+                                  np.concatenate([self.sj, st.wj[act]]), st.rho, self._blocks)
             hard = bool(self._cg_failed) and st.rho >= min(self._cg_failed)
             last = self._factored
             if system.c <= CG_CONTEXTS:
@@ -577,9 +625,10 @@ class SVMALM:
     def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
         """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
         X, t = st.X, st.t
-        steps = 0
+        steps, a = 0, None
         for _ in range(MAX_NEWTON):
-            aS, aW, wS, wW = self._weights(st, X, t)
+            aS, aW, wS, wW = self._weights(st, X, t, a)
+            a = (aS, aW)
             gx, gt = self._gradient(st, X, wS, wW)
             gnorm = np.sqrt(float(np.sum(gx * gx) + gt @ gt))
             # at least one step after a multiplier update: a context with a small embedding moves the
@@ -589,17 +638,18 @@ class SVMALM:
             act = wW > 0
             dx, dt = self._newton_direction(st, act, gx, gt)
             steps += 1
-            alpha = _line_search(float(np.sum(self.n[:, None] * X * dx)), self._norm2(dx),
-                                 self._a(dx, dt, self.sg, self.sj), wS, st.rho,
-                                 self._a(dx, dt, st.wg, st.wj), st.mu + st.rho * (aW + 1.0))
+            dS, dW = self._a(dx, dt, self.sg, self.sj), self._a(dx, dt, st.wg, st.wj)
+            alpha = _line_search(float(np.sum(self.n[:, None] * X * dx)), self._norm2(dx), dS, wS, st.rho, dW,
+                                 st.mu + st.rho * (aW + 1.0))
             X, t = X + alpha * dx, t + alpha * dt
+            a = (aS + alpha * dS, aW + alpha * dW)  # a is linear in (X, t): no new pass over the pairs
             exact = self._cache[1].dense  # solved through T's factor, not by conjugate gradients to CG_RTOL
-            if exact and abs(alpha - 1.0) < 1e-12 and np.array_equal(
-                    st.mu + st.rho * (self._a(X, t, st.wg, st.wj) + 1) > 0, act):
+            if exact and abs(alpha - 1.0) < 1e-12 and np.array_equal(st.mu + st.rho * (a[1] + 1) > 0, act):
                 break  # a unit step that kept P: the quadratic model was exact (and solved exactly)
             if deadline is not None and time.perf_counter() > deadline:
                 break
         st.X, st.t = X, t
+        st.a = a
         return steps
 
     # -- certificates ----------------------------------------------------------------------------------
@@ -683,7 +733,7 @@ class SVMALM:
             if gtol is None:
                 gtol = 1e-2 * xnorm
             best.iterations += self._inner(st, gtol, deadline)
-            aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t)
+            aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
             violation = max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
             dual_value, nu_bal = self.dual_point(st)
             Xf, tf, gamma = self.feasible_point(st.X)
