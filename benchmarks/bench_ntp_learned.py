@@ -22,6 +22,9 @@ Once a model learns its context embeddings H_T they are NTP-separable with d ≪
   W_0 h_j, each h_j with its tie rows projected out; ``alm-warm`` starts from W_0. Children of this case
   run under an address-space cap (``--cap-gb``, default 8).
 
+``--baseline PATH`` (the ``src/`` of another checkout, e.g. ``git worktree add /tmp/base <commit>``) also runs
+every ALM side with that code, right before this checkout's, as ``alm@base`` / ``alm-warm@base``.
+
 Sides, each in its own child process (wall clock and peak RSS of the child; one BLAS thread unless
 ``--threads``):
 
@@ -243,7 +246,8 @@ def min_margin_of(H, P, W) -> float:
 
 
 def run_child(spec: dict, timeout: float) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT / "benchmarks")}
+    src = spec.get("src") or str(ROOT / "src")  # --baseline: the same side with another checkout's embgeo
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + str(ROOT / "benchmarks")}
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(spec["threads"])
     t0 = time.perf_counter()
@@ -268,6 +272,9 @@ def main() -> None:
     p.add_argument("--alm-seconds", type=float, default=1800.0, help="time limit of the ALM")
     p.add_argument("--cache", type=Path, default=Path("/tmp/embgeo-bench-learned"))
     p.add_argument("--cap-gb", type=float, default=8.0, help="address-space cap of synthetic-100k's children")
+    p.add_argument("--sides", nargs="+", help="only these sides (default: every side of each case)")
+    p.add_argument("--baseline", type=Path, help="the src/ folder of another embgeo checkout (e.g. a git worktree "
+                   "of an earlier commit): its ALM sides run too, alternating with this one's, as 'alm@base'")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     set_thread_env(args.threads)
@@ -285,17 +292,23 @@ def main() -> None:
         path = instance_file(name, args.cache)
         print(f"\n== {name} ({path.name}{', ' + derived if derived else ''})", flush=True)
         rows, Ws = [], {}
-        for side in SIDES[name]:
-            W_out = args.cache / f"W-{name}-{side}.npy"
+        sides = [(side, None) for side in SIDES[name] if not args.sides or side in args.sides]
+        if args.baseline:  # each ALM side right after the same side of the baseline
+            sides = [x for side, _ in sides
+                     for x in ([(side + "@base", str(args.baseline)), (side, None)] if side.startswith("alm")
+                               else [(side, None)])]
+        for label, src in sides:
+            side = label.split("@")[0]
+            W_out = args.cache / f"W-{name}-{label}.npy"
             W_out.unlink(missing_ok=True)
             spec = {"file": str(path), "derived": derived, "side": side, "threads": args.threads, "W_out": str(W_out),
                     "previous_seconds": args.previous_seconds, "alm_seconds": args.alm_seconds,
-                    "cap_gb": args.cap_gb if name == "synthetic-100k" else None}
+                    "cap_gb": args.cap_gb if name == "synthetic-100k" else None, "src": src}
             limit = (args.previous_seconds if side == "previous" else args.alm_seconds) + 600
             res = run_child(spec, limit)
             if W_out.exists():
-                Ws[side] = np.load(W_out)
-            rows.append((side, res))
+                Ws[label] = np.load(W_out)
+            rows.append((label, res))
             if "sizes" in res and len(rows) == 1:
                 print(f"   m = {res['sizes']['m']}, V = {res['sizes']['V']}, d = {res['sizes']['d']}")
         ref = Ws.get("alm", Ws.get("alm-warm"))
