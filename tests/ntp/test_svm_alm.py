@@ -458,6 +458,24 @@ def test_a_stall_is_returned_as_optimal_inaccurate_not_raised(monkeypatch):
     assert np.linalg.norm(res.W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
 
 
+def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max(monkeypatch):
+    """The stall window counts the outer steps at ρ = RHO_MAX only: before, a run whose gap had not halved
+    over the last STALL_OUTER steps (at any ρ) stopped on the first step at RHO_MAX (the paper-like instance
+    did, at gap 0.32)."""
+    monkeypatch.setattr(A, "STALL_OUTER", 2)
+    monkeypatch.setattr(A, "RHO_MAX", 100.0)
+    rhos = []
+    res = ntp_svm(synthetic(8, 10, 6, 3, seed=1), method="alm", tol=1e-300,
+                  progress=lambda i, info: rhos.append(info["rho"]))
+    assert res.status == "optimal_inaccurate"
+    assert rhos[0] < A.RHO_MAX  # the run reached RHO_MAX on its way ...
+    assert sum(r == A.RHO_MAX for r in rhos) >= A.STALL_OUTER + 1  # ... and stalled only after the window there
+    # the rule itself: flat gaps at smaller ρ followed by a first step at RHO_MAX are not a stall; a window there is
+    flat = [0.5, 0.5, 0.5, 0.5]
+    assert not A._stalled(flat[-1:]) and A._stalled(flat[-(A.STALL_OUTER + 1):])
+    assert not A._stalled([0.5, 0.3, 0.2])  # halved over the window: progress
+
+
 def test_newton_system_inexact_ok_returns_a_descent_iterate():
     """Where T cannot be factored the conjugate gradients' last iterate is the direction: it must lower
     the quadratic model ½dᵀMd − bᵀd below 0 (a descent direction for the line search) and be flagged."""

@@ -400,6 +400,12 @@ def _fits_dense(c: int) -> bool:
     return nbytes <= validate.DENSE_BUDGET_BYTES and nbytes <= 0.5 * validate.available_memory_bytes()
 
 
+def _stalled(gaps_at_max: list[float]) -> bool:
+    """Whether the certified gap has not halved over the last STALL_OUTER outer steps, counting only the steps
+    at ρ = RHO_MAX (``gaps_at_max``, oldest first): the steps before, at a smaller ρ, are not a stall."""
+    return len(gaps_at_max) > STALL_OUTER and gaps_at_max[-1] > 0.5 * gaps_at_max[-1 - STALL_OUTER]
+
+
 def _close(changes: tuple[int, int]) -> bool:
     """Whether P changed little enough, in (pairs, heavy groups), for a borrowed factor to precondition T."""
     pairs, heavy = changes
@@ -730,7 +736,7 @@ class SVMALM:
             if Xf is not None:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
         best_dual = None
-        prev_violation, n_prev, gtol, history = np.inf, 0, None, []
+        prev_violation, n_prev, gtol, history, at_max = np.inf, 0, None, [], 0
         for outer in range(1, max_outer + 1):
             xnorm = np.sqrt(self._norm2(st.X)) + 1.0
             if gtol is None:
@@ -760,7 +766,9 @@ class SVMALM:
             if deadline is not None and time.perf_counter() > deadline:
                 best.status = Status.TIME_LIMIT
                 break
-            if st.rho >= RHO_MAX and len(history) > STALL_OUTER and history[-1] > 0.5 * history[-1 - STALL_OUTER]:
+            if st.rho < RHO_MAX:
+                at_max = len(history)  # the outer steps from here on are the ones at ρ = RHO_MAX
+            if _stalled(history[at_max:]):
                 best.status = Status.STALLED
                 break
             # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
