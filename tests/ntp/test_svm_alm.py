@@ -476,6 +476,27 @@ def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max(monkeypatch
     assert not A._stalled([0.5, 0.3, 0.2])  # halved over the window: progress
 
 
+def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch):
+    """Where the Newton directions are not descent directions (here: turned around from ρ = 100 on, as an
+    inaccurate factor of T does at ρ ≥ 1e8 on the paper-like instance), the line search returns α = 0; the
+    solve goes back to the state before that inner loop and continues at ρ = 100 (the method of multipliers
+    converges at any fixed ρ; this instance unpatched ends at ρ = 1000) to the optimum cvxpy finds."""
+    real = A.SVMALM._newton_direction
+
+    def turned(self, st, act, gx, gt):
+        dx, dt = real(self, st, act, gx, gt)
+        return (-dx, -dt) if st.rho >= 1000 else (dx, dt)
+
+    monkeypatch.setattr(A.SVMALM, "_newton_direction", turned)
+    data = synthetic(8, 10, 6, 3, seed=1)
+    rhos = []
+    res = ntp_svm(data, method="alm", progress=lambda i, info: rhos.append(info["rho"]))
+    assert max(rhos) == 100.0  # never past the cap (the outer step at 1000 was undone)
+    assert res.status == "optimal" and res.residuals["duality_gap"] <= 1e-10
+    status, W_ref = ref_ntp_svm(data)
+    assert rel_err(res.W, W_ref) <= SVM_RTOL
+
+
 def test_newton_system_inexact_ok_returns_a_descent_iterate():
     """Where T cannot be factored the conjugate gradients' last iterate is the direction: it must lower
     the quadratic model ½dᵀMd − bᵀd below 0 (a descent direction for the line search) and be flagged."""

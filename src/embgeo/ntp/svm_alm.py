@@ -106,7 +106,14 @@ PCG_MAXITER = 30
 #: factor each, then factored anyway); every successful one had ≤ 6 heavy groups and ≤ 59 pairs changed.
 BORROW_MAX_PAIRS = 60
 BORROW_MAX_HEAVY = 6
-#: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX.
+#: An inner loop whose line search returned α = 0 this many times in a row is stuck: its Newton directions are not
+#: descent directions (φ′(0) > 0), which happens where T's factor has lost its accuracy. On the paper-like instance
+#: (m = 15,012, r = 128; 2026-11-26) that was every direction at ρ = 10⁹–10¹⁰ and most at 10⁸ (φ′(0) up to 1e16),
+#: where the violation then jumped from 5e-8 to 0.08 and the solve stalled; at 10⁷ one of 60 (φ′(0) = 8e-15, zero
+#: to rounding). The solve then returns to the state before that inner loop and holds ρ below its penalty (a fixed
+#: cap does not do: a small test instance needs ρ = 10¹⁰).
+STUCK_STEPS = 3
+#: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap).
 STALL_OUTER = 8
 
 
@@ -559,6 +566,7 @@ class SVMALM:
         self.ties = TieProjection(self.K, self.sg, self.sj, self.n)
         self._cache = None  # (key of P and ρ, NewtonSystem) of the last Newton matrix
         self._blocks = BlockCache()  # the last Newton matrix's per-group blocks, for the next
+        self._stuck = False  # the last inner loop found no descent direction (STUCK_STEPS)
         self._factored = None  # the last NewtonSystem whose T was factored
         self.factorizations = 0
         self.cg_solves = 0
@@ -634,7 +642,8 @@ class SVMALM:
     def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
         """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
         X, t = st.X, st.t
-        steps, a = 0, None
+        steps, a, zero = 0, None, 0
+        self._stuck = False
         for _ in range(MAX_NEWTON):
             aS, aW, wS, wW = self._weights(st, X, t, a)
             a = (aS, aW)
@@ -650,6 +659,10 @@ class SVMALM:
             dS, dW = self._a(dx, dt, self.sg, self.sj), self._a(dx, dt, st.wg, st.wj)
             alpha = _line_search(float(np.sum(self.n[:, None] * X * dx)), self._norm2(dx), dS, wS, st.rho, dW,
                                  st.mu + st.rho * (aW + 1.0))
+            zero = zero + 1 if alpha == 0 else 0
+            if zero >= STUCK_STEPS:  # the directions are not descent directions: more steps change nothing
+                self._stuck = True
+                break
             X, t = X + alpha * dx, t + alpha * dt
             a = (aS + alpha * dS, aW + alpha * dW)  # a is linear in (X, t): no new pass over the pairs
             exact = self._cache[1].dense  # solved through T's factor, not by conjugate gradients to CG_RTOL
@@ -737,11 +750,20 @@ class SVMALM:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
         best_dual = None
         prev_violation, n_prev, gtol, history, at_max = np.inf, 0, None, [], 0
+        rho_cap = RHO_MAX  # lowered where the Newton directions stop being descent directions
         for outer in range(1, max_outer + 1):
             xnorm = np.sqrt(self._norm2(st.X)) + 1.0
             if gtol is None:
                 gtol = 1e-2 * xnorm
+            saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
             best.iterations += self._inner(st, gtol, deadline)
+            if self._stuck and st.rho > RHO0:
+                # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
+                # below it for the rest of the solve
+                st.X, st.t, st.nu, st.mu = saved
+                st.a, st.rho = None, st.rho / RHO_UP
+                rho_cap = st.rho
+                continue
             aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
             violation = max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
             dual_value, nu_bal = self.dual_point(st)
@@ -766,8 +788,8 @@ class SVMALM:
             if deadline is not None and time.perf_counter() > deadline:
                 best.status = Status.TIME_LIMIT
                 break
-            if st.rho < RHO_MAX:
-                at_max = len(history)  # the outer steps from here on are the ones at ρ = RHO_MAX
+            if st.rho < rho_cap:
+                at_max = len(history)  # the outer steps from here on are the ones at the largest ρ allowed
             if _stalled(history[at_max:]):
                 best.status = Status.STALLED
                 break
@@ -785,7 +807,7 @@ class SVMALM:
             # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (measured below).
             same = max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW[:n_prev] + 1.0, initial=0.0)))
             if same > DECREASE * prev_violation:
-                st.rho = min(st.rho * RHO_UP, RHO_MAX)
+                st.rho = min(st.rho * RHO_UP, rho_cap)
             prev_violation, n_prev = violation, len(aW)
             # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
             # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
