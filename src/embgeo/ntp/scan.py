@@ -40,17 +40,19 @@ def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.cs
     out_g, out_j, out_v = [], [], []
     for s in range(0, m, block):
         e = min(s + block, m)
-        M = t[s:e][None, :] - X @ K[s:e].T  # (G, e - s) margins
+        # (e - s, G) margins, one context per row: the per-context selection below then runs along contiguous
+        # rows (along the columns of a (G, e - s) block it took 3× as long, a tenth of a quick ALM solve)
+        M = t[s:e][:, None] - K[s:e] @ X.T
         cols = support[:, s:e]
-        M[cols.indices, np.repeat(np.arange(e - s), np.diff(cols.indptr))] = np.inf
+        M[np.repeat(np.arange(e - s), np.diff(cols.indptr)), cols.indices] = np.inf
         if M.size:
             best = min(best, float(M.min()))
         if top and below > -np.inf:
             k = min(top, G)
-            cand = np.argpartition(M, k - 1, axis=0)[:k] if k < G else np.argsort(M, axis=0)
-            vals = np.take_along_axis(M, cand, axis=0)
+            cand = np.argpartition(M, k - 1, axis=1)[:, :k] if k < G else np.argsort(M, axis=1)
+            vals = np.take_along_axis(M, cand, axis=1)
             sel = vals < below
-            jj = np.broadcast_to(np.arange(s, e), cand.shape)
+            jj = np.broadcast_to(np.arange(s, e)[:, None], cand.shape)
             out_g.append(cand[sel])
             out_j.append(jj[sel])
             out_v.append(vals[sel])

@@ -796,7 +796,9 @@ class SVMALM:
             # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
             below = 1.0 + (SLACK if gamma > 0.5 else 0.0)
             scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=below, top=ADD_PER_CONTEXT)
-            new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj)
+            # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
+            # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
+            new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj, assume_unique=True)
             if new.any():
                 st.wg = np.concatenate([st.wg, scan.groups[new]])
                 st.wj = np.concatenate([st.wj, scan.contexts[new]])
