@@ -477,7 +477,7 @@ def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max(monkeypatch
 
 
 def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch):
-    """Where the Newton directions are not descent directions (here: turned around from ρ = 100 on, as an
+    """Where the Newton directions are not descent directions (here: turned around from ρ = 1000 on, as an
     inaccurate factor of T does at ρ ≥ 1e8 on the paper-like instance), the line search returns α = 0; the
     solve goes back to the state before that inner loop and continues at ρ = 100 (the method of multipliers
     converges at any fixed ρ; this instance unpatched ends at ρ = 1000) to the optimum cvxpy finds."""

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import null_space
 
 from embgeo.ntp.svm_dual import FARKAS_RTOL, farkas_scale
 
@@ -94,14 +95,9 @@ def _separated_by_least_squares(K: np.ndarray, Pj: np.ndarray, Nj: np.ndarray, E
     E), already has every uᵀk_j > 0 on P and < 0 on N: then u, scaled, solves the pair's system, the LP is
     feasible and the pair gives no certificate. One SVD and one least-squares solve in r unknowns instead
     of an LP (on trained embeddings, m = 3011, r = 64: all 200 pairs settled so, in 0.16 s instead of 2 s)."""
-    if Ej.size:
-        _, s, vt = np.linalg.svd(K[Ej], full_matrices=True)
-        rank = int(np.count_nonzero(s > 1e-10 * s[0])) if s.size and s[0] > 0 else 0
-        basis = vt[rank:].T  # (r, r − rank): directions with uᵀk_j = 0 on E
-        if basis.shape[1] == 0:
-            return False
-    else:
-        basis = np.eye(K.shape[1])
+    basis = null_space(K[Ej], rcond=1e-10) if Ej.size else np.eye(K.shape[1])  # directions with uᵀk_j = 0 on E
+    if basis.shape[1] == 0:
+        return False
     A = np.vstack([K[Pj], -K[Nj]]) @ basis
     y = np.linalg.lstsq(A, np.ones(len(A)), rcond=None)[0]
     z = A @ y

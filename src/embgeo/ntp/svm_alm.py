@@ -205,16 +205,14 @@ class NewtonSystem:
         blocks = cache.take("heavy", keys)  # (H_g⁻¹, U_g) of a group whose pairs and ρ did not change
         todo = [i for i, b in enumerate(blocks) if b is None]
         if todo:
-            H = np.empty((len(todo), r, r))
-            for i, k in enumerate(todo):
-                Kg = K[self.jh[spans[k][0]:spans[k][1]]]
-                H[i] = Kg.T @ Kg
+            Kgs = [K[self.jh[spans[k][0]:spans[k][1]]] for k in todo]  # each group's rows, gathered once
+            H = np.stack([Kg.T @ Kg for Kg in Kgs])
             H *= rho
             H[:, np.arange(r), np.arange(r)] += n[self.heavy[todo]][:, None]
             Hinv = _spd_inverse(H)  # batched over the heavy groups (one LAPACK call, not one per group)
             L = np.linalg.cholesky(Hinv)
-            for i, k in enumerate(todo):
-                blocks[k] = (Hinv[i], K[self.jh[spans[k][0]:spans[k][1]]] @ L[i])
+            for i, (k, Kg) in enumerate(zip(todo, Kgs, strict=True)):
+                blocks[k] = (Hinv[i], Kg @ L[i])
                 cache.put("heavy", keys[k], blocks[k])
         self.Hinv = np.stack([b[0] for b in blocks]) if blocks else np.empty((0, r, r))
         self.U = np.concatenate([b[1] for b in blocks]) if blocks else np.empty((0, r))
@@ -405,6 +403,11 @@ def _fits_dense(c: int) -> bool:
     left to the process (``ulimit -v`` included). Where not, the conjugate gradients' last iterate is used."""
     nbytes = 8.0 * c * c
     return nbytes <= validate.DENSE_BUDGET_BYTES and nbytes <= 0.5 * validate.available_memory_bytes()
+
+
+def _violation(aS: np.ndarray, aW: np.ndarray) -> float:
+    """The largest violation of the ties (|a| on S) and of the margins (a + 1 > 0 on the given W pairs)."""
+    return max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
 
 
 def _stalled(gaps_at_max: list[float]) -> bool:
@@ -765,7 +768,7 @@ class SVMALM:
                 rho_cap = st.rho
                 continue
             aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
-            violation = max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
+            violation = _violation(aS, aW)
             dual_value, nu_bal = self.dual_point(st)
             Xf, tf, gamma = self.feasible_point(st.X)
             if Xf is not None:
@@ -806,8 +809,8 @@ class SVMALM:
             # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
             # (S and W as it was then; W only grows, by appending). Pairs that joined W since start violated and
             # are not a failure of the penalty: with them in the comparison, every large addition raised ρ, and
-            # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (measured below).
-            same = max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW[:n_prev] + 1.0, initial=0.0)))
+            # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (see DECREASE).
+            same = _violation(aS, aW[:n_prev])
             if same > DECREASE * prev_violation:
                 st.rho = min(st.rho * RHO_UP, rho_cap)
             prev_violation, n_prev = violation, len(aW)
