@@ -229,6 +229,38 @@ def test_interrupted_sweep_resumes_without_losing_or_duplicating_points(tmp_path
     assert (after.loc[finished.index, "attempts"] == 1).all()
 
 
+def test_ctrl_c_between_a_result_and_its_store_write_leaves_nothing_running(tmp_path, monkeypatch):
+    """The race CI met once: Ctrl-C after a finished task left the futures but before its row was written left
+    that point 'running' for good. A client stand-in hands back one finished task; the store write raises
+    KeyboardInterrupt as a Ctrl-C landing there would. Every point this sweep claimed ends 'interrupted'."""
+    import distributed
+
+    from embgeo.lab import sweep as sweep_mod
+
+    class Client:  # submit hands back a token; as_completed (below) yields the first one only
+        def submit(self, fn, point, *args, **kwargs):
+            return point.key
+
+        def cancel(self, futures):
+            self.cancelled = list(futures)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "as_completed", lambda futures: iter(list(futures)[:1]))
+    monkeypatch.setattr(sweep_mod, "_result", lambda fut, point: None)
+    monkeypatch.setattr(sweep_mod, "_record", interrupted)
+    points = _points(tmp_path, ms=("10",), ratios=("0.3",), seeds=3)
+    with RunStore(tmp_path / "s.sqlite") as st:
+        for p in points:
+            st.queue(p.key, experiment=p.experiment, scale=p.scale, seed=p.seed, config=dict(p.config))
+        ctx = sweep_mod._Run(st, sweep_mod.SweepSummary(total=3, skipped=0), "here:1", 1, 0, Client())
+        with pytest.raises(KeyboardInterrupt):
+            sweep_mod._run_dask(points, ctx)
+        assert set(st.statuses([p.key for p in points]).values()) == {"interrupted"}
+        assert len(ctx.client.cancelled) == 2  # the two tasks still out were cancelled
+
+
 def test_aggregate_claims_over_seeds():
     seeds = [[Claim("a", 1.0, True), Claim("b", "2/2", True)],
              [Claim("a", 3.0, False), Claim("b", "1/2", False)],

@@ -386,12 +386,13 @@ def _run_dask(todo: list[Point], ctx: _Run) -> None:
     """Every point claimed and submitted at once; results stored as they arrive."""
     from distributed import as_completed
 
-    client, futures = ctx.client, {}
+    client, futures, claimed = ctx.client, {}, []
     try:
         for p in todo:
             if not ctx.st.claim(p.key, owner=ctx.owner, worker="dask"):
                 ctx.elsewhere.append(p)
                 continue
+            claimed.append(p.key)
             futures[client.submit(run_point, p, ctx.threads, key=f"embgeo-{p.key}-{uuid.uuid4().hex[:8]}",
                                   pure=False, retries=ctx.retries)] = p
         with _Progress(len(futures)) as progress:
@@ -400,8 +401,11 @@ def _run_dask(todo: list[Point], ctx: _Run) -> None:
                 _record(ctx.st, point, _result(fut, point), ctx.summary)
                 progress.update(ctx.summary)
     except KeyboardInterrupt:
+        # Every point this call claimed, not only those still in ``futures``: Ctrl-C can land between a
+        # result's pop and its store write, and that point would stay 'running'. The store changes only the
+        # points still running under this owner, so a point already stored as done or failed keeps its row.
+        ctx.st.mark_interrupted(claimed, owner=ctx.owner)
         client.cancel(list(futures))
-        ctx.st.mark_interrupted([p.key for p in futures.values()], owner=ctx.owner)
         raise
 
 
