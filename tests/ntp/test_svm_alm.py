@@ -619,3 +619,32 @@ def test_alm_matches_brute_force_enumeration(seed):
     res = ntp_svm(data, method="alm")
     assert res.status == "optimal"
     assert rel_err(res.W, W_bf) <= SVM_RTOL
+
+
+def test_inner_loop_ends_at_the_rounding_floor(monkeypatch):
+    """With gtol forced to 0 an inner loop can end only by the floor rule (a step that kept P and did not halve
+    ‖∇φ‖), an exact unit step or MAX_NEWTON; every T by conjugate gradients (CG_CONTEXTS = 0), so the steps are
+    inexact. With the rule every inner loop ends early and the solve is optimal; without it (FLOOR_DECREASE = ∞)
+    the loops run to MAX_NEWTON on rounding, where the directions stop descending, and the solve does not finish
+    (measured: gap 1.0 after 5449 Newton steps) — as the paper-like instance's last five inner loops ran 30 steps."""
+    monkeypatch.setattr(A, "CG_CONTEXTS", 0)
+    real, steps = A.SVMALM._inner, []
+
+    def no_gtol(self, st, gtol, deadline):
+        steps.append(real(self, st, 0.0, deadline))
+        return steps[-1]
+
+    monkeypatch.setattr(A.SVMALM, "_inner", no_gtol)
+    data = planted(60, 12, 5, seed=0)
+    res = ntp_svm(data, method="alm")
+    assert res.status == "optimal" and max(steps) < A.MAX_NEWTON
+    status, W_ref = ref_ntp_svm(data)
+    assert rel_err(res.W, W_ref) <= SVM_RTOL
+    steps.clear()
+    monkeypatch.setattr(A, "FLOOR_DECREASE", np.inf)
+    try:
+        res = ntp_svm(data, method="alm", max_seconds=5)
+        assert res.status != "optimal"
+    except SolverError:  # no feasible point at all
+        pass
+    assert max(steps) == A.MAX_NEWTON

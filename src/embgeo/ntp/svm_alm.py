@@ -113,6 +113,11 @@ BORROW_MAX_HEAVY = 6
 #: to rounding). The solve then returns to the state before that inner loop and holds ρ below its penalty (a fixed
 #: cap does not do: a small test instance needs ρ = 10¹⁰).
 STUCK_STEPS = 3
+#: The inner loop ends when a Newton step that kept P did not lower ‖∇φ‖ below this fraction: on an unchanged P the
+#: step solves the quadratic model (to CG_RTOL), so a gradient that stays is at the rounding floor, which gtol (down to
+#: 1e-13 ‖X‖) may lie under. On the paper-like instance (m = 15,012, r = 128; 2026-11-27) the last five inner loops
+#: had run all MAX_NEWTON steps there, at α = 0.95–0.97 and ∇φ·Δ ≈ 1e-12 after their third step.
+FLOOR_DECREASE = 0.5
 #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap).
 STALL_OUTER = 8
 
@@ -645,7 +650,7 @@ class SVMALM:
     def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
         """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
         X, t = st.X, st.t
-        steps, a, zero = 0, None, 0
+        steps, a, zero, kept, last_gnorm = 0, None, 0, False, np.inf
         self._stuck = False
         for _ in range(MAX_NEWTON):
             aS, aW, wS, wW = self._weights(st, X, t, a)
@@ -656,6 +661,9 @@ class SVMALM:
             # gradient little, and its violation would otherwise never be acted on
             if gnorm <= (gtol if steps else 1e-14 * gtol):
                 break
+            if kept and gnorm > FLOOR_DECREASE * last_gnorm:
+                break  # a Newton step on an unchanged P that did not halve ‖∇φ‖: the gradient is at rounding
+            last_gnorm = gnorm
             act = wW > 0
             dx, dt = self._newton_direction(st, act, gx, gt)
             steps += 1
@@ -669,7 +677,9 @@ class SVMALM:
             X, t = X + alpha * dx, t + alpha * dt
             a = (aS + alpha * dS, aW + alpha * dW)  # a is linear in (X, t): no new pass over the pairs
             exact = self._cache[1].dense  # solved through T's factor, not by conjugate gradients to CG_RTOL
-            if exact and abs(alpha - 1.0) < 1e-12 and np.array_equal(st.mu + st.rho * (a[1] + 1) > 0, act):
+            # (a step of α = 0 keeps P too, but says that the direction does not descend: STUCK_STEPS decides there)
+            kept = alpha > 0 and np.array_equal(st.mu + st.rho * (a[1] + 1) > 0, act)
+            if exact and abs(alpha - 1.0) < 1e-12 and kept:
                 break  # a unit step that kept P: the quadratic model was exact (and solved exactly)
             if deadline is not None and time.perf_counter() > deadline:
                 break
