@@ -116,7 +116,9 @@ STUCK_STEPS = 3
 #: The inner loop ends when a Newton step that kept P did not lower ‖∇φ‖ below this fraction: on an unchanged P the
 #: step solves the quadratic model (to CG_RTOL), so a gradient that stays is at the rounding floor, which gtol (down to
 #: 1e-13 ‖X‖) may lie under. On the paper-like instance (m = 15,012, r = 128; 2026-11-27) the last five inner loops
-#: had run all MAX_NEWTON steps there, at α = 0.95–0.97 and ∇φ·Δ ≈ 1e-12 after their third step.
+#: had run all MAX_NEWTON steps there, at α = 0.95–0.97 and ∇φ·Δ ≈ 1e-12 after their third step. Any α > 0 counts:
+#: limited to nearly unit steps (|α − 1| ≤ 0.1), the rule let the 12-context test case go on at the floor to three
+#: steps of α = 0, where STUCK_STEPS took the floor for an inaccurate factor and lowered ρ (optimal_inaccurate).
 FLOOR_DECREASE = 0.5
 #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap).
 STALL_OUTER = 8
