@@ -401,23 +401,28 @@ def test_project_dual_dense_matches_cvxpy_and_kkt(seed, tau0):
 
 # == 3. full pass over the off-support margins =======================================================
 
-@pytest.mark.parametrize(("G", "m", "r", "top", "below"), [
-    (12, 9, 3, 2, 0.5),
-    (12, 9, 3, 20, 0.5),  # top ≥ G: the argsort branch
-    (5, 30, 4, 3, np.inf),
-    (7, 6, 2, 0, 0.5),  # top = 0: only the minimum
-    (7, 6, 2, 3, -np.inf),  # no threshold: only the minimum
-    (45_000, 200, 2, 3, -2.0),  # G·m above the 64 MB block: the margins are scanned in two column blocks
+@pytest.mark.parametrize(("G", "m", "r", "top", "below", "every"), [
+    (12, 9, 3, 2, 0.5, -np.inf),
+    (12, 9, 3, 20, 0.5, -np.inf),  # top ≥ G: the argsort branch
+    (5, 30, 4, 3, np.inf, -np.inf),
+    (7, 6, 2, 0, 0.5, -np.inf),  # top = 0: only the minimum
+    (7, 6, 2, 3, -np.inf, -np.inf),  # no threshold: only the minimum
+    (45_000, 200, 2, 3, -2.0, -np.inf),  # G·m above the 64 MB block: the margins are scanned in two column blocks
+    (12, 9, 3, 2, 1.5, 0.0),  # every pair below 0 as well as the two smallest below 1.5
+    (12, 9, 3, 2, -1.0, 0.5),  # every_below above below: the top pairs are a subset of the rest
+    (7, 6, 2, 0, 0.5, 0.0),  # every_below alone
+    (45_000, 200, 2, 3, -2.0, -1.0),  # the same in two column blocks
 ])
-def test_scan_off_support_brute_force(G, m, r, top, below):
-    """min over off-support (g, j) of t_j − x_gᵀk_j, and per context the ``top`` smallest margins
-    below ``below``, equal a dense brute force."""
+def test_scan_off_support_brute_force(G, m, r, top, below, every):
+    """min over off-support (g, j) of t_j − x_gᵀk_j, per context the ``top`` smallest margins below ``below``,
+    and every pair below ``every_below``, each pair once, equal a dense brute force."""
     rng = np.random.default_rng(G + m)
     X, K, t = rng.standard_normal((G, r)), rng.standard_normal((m, r)), rng.standard_normal(m)
     supp = rng.random((G, m)) < 0.3
     M = t[None, :] - X @ K.T
     M[supp] = np.inf
-    out = scan.scan_off_support(X, t, K, sp.csc_matrix(supp.astype(float)), below=below, top=top)
+    out = scan.scan_off_support(X, t, K, sp.csc_matrix(supp.astype(float)), below=below, top=top,
+                                every_below=every)
     assert out.min_margin == M.min()
     expected = set()
     if top and below > -np.inf:
@@ -425,9 +430,14 @@ def test_scan_off_support_brute_force(G, m, r, top, below):
             for g in np.argsort(M[:, j], kind="stable")[:top]:
                 if M[g, j] < below:
                     expected.add((int(g), j))
+    if every > -np.inf:
+        expected |= {(int(g), int(j)) for g, j in zip(*np.nonzero(M < every), strict=True)}
+    if (top and below > -np.inf) or every > -np.inf:
         assert len(expected) > 0
-    got = set(zip(out.groups.tolist(), out.contexts.tolist(), strict=True))
-    assert got == expected
+    got = list(zip(out.groups.tolist(), out.contexts.tolist(), strict=True))
+    assert len(got) == len(set(got))  # each pair once
+    assert set(got) == expected
+    np.testing.assert_array_equal(out.margins, M[out.groups, out.contexts])
     np.testing.assert_array_equal(out.margins, M[out.groups, out.contexts])
 
 

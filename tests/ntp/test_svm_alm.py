@@ -247,6 +247,62 @@ def test_line_search_is_the_exact_minimiser(seed):
     assert phi(alpha) <= phi(ref) + 1e-12 * (1 + abs(phi(ref)))
 
 
+@pytest.mark.parametrize("newton", [False, True])
+@pytest.mark.parametrize("seed", range(8))
+def test_step_length_is_the_unit_step_where_it_decreases_enough(seed, newton):
+    """_step_length returns 1 exactly where φ(1) − φ(0) ≤ ARMIJO·φ′(0) (φ evaluated term by term, as in the
+    test above, φ′(0) by a central difference), and otherwise _line_search's exact minimiser."""
+    rng = np.random.default_rng(100 + seed)
+    rho = 10.0 ** rng.uniform(-1, 3)
+    eq_d, eq_w = rng.standard_normal(5), rng.standard_normal(5)
+    off_d, off_u = rng.standard_normal(40), rng.standard_normal(40)
+    c1 = rng.uniform(0.1, 2)
+    if newton:  # the direction minimises the quadratic model on the pairs active at 0 (its minimiser is α = 1),
+        # with few pairs near their switch (|u| large against ρ|d|): the unit step is accepted
+        off_u = off_u * 3 * rho
+        on = off_u > 0
+        c0 = -(c1 + rho * float(eq_d @ eq_d) + rho * float(off_d[on] @ off_d[on])) - float(eq_d @ eq_w) \
+            - float(off_d[on] @ off_u[on])
+    else:  # descent directions of varied steepness, many pairs switching: it is not
+        c0 = -abs(rng.standard_normal()) * 10.0 ** rng.uniform(-1, 2) - float(eq_d @ eq_w) \
+            - float(off_d @ np.maximum(off_u, 0))
+
+    def phi(a):
+        return (c0 * a + 0.5 * c1 * a * a + float(np.sum(eq_w * a * eq_d + 0.5 * rho * (a * eq_d) ** 2))
+                + float(np.sum(np.maximum(off_u + a * rho * off_d, 0) ** 2)
+                        - np.sum(np.maximum(off_u, 0) ** 2)) / (2 * rho))
+
+    h = 1e-7
+    slope = (phi(h) - phi(-h)) / (2 * h)
+    assert slope < 0
+    alpha = A._step_length(c0, c1, eq_d, eq_w, rho, off_d, off_u)
+    resolved = 1e-9 * (1 + abs(phi(1.0)))
+    if phi(1.0) <= A.ARMIJO * slope - resolved:
+        assert alpha == 1.0
+    elif phi(1.0) > A.ARMIJO * slope + resolved:
+        assert alpha == A._line_search(c0, c1, eq_d, eq_w, rho, off_d, off_u)
+    assert phi(alpha) < 0  # either way a decrease
+
+
+def test_step_length_cases_by_hand():
+    """φ′ by hand. (a) A pair switches on at α = 0.1 with a steep slope: φ′ = −2 + 2α + (−10 + 100α)₊ vanishes
+    at α* = 12/102 and φ(1) > φ(0): α*. (b) An active pair switches off at α = 0.1, where φ′ = −(100 + 0.1k) +
+    (1000 + k)α reaches 0, and φ′ = −0.1k + kα after it: α* = 0.1 and φ(1) = −5 + 0.4k against φ′(0) ≈ −100:
+    k = 10 (φ(1) = −1) the unit step, k = 20 (φ(1) = +3) α*. (c) As (b) with k = 10 but ρ above
+    UNIT_STEP_RHO (the off term rescaled to switch off at 0.1 still): α*."""
+    eq_d, eq_w = np.zeros(1), np.zeros(1)
+    alpha = A._step_length(-2.0, 2.0, eq_d, eq_w, 100.0, np.array([1.0]), np.array([-10.0]))
+    assert alpha == pytest.approx(12 / 102)
+    off_d, off_u = np.array([-1.0]), np.array([100.0])  # active at 0, off at α = 100/(ρ·1) = 0.1 for ρ = 1000
+    assert A._line_search(-1.0, 10.0, eq_d, eq_w, 1000.0, off_d, off_u) == pytest.approx(0.1)
+    assert A._step_length(-1.0, 10.0, eq_d, eq_w, 1000.0, off_d, off_u) == 1.0
+    assert A._step_length(-2.0, 20.0, eq_d, eq_w, 1000.0, off_d, off_u) == pytest.approx(0.1)
+    rho = 10 * A.UNIT_STEP_RHO
+    # d = −1/√(ρ/1000), u = 100·√(ρ/1000): the same φ′ as for ρ = 1000
+    f = np.sqrt(rho / 1000.0)
+    assert A._step_length(-1.0, 10.0, eq_d, eq_w, rho, off_d / f, off_u * f) == pytest.approx(0.1)
+
+
 # == 3. W^mm against cvxpy =============================================================================
 
 def twelve_contexts():

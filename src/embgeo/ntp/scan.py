@@ -18,8 +18,8 @@ class Scan:
     """Result of :func:`scan_off_support`: the smallest off-support margin and the worst pairs.
 
     min_margin : min over all off-support (g, j) of t_j − x_gᵀk_j (inf if there is none).
-    groups, contexts, margins : up to ``top`` pairs per context with margin < ``below``,
-    the smallest first within each context.
+    groups, contexts, margins : up to ``top`` pairs per context with margin < ``below``, the smallest
+    first within each context, then every further pair with margin < ``every_below`` (each pair once).
     """
 
     min_margin: float
@@ -29,10 +29,12 @@ class Scan:
 
 
 def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.csc_matrix, *,
-                     below: float = -np.inf, top: int = 0) -> Scan:
+                     below: float = -np.inf, top: int = 0, every_below: float = -np.inf) -> Scan:
     """All off-support margins t_j − x_gᵀk_j, in column blocks (one GEMM each), never stored.
 
-    ``support`` is the (G, m) 0/1 pattern in CSC form. Cost O(G m r); memory one (G × block).
+    ``support`` is the (G, m) 0/1 pattern in CSC form. ``top`` and ``below``: the ``top`` smallest margins
+    of each context that are below ``below``; ``every_below``: besides those, every pair below it, however many
+    a context has. Cost O(G m r); memory one (G × block) and the pairs returned.
     """
     G, m = support.shape
     block = max(1, min(m, (64 * 1024**2) // (8 * max(G, 1))))
@@ -56,6 +58,15 @@ def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.cs
             out_g.append(cand[sel])
             out_j.append(jj[sel])
             out_v.append(vals[sel])
+            if every_below > -np.inf:
+                # the pairs below every_below that the per-context selection left out (it took them, if at all,
+                # among each row's top k, so those are masked before the search)
+                M[np.broadcast_to(np.arange(e - s)[:, None], cand.shape)[sel], cand[sel]] = np.inf
+        if every_below > -np.inf:
+            jr, gr = np.nonzero(M < every_below)  # (context in the block, group)
+            out_g.append(gr)
+            out_j.append(jr + s)
+            out_v.append(M[jr, gr])
     return Scan(best, _cat(out_g, np.int64), _cat(out_j, np.int64), _cat(out_v, np.float64))
 
 
