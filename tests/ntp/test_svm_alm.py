@@ -27,7 +27,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 
-from embgeo.errors import SolverError
+from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp import NTPData, ntp_svm, pair_certificates, separability, svm, synthetic, theory
 from embgeo.ntp import svm_alm as A
 
@@ -704,3 +704,24 @@ def test_inner_loop_ends_at_the_rounding_floor(monkeypatch):
     except SolverError:  # no feasible point at all
         pass
     assert max(steps) == A.MAX_NEWTON
+
+
+def test_out_of_memory_returns_the_certified_point_or_a_clear_refusal(monkeypatch):
+    """A MemoryError inside the solve (as at m = 100,000 under an 8 GiB cap: a Newton system's blocks) does not
+    escape: from a separating start the certified point comes back (optimal_inaccurate, with its gap, still
+    feasible); without any feasible point the error is TooLargeError naming the sizes."""
+    data = planted(60, 12, 5, seed=0)
+    ref = ntp_svm(data, method="alm")
+
+    def failing(self, *args, **kwargs):  # the Newton matrix of the first inner step does not fit
+        raise MemoryError("stand-in for an allocation that does not fit")
+
+    monkeypatch.setattr(A.SVMALM, "_system", failing)
+    warm = ntp_svm(data, method="alm", warm_start=ref.W * 1.5)  # feasible: certified before the first step
+    assert warm.status == "optimal_inaccurate"
+    assert warm.residuals["duality_gap"] > 1e-10
+    assert kesler_values(data, warm.W).min() == pytest.approx(1.0, abs=1e-9)
+    assert np.linalg.norm(warm.W) >= np.linalg.norm(ref.W) * (1 - 1e-9)  # no better than the optimum
+    pb = separability.make_problem(data, None)
+    with pytest.raises(TooLargeError, match=r"out of memory .* m = 60 contexts"):
+        A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=1e-10)

@@ -55,7 +55,7 @@ import scipy.sparse as sp
 from embgeo.core import validate
 from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
-from embgeo.errors import SolverError
+from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.scan import scan_off_support
 from embgeo.ntp.svm_dual import SVMOutcome
@@ -804,71 +804,87 @@ class SVMALM:
         best_dual = None
         prev_violation, n_prev, gtol, history, at_max = np.inf, 0, None, [], 0
         rho_cap = RHO_MAX  # lowered where the Newton directions stop being descent directions
-        for outer in range(1, max_outer + 1):
-            xnorm = np.sqrt(self._norm2(st.X)) + 1.0
-            if gtol is None:
-                gtol = 1e-2 * xnorm
-            saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
-            best.iterations += self._inner(st, gtol, deadline)
-            if self._stuck and st.rho > RHO0:
-                # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
-                # below it for the rest of the solve
-                st.X, st.t, st.nu, st.mu = saved
-                st.a, st.rho = None, st.rho / RHO_UP
-                rho_cap = st.rho
-                continue
-            aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
-            violation = _violation(aS, aW)
-            dual_value, nu_bal = self.dual_point(st)
-            Xf, tf, gamma = self.feasible_point(st.X)
-            if Xf is not None:
-                primal = 0.5 * self._norm2(Xf)
-                if primal < best.primal:
-                    best.X, best.t, best.primal = Xf, tf, primal
-            if dual_value > best.dual:
-                best.dual = dual_value
-                best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
-                             -np.concatenate([nu_bal, st.mu]))
-            best.rounds, best.working_set = outer, len(st.wg)
-            history.append(best.gap)
-            if progress is not None:
-                progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
-                                 "factorizations": self.factorizations, "violation": violation,
-                                 "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
-            if best.gap <= tol:
-                best.status = Status.OPTIMAL
-                break
-            if deadline is not None and time.perf_counter() > deadline:
-                best.status = Status.TIME_LIMIT
-                break
-            if st.rho < rho_cap:
-                at_max = len(history)  # the outer steps from here on are the ones at the largest ρ allowed
-            if _stalled(history[at_max:]):
-                best.status = Status.STALLED
-                break
-            # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
-            below = 1.0 + (SLACK if gamma > 0.5 else 0.0)
-            every = 1.0 if ADD_EVERY_VIOLATED and gamma > 0.5 else -np.inf
-            scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=below, top=ADD_PER_CONTEXT,
-                                    every_below=every)
-            # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
-            # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
-            new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj, assume_unique=True)
-            if new.any():
-                st.wg = np.concatenate([st.wg, scan.groups[new]])
-                st.wj = np.concatenate([st.wj, scan.contexts[new]])
-                st.mu = np.concatenate([st.mu, np.zeros(int(new.sum()))])
-            # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
-            # (S and W as it was then; W only grows, by appending). Pairs that joined W since start violated and
-            # are not a failure of the penalty: with them in the comparison, every large addition raised ρ, and
-            # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (see DECREASE).
-            same = _violation(aS, aW[:n_prev])
-            if same > DECREASE * prev_violation:
-                st.rho = min(st.rho * RHO_UP, rho_cap)
-            prev_violation, n_prev = violation, len(aW)
-            # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
-            # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
-            gtol = max(min(0.5 * gtol, GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
+        try:
+            for outer in range(1, max_outer + 1):
+                xnorm = np.sqrt(self._norm2(st.X)) + 1.0
+                if gtol is None:
+                    gtol = 1e-2 * xnorm
+                saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
+                best.iterations += self._inner(st, gtol, deadline)
+                if self._stuck and st.rho > RHO0:
+                    # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
+                    # below it for the rest of the solve
+                    st.X, st.t, st.nu, st.mu = saved
+                    st.a, st.rho = None, st.rho / RHO_UP
+                    rho_cap = st.rho
+                    continue
+                aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
+                violation = _violation(aS, aW)
+                dual_value, nu_bal = self.dual_point(st)
+                Xf, tf, gamma = self.feasible_point(st.X)
+                if Xf is not None:
+                    primal = 0.5 * self._norm2(Xf)
+                    if primal < best.primal:
+                        best.X, best.t, best.primal = Xf, tf, primal
+                if dual_value > best.dual:
+                    best.dual = dual_value
+                    best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
+                                 -np.concatenate([nu_bal, st.mu]))
+                best.rounds, best.working_set = outer, len(st.wg)
+                history.append(best.gap)
+                if progress is not None:
+                    progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
+                                     "factorizations": self.factorizations, "violation": violation,
+                                     "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
+                if best.gap <= tol:
+                    best.status = Status.OPTIMAL
+                    break
+                if deadline is not None and time.perf_counter() > deadline:
+                    best.status = Status.TIME_LIMIT
+                    break
+                if st.rho < rho_cap:
+                    at_max = len(history)  # the outer steps from here on are the ones at the largest ρ allowed
+                if _stalled(history[at_max:]):
+                    best.status = Status.STALLED
+                    break
+                # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
+                below = 1.0 + (SLACK if gamma > 0.5 else 0.0)
+                every = 1.0 if ADD_EVERY_VIOLATED and gamma > 0.5 else -np.inf
+                scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=below, top=ADD_PER_CONTEXT,
+                                        every_below=every)
+                # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
+                # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
+                new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj, assume_unique=True)
+                if new.any():
+                    st.wg = np.concatenate([st.wg, scan.groups[new]])
+                    st.wj = np.concatenate([st.wj, scan.contexts[new]])
+                    st.mu = np.concatenate([st.mu, np.zeros(int(new.sum()))])
+                # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
+                # (S and W as it was then; W only grows, by appending). Pairs that joined W since start violated and
+                # are not a failure of the penalty: with them in the comparison, every large addition raised ρ, and
+                # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (see DECREASE).
+                same = _violation(aS, aW[:n_prev])
+                if same > DECREASE * prev_violation:
+                    st.rho = min(st.rho * RHO_UP, rho_cap)
+                prev_violation, n_prev = violation, len(aW)
+                # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
+                # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
+                gtol = max(min(0.5 * gtol, GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
+        except MemoryError:
+            # a Newton system or a working set larger than the memory left (e.g. m = 100,000 contexts under a cap):
+            # the best certified point so far is the answer, with its gap (status STALLED: the caller reports it
+            # as optimal_inaccurate); without one there is nothing to return
+            self._cache = self._factored = None
+            self._blocks = BlockCache()
+            if best.X is None:
+                raise TooLargeError(f"NTP-SVM (augmented Lagrangian): out of memory after {best.rounds} outer steps "
+                                    f"with {len(st.wg)} off-support pairs in the working set ({self.G} token groups, "
+                                    f"m = {self.m} contexts, rank {self.K.shape[1]}), before any feasible point; "
+                                    "its Newton systems do not fit the memory left to the process") from None
+            best.status = Status.STALLED
+            if best_dual is None:  # stopped before the first outer step: the zero multipliers, dual value 0
+                best.dual = max(best.dual, 0.0)
+                best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
         best.factorizations = self.factorizations
         return self._in_caller_units(best, best_dual)
 
