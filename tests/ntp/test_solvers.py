@@ -438,7 +438,6 @@ def test_scan_off_support_brute_force(G, m, r, top, below, every):
     assert len(got) == len(set(got))  # each pair once
     assert set(got) == expected
     np.testing.assert_array_equal(out.margins, M[out.groups, out.contexts])
-    np.testing.assert_array_equal(out.margins, M[out.groups, out.contexts])
 
 
 # == 4. the separability LP and its relaxation on a subset of pairs ===================================

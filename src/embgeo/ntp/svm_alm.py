@@ -488,8 +488,6 @@ def _line_search(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: 
     return max(float(-s0[k] / s1[k]), 0.0)
 
 
-# -- the ties (6a) ---------------------------------------------------------------------------------------------
-
 def _step_length(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: float, off_d: np.ndarray,
                  off_u: np.ndarray) -> float:
     """α = 1 where ρ ≤ UNIT_STEP_RHO and φ(1) − φ(0) ≤ ARMIJO · φ′(0), else :func:`_line_search`'s exact minimiser
@@ -498,15 +496,18 @@ def _step_length(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: 
     φ(α) − φ(0) = c0 α + c1 α²/2 + Σ eq_d eq_w α + ρ/2 Σ (α eq_d)² + 1/(2ρ) Σ ([off_u + αρ off_d]₊² − [off_u]₊²),
     the integral of :func:`_line_search`'s φ′; O(n) for n terms.
     """
-    slope = c0 + float(eq_d @ eq_w) + float(off_d @ np.maximum(off_u, 0.0))
+    lo, ew = np.maximum(off_u, 0.0), float(eq_d @ eq_w)
+    slope = c0 + ew + float(off_d @ lo)
     if rho <= UNIT_STEP_RHO and slope < 0:
-        hi, lo = np.maximum(off_u + rho * off_d, 0.0), np.maximum(off_u, 0.0)
-        change = (c0 + 0.5 * c1 + float(eq_d @ eq_w) + 0.5 * rho * float(eq_d @ eq_d)
+        hi = np.maximum(off_u + rho * off_d, 0.0)
+        change = (c0 + 0.5 * c1 + ew + 0.5 * rho * float(eq_d @ eq_d)
                   + float(np.sum((hi - lo) * (hi + lo))) / (2.0 * rho))
         if change <= ARMIJO * slope:
             return 1.0
     return _line_search(c0, c1, eq_d, eq_w, rho, off_d, off_u)
 
+
+# -- the ties (6a) ---------------------------------------------------------------------------------------------
 
 class TieProjection:
     """The weighted projection onto the ties (6a): for group rows X (G, r),
