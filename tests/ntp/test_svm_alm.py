@@ -83,13 +83,17 @@ def dense_newton(K, n, g, j, rho):
     return N
 
 
+@pytest.mark.parametrize("stored", [True, False])
 @pytest.mark.parametrize("mode", ["cholesky", "cg"])
 @pytest.mark.parametrize("heavy", [False, True, "only"])
 @pytest.mark.parametrize("rho", [1.0, 1e3])
-def test_newton_system_matches_dense_solve(mode, heavy, rho):
+def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, monkeypatch):
+    """Both ways of holding a heavy group's rows: U_g = K_gL_g stored, or read from K (above HEAVY_ROWS_BYTES)."""
+    monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 2**28 if stored else 0)
     K, n, g, j = newton_instance(0, heavy)
     G, (m, r) = len(n), K.shape
     system = A.NewtonSystem(K, n, g, j, rho)
+    assert (system.U is not None) == (stored and len(system.heavy) > 0)
     if heavy:
         assert len(system.heavy) >= 1  # the r × r path is exercised
     if heavy == "only":
@@ -167,8 +171,7 @@ def test_newton_system_reuses_unchanged_blocks(heavy):
     system = A.NewtonSystem(K, n, g, j, rho, cache)
     fresh = A.NewtonSystem(K, n, g, j, rho)
     assert system.reused >= 1 and fresh.reused == 0
-    for mine, theirs in ((system.Cinv.toarray(), fresh.Cinv.toarray()), (system.U, fresh.U),
-                         (system.Hinv, fresh.Hinv)):
+    for mine, theirs in ((system.Cinv.toarray(), fresh.Cinv.toarray()), (system.Hinv, fresh.Hinv)):
         np.testing.assert_allclose(mine, theirs, rtol=1e-14, atol=0)  # empty where a part is absent
     v = np.random.default_rng(2).standard_normal(system.c)
     assert rel_err(system._tmul(v), fresh._tmul(v)) <= 1e-13
@@ -178,6 +181,28 @@ def test_newton_system_reuses_unchanged_blocks(heavy):
     dx, dt = system.solve(bx, bt)
     assert rel_err(np.concatenate([dx.ravel(), dt]), ref) <= 1e-9
     assert A.NewtonSystem(K, n, g, j, 10 * rho, cache).reused == 0  # blocks depend on ρ
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_newton_system_t_products_diagonal_and_factor_agree(stored, monkeypatch):
+    """T applied column by column (:meth:`_tmul`) is symmetric, its diagonal is :meth:`_tdiag` (the Jacobi
+    preconditioner) and its Cholesky factor (:meth:`factor`) reproduces it, with the heavy rows stored or read
+    from K; and the two ways give the same T."""
+    K, n, g, j = newton_instance(2, True)
+    rho = 1e2
+    Ts = {}
+    for mode in (stored, not stored):
+        monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 2**28 if mode else 0)
+        system = A.NewtonSystem(K, n, g, j, rho)
+        assert len(system.heavy) >= 1 and (system.U is not None) == mode
+        T = np.stack([system._tmul(e) for e in np.eye(system.c)], axis=1)
+        np.testing.assert_allclose(T, T.T, rtol=0, atol=1e-10 * np.abs(T).max())
+        np.testing.assert_allclose(system._tdiag(), np.diag(T), rtol=1e-12)
+        system.factor()
+        L = np.tril(system.chol[0])
+        np.testing.assert_allclose(L @ L.T, T, rtol=0, atol=1e-10 * np.abs(T).max())
+        Ts[mode] = T
+    np.testing.assert_allclose(Ts[True], Ts[False], rtol=0, atol=1e-12 * np.abs(Ts[True]).max())
 
 
 def test_newton_system_cg_gives_up_with_cgfailed():

@@ -22,10 +22,10 @@ multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty �
 * **outer**: ν ← ν + ρa, μ ← [μ + ρ(a + 1)]₊; ρ grows tenfold when the constraint violation did not
   fall twofold on the pairs of the previous outer step (up to RHO_MAX). Once P stops changing, an outer
   step is one back-solve with the factorization in hand, so the last digits cost almost nothing.
-* **working set**: the off pairs that the current iterate violates, or nearly (margin < 1 + SLACK),
-  found by a full pass over all G × m logits (one GEMM per block of contexts), at most
-  ADD_PER_CONTEXT per context and round — except that, once the iterate is nearly feasible, every
-  violated pair joins (ADD_EVERY_VIOLATED).
+* **working set**: the off pairs that the current iterate violates, found by a full pass over all
+  G × m logits (one GEMM per block of contexts), at most ADD_PER_CONTEXT per context and round; once
+  the iterate is nearly feasible, those of the tied iterate with margin < 1 + SLACK, from the pass that
+  certifies it, and every violated pair, however many its context has (ADD_EVERY_VIOLATED).
 * **certificate** at every outer step, on the whole problem: the multipliers, balanced per context on
   its first support pair, are a dual point with value D ≤ ½‖W^mm‖²; the iterate with its ties
   restored exactly (:meth:`SVMALM.tie`) and divided by its smallest margin over *every* off pair is a
@@ -38,8 +38,9 @@ and every tolerance are independent of the units of H̄.
 
 Cost: per Newton step O(|W| r) plus, when P changed, one factorization of
 Σ_g q_g² min(q_g, r) + c³/3 flops (c ≤ m contexts with ≥ 2 pairs in P, q_g the group's pairs there);
-per outer step one full pass, O(G m r). Memory: c² doubles for the Schur complement (refused above the
-dense budget with :class:`~embgeo.errors.TooLargeError`) and O(|W| + G r).
+per outer step one or two full passes, O(G m r). Memory: c² doubles for the Schur complement where it is
+factored (only within the dense budget and half the memory left; else conjugate gradients), an r × r block
+per heavy group, Σ q_g² ≤ |P| r for the light groups' blocks and O(|W| + G r + m r).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.constraints import row_dots
-from embgeo.ntp.scan import scan_off_support
+from embgeo.ntp.scan import Scan, scan_off_support
 from embgeo.ntp.svm_dual import SVMOutcome
 
 #: Off pairs per context in the first working set (the smallest margins of the starting point) and added
@@ -142,6 +143,12 @@ STALL_OUTER = 8
 #: (violation 3e-5 → 4e-2); T's factor is no longer accurate there (STUCK_STEPS), and the exact minimiser is safe.
 UNIT_STEP_RHO = 1e6
 ARMIJO = 1e-4
+#: A Newton system stores the heavy groups' rows U_g = K_gL_g (one r-vector per tight pair) up to this size, and
+#: otherwise reads them from K at each product. On synthetic-100k (m = 100,000, r = 128; 2026-11-27) the first
+#: systems had 1.9 million heavy pairs: the U_g (1.9 GB), a gathered copy of K_g to make them and the previous
+#: system's U_g in the block cache peaked at 11.6 GB (6.5 GB reading from K). Stored rows are faster on the quick
+#: models (the transformer's solve 8.8 s against 9.8 s reading from K).
+HEAVY_ROWS_BYTES = 2**28
 
 
 # -- the Newton matrix ----------------------------------------------------------------------------------
@@ -224,25 +231,30 @@ class NewtonSystem:
         self.lh = np.searchsorted(self.ctx, self.jh)
         self.heavy = np.unique(self.gh)
         self.hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.Hinv
-        # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with
-        # L_gL_gᵀ = H_g⁻¹, so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ; the U_g are stored one after the other (nh × r)
+        # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with L_gL_gᵀ = H_g⁻¹,
+        # so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ, stored one after the other (nh × r) where that fits HEAVY_ROWS_BYTES;
+        # beyond, only H_g⁻¹ is kept and K_g read from K where it is needed (slower per product: 9.8 s instead of
+        # 8.8 s for the quick transformer's solve)
         self.hslices = np.searchsorted(self.hpos, np.arange(len(self.heavy) + 1))
         spans = list(zip(self.hslices[:-1], self.hslices[1:], strict=True))
-        keys = [(int(gg), self.jh[a:b].tobytes()) for gg, (a, b) in zip(self.heavy, spans, strict=True)]
-        blocks = cache.take("heavy", keys)  # (H_g⁻¹, U_g) of a group whose pairs and ρ did not change
+        rows = 8 * len(self.jh) * r <= HEAVY_ROWS_BYTES
+        keys = [(int(gg), rows, self.jh[a:b].tobytes()) for gg, (a, b) in zip(self.heavy, spans, strict=True)]
+        blocks = cache.take("heavy", keys)  # (H_g⁻¹, U_g or None) of a group whose pairs and ρ did not change
         todo = [i for i, b in enumerate(blocks) if b is None]
         if todo:
-            Kgs = [K[self.jh[spans[k][0]:spans[k][1]]] for k in todo]  # each group's rows, gathered once
-            H = np.stack([Kg.T @ Kg for Kg in Kgs])
+            H = np.empty((len(todo), r, r))
+            for i, k in enumerate(todo):  # one group's rows at a time: at most max_g q_g × r gathered
+                Kg = K[self.jh[spans[k][0]:spans[k][1]]]
+                np.matmul(Kg.T, Kg, out=H[i])
             H *= rho
             H[:, np.arange(r), np.arange(r)] += n[self.heavy[todo]][:, None]
             Hinv = _spd_inverse(H)  # batched over the heavy groups (one LAPACK call, not one per group)
-            L = np.linalg.cholesky(Hinv)
-            for i, (k, Kg) in enumerate(zip(todo, Kgs, strict=True)):
-                blocks[k] = (Hinv[i], Kg @ L[i])
+            L = np.linalg.cholesky(Hinv) if rows else None
+            for i, k in enumerate(todo):
+                blocks[k] = (Hinv[i], K[self.jh[spans[k][0]:spans[k][1]]] @ L[i] if rows else None)
                 cache.put("heavy", keys[k], blocks[k])
         self.Hinv = np.stack([b[0] for b in blocks]) if blocks else np.empty((0, r, r))
-        self.U = np.concatenate([b[1] for b in blocks]) if blocks else np.empty((0, r))
+        self.U = np.concatenate([b[1] for b in blocks]) if blocks and rows else None
         self.reused = cache.hits  # blocks taken from the previous system (for tests and profiles)
 
     # -- pieces ------------------------------------------------------------------------------------------
@@ -271,8 +283,12 @@ class NewtonSystem:
             else np.zeros(self.c)
         if len(self.heavy):
             vh = v[self.lh]
-            z = sp.csr_matrix((vh, np.arange(len(vh)), self.hslices), shape=(len(self.heavy), len(vh))) @ self.U
-            u = np.einsum("pr,pr->p", self.U, z[self.hpos])
+            if self.U is not None:
+                z = sp.csr_matrix((vh, np.arange(len(vh)), self.hslices), shape=(len(self.heavy), len(vh))) @ self.U
+                u = np.einsum("pr,pr->p", self.U, z[self.hpos])
+            else:
+                z = np.einsum("nij,nj->ni", self.Hinv, self._heavy_sum(vh))  # H_g⁻¹ K_gᵀ v_g
+                u = row_dots(z, self.K, self.hpos, self.jh)
             out += np.bincount(self.lh, weights=self.rho * vh - self.rho ** 2 * u, minlength=self.c)
         return out
 
@@ -280,9 +296,19 @@ class NewtonSystem:
         """The diagonal of T (Jacobi preconditioner)."""
         d = np.bincount(self.ll, weights=self.NCinv.diagonal(), minlength=self.c)
         if len(self.heavy):
-            u = np.einsum("pr,pr->p", self.U, self.U)
-            d = d + np.bincount(self.lh, weights=self.rho - self.rho ** 2 * u, minlength=self.c)
+            quad = np.einsum("pr,pr->p", self.U, self.U) if self.U is not None else self._heavy_quad()
+            d = d + np.bincount(self.lh, weights=self.rho - self.rho ** 2 * quad, minlength=self.c)
         return d
+
+    def _heavy_quad(self) -> np.ndarray:
+        """k_jᵀ H_g⁻¹ k_j for every heavy pair, in chunks of a group's pairs (no |P| × r temporary)."""
+        out = np.empty(len(self.jh))
+        step = max(64, 2**17 // max(self.K.shape[1], 1))
+        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
+            for s in range(a, b, step):
+                Kc = self.K[self.jh[s:min(s + step, b)]]
+                out[s:s + len(Kc)] = np.einsum("pr,pr->p", Kc @ self.Hinv[i], Kc)
+        return out
 
     def precondition(self, r: np.ndarray) -> np.ndarray:
         """M⁻¹ r for the conjugate gradients: Jacobi, or, where :meth:`borrow` gave one, an earlier system's
@@ -319,8 +345,13 @@ class NewtonSystem:
         coo = self.NCinv.tocoo()
         T = sp.coo_matrix((coo.data, (self.ll[coo.row], self.ll[coo.col])), shape=(c, c)).toarray()
         for a, b in zip(self.hslices[:-1], self.hslices[1:], strict=True):
-            lg, U = self.lh[a:b], self.U[a:b]
-            T[np.ix_(lg, lg)] -= (rho * rho) * (U @ U.T)
+            lg = self.lh[a:b]
+            if self.U is not None:
+                U = self.U[a:b]
+                T[np.ix_(lg, lg)] -= (rho * rho) * (U @ U.T)
+            else:
+                Kg = self.K[self.jh[a:b]]
+                T[np.ix_(lg, lg)] -= (rho * rho) * ((Kg @ self.Hinv[self.hpos[a]]) @ Kg.T)
             T[lg, lg] += rho
         try:
             self.chol = sla.cho_factor(T, lower=True, check_finite=False, overwrite_a=True)
@@ -745,13 +776,16 @@ class SVMALM:
                           np.concatenate([nu, st.mu]))
         return float(np.sum(st.mu) - 0.5 * np.sum(np.einsum("ij,ij->i", Y, Y) / self.n)), nu
 
-    def feasible_point(self, X: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None, float]:
-        """(X̃, t̃, γ): X tied and divided by γ, its smallest off-support margin over every pair (None if γ ≤ 0)."""
+    def feasible_point(self, X: np.ndarray, **select) -> tuple[np.ndarray | None, np.ndarray | None, float, Scan]:
+        """(X̃, t̃, γ, scan): X tied and divided by γ, its smallest off-support margin over every pair (X̃, t̃ None if
+        γ ≤ 0), and the full scan of the tied X that found γ, with the pairs that ``select`` (the keywords ``below``,
+        ``top``, ``every_below`` of :func:`scan_off_support`) asks for."""
         Xp, tp = self.tie(X)
-        gamma = scan_off_support(Xp, tp, self.K, self.support_csc).min_margin
+        scan = scan_off_support(Xp, tp, self.K, self.support_csc, **select)
+        gamma = scan.min_margin
         if not gamma > 0:
-            return None, None, float(gamma)
-        return Xp / gamma, tp / gamma, float(gamma)
+            return None, None, float(gamma), scan
+        return Xp / gamma, tp / gamma, float(gamma), scan
 
     # -- the method -----------------------------------------------------------------------------------------
     def start(self, X0: np.ndarray | None = None, dual: tuple | None = None) -> _State:
@@ -799,7 +833,7 @@ class SVMALM:
         st = self.start(X0, dual)
         best = SVMOutcome(Status.MAX_ITER, mode="augmented Lagrangian")
         if X0 is not None or dual is not None:  # a separating start (e.g. a trained decoder) is certified as is
-            Xf, tf, _ = self.feasible_point(st.X)
+            Xf, tf, _, _ = self.feasible_point(st.X)
             if Xf is not None:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
         best_dual = None
@@ -822,7 +856,9 @@ class SVMALM:
                 aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
                 violation = _violation(aS, aW)
                 dual_value, nu_bal = self.dual_point(st)
-                Xf, tf, gamma = self.feasible_point(st.X)
+                # the pairs that would join W once the iterate is nearly feasible come from the same full scan
+                Xf, tf, gamma, late = self.feasible_point(st.X, below=1.0 + SLACK, top=ADD_PER_CONTEXT,
+                                                          every_below=1.0 if ADD_EVERY_VIOLATED else -np.inf)
                 if Xf is not None:
                     primal = 0.5 * self._norm2(Xf)
                     if primal < best.primal:
@@ -848,11 +884,13 @@ class SVMALM:
                 if _stalled(history[at_max:]):
                     best.status = Status.STALLED
                     break
-                # the pairs outside W that the iterate violates (or nearly, once it is close to feasible)
-                below = 1.0 + (SLACK if gamma > 0.5 else 0.0)
-                every = 1.0 if ADD_EVERY_VIOLATED and gamma > 0.5 else -np.inf
-                scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=below, top=ADD_PER_CONTEXT,
-                                        every_below=every)
+                # the pairs outside W that the iterate violates, or nearly once it is close to feasible: then those of
+                # the tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on
+                # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
+                if gamma > 0.5:
+                    scan = late
+                else:
+                    scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=ADD_PER_CONTEXT)
                 # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
                 # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
                 new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj, assume_unique=True)
