@@ -414,6 +414,26 @@ def test_alm_matches_cvxpy_and_certifies(make):
     assert rel_err(other.W, res.W) <= bound
 
 
+def test_alm_with_heavy_rows_read_from_k_matches_cvxpy(monkeypatch):
+    """The whole solve with every heavy group's rows read from K (as above HEAVY_ROWS_BYTES, e.g. at m = 100,000)
+    reaches cvxpy's W^mm; the read-from-K products are used (a token tight in more than r = 4 contexts)."""
+    monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 0)
+    used = []
+    factor = A.NewtonSystem.factor  # T is factored at this size (c ≤ CG_CONTEXTS): its heavy part read from K
+
+    def spy(self):
+        used.append(self.U is None and len(self.heavy) > 0)
+        return factor(self)
+
+    monkeypatch.setattr(A.NewtonSystem, "factor", spy)
+    data = planted(90, 15, 4, seed=1)
+    res = ntp_svm(data, method="alm")
+    status, W_ref = ref_ntp_svm(data)
+    assert status == "optimal" and res.status == "optimal"
+    assert rel_err(res.W, W_ref) <= SVM_RTOL
+    assert any(used)
+
+
 @pytest.mark.parametrize("seed", [0, 3])
 def test_alm_is_the_crammer_singer_svm_for_singleton_supports(seed):
     """S_j = 1 for every j (paper Remark 1): W^mm is the hard-margin multiclass SVM without bias,

@@ -838,6 +838,8 @@ class SVMALM:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
         best_dual = None
         prev_violation, n_prev, gtol, history, at_max = np.inf, 0, None, [], 0
+        gamma = -np.inf  # the tied iterate's smallest margin at the previous outer step
+        late = {"below": 1.0 + SLACK, "top": ADD_PER_CONTEXT, "every_below": 1.0 if ADD_EVERY_VIOLATED else -np.inf}
         rho_cap = RHO_MAX  # lowered where the Newton directions stop being descent directions
         try:
             for outer in range(1, max_outer + 1):
@@ -856,9 +858,10 @@ class SVMALM:
                 aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
                 violation = _violation(aS, aW)
                 dual_value, nu_bal = self.dual_point(st)
-                # the pairs that would join W once the iterate is nearly feasible come from the same full scan
-                Xf, tf, gamma, late = self.feasible_point(st.X, below=1.0 + SLACK, top=ADD_PER_CONTEXT,
-                                                          every_below=1.0 if ADD_EVERY_VIOLATED else -np.inf)
+                # once the iterate is nearly feasible, the pairs that join W come from the same full scan (selected
+                # only where it was so at the previous step: far from feasible, nearly every pair is below 1)
+                select = late if gamma > 0.5 else {}
+                Xf, tf, gamma, scan = self.feasible_point(st.X, **select)
                 if Xf is not None:
                     primal = 0.5 * self._norm2(Xf)
                     if primal < best.primal:
@@ -887,9 +890,9 @@ class SVMALM:
                 # the pairs outside W that the iterate violates, or nearly once it is close to feasible: then those of
                 # the tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on
                 # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
-                if gamma > 0.5:
-                    scan = late
-                else:
+                if gamma > 0.5 and not select:  # nearly feasible for the first time: the tied iterate's pairs
+                    scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
+                elif gamma <= 0.5:
                     scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=ADD_PER_CONTEXT)
                 # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
                 # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
