@@ -434,6 +434,41 @@ def test_alm_with_heavy_rows_read_from_k_matches_cvxpy(monkeypatch):
     assert any(used)
 
 
+@pytest.mark.parametrize("overshoot", [0.3, 1.0, 5.0])
+def test_dual_point_is_the_best_multiple_of_the_multipliers(overshoot):
+    """dual_point's value is max_c D(c·λ) over the balanced multipliers λ, computed here pair by pair, at least
+    D(λ) itself, and a lower bound on ½‖W^mm‖² (cvxpy); the multipliers far too large (overshoot 5) have
+    D(λ) < 0, and their best multiple a positive bound."""
+    data = planted(60, 12, 5, seed=0)
+    pb = svm.make_problem(data, None)
+    solver = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size)
+    st = solver.start()
+    rng = np.random.default_rng(0)
+    st.mu = overshoot * rng.uniform(0, 1, len(st.wg)) * (rng.uniform(size=len(st.wg)) < 0.3)
+    st.nu = overshoot * rng.standard_normal(len(solver.sg))
+    value, nu, c_best = solver.dual_point(st)
+    # λ by hand: ν̃ balances each context on its first support pair
+    g = np.concatenate([solver.sg, st.wg])
+    j = np.concatenate([solver.sj, st.wj])
+    lam = np.concatenate([nu, st.mu])
+    np.testing.assert_allclose(np.bincount(j, weights=lam, minlength=solver.m), 0, atol=1e-12)
+    Y = np.zeros((solver.G, solver.K.shape[1]))
+    for gg, jj, ll in zip(g, j, lam, strict=True):
+        Y[gg] += ll * solver.K[jj]
+    quad = sum(float(Y[gg] @ Y[gg]) / solver.n[gg] for gg in range(solver.G))
+
+    def dual(c):
+        return c * st.mu.sum() - 0.5 * c * c * quad
+
+    best = minimize_scalar(lambda c: -dual(c), bounds=(0, 100), method="bounded", options={"xatol": 1e-12})
+    assert value == pytest.approx(dual(best.x), rel=1e-9) and c_best == pytest.approx(best.x, rel=1e-6)
+    assert value >= dual(1.0) - 1e-12 * abs(dual(1.0))
+    if overshoot == 5.0:
+        assert dual(1.0) < 0 < value
+    _, W_ref = ref_ntp_svm(data)
+    assert value / solver.scale ** 2 <= 0.5 * np.linalg.norm(W_ref) ** 2 * (1 + 1e-7)
+
+
 @pytest.mark.parametrize("seed", [0, 3])
 def test_alm_is_the_crammer_singer_svm_for_singleton_supports(seed):
     """S_j = 1 for every j (paper Remark 1): W^mm is the hard-margin multiclass SVM without bias,

@@ -27,7 +27,8 @@ multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty �
   the iterate is nearly feasible, those of the tied iterate with margin < 1 + SLACK, from the pass that
   certifies it, and every violated pair, however many its context has (ADD_EVERY_VIOLATED).
 * **certificate** at every outer step, on the whole problem: the multipliers, balanced per context on
-  its first support pair, are a dual point with value D ≤ ½‖W^mm‖²; the iterate with its ties
+  its first support pair and taken at their best multiple (:meth:`SVMALM.dual_point`), are a dual point
+  with value D ≤ ½‖W^mm‖²; the iterate with its ties
   restored exactly (:meth:`SVMALM.tie`) and divided by its smallest margin over *every* off pair is a
   feasible point with value P. Then ½‖W − W^mm‖² ≤ P − D (strong convexity of ½‖·‖² and the
   optimality of W^mm on a convex set), i.e. with the relative gap g = (P − D)/P,
@@ -765,16 +766,21 @@ class SVMALM:
         Xt, t, _ = self.ties.project(X)
         return Xt, t
 
-    def dual_point(self, st: _State) -> tuple[float, np.ndarray]:
-        """(D, ν̃): the multipliers balanced per context on its first support pair (Σ_g λ_{gj} = 0), and
-        their dual value D = Σ_W μ − ½ Σ_g ‖Σ_j λ_{gj} k_j‖²/n_g, a lower bound on ½‖W^mm‖²."""
+    def dual_point(self, st: _State) -> tuple[float, np.ndarray, float]:
+        """(D, ν̃, s): the multipliers balanced per context on its first support pair (Σ_g λ_{gj} = 0), the multiple
+        s ≥ 0 of them with the largest dual value, and that value D = s Σ_W μ − ½ s² Σ_g ‖Σ_j λ_{gj} k_j‖²/n_g, a
+        lower bound on ½‖W^mm‖². The dual set is a cone (μ ≥ 0, the balances are linear), so every s·λ is a dual
+        point; D(s) is a concave parabola with its top at s = Σμ / Σ‖·‖²/n_g (1 at W^mm's multipliers, by
+        stationarity). Far from the optimum the ALM's multipliers overshoot and D(1) < 0; D(s) > 0 whenever Σμ > 0."""
         resid = np.bincount(np.concatenate([self.sj, st.wj]), weights=np.concatenate([st.nu, st.mu]),
                             minlength=self.m)
         nu = st.nu.copy()
         nu[self.first] -= resid
         Y = self._scatter(np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
                           np.concatenate([nu, st.mu]))
-        return float(np.sum(st.mu) - 0.5 * np.sum(np.einsum("ij,ij->i", Y, Y) / self.n)), nu
+        linear, quad = float(np.sum(st.mu)), float(np.sum(np.einsum("ij,ij->i", Y, Y) / self.n))
+        scale = max(linear, 0.0) / quad if quad > 0 else 1.0
+        return scale * linear - 0.5 * scale * scale * quad, nu, scale
 
     def feasible_point(self, X: np.ndarray, **select) -> tuple[np.ndarray | None, np.ndarray | None, float, Scan]:
         """(X̃, t̃, γ, scan): X tied and divided by γ, its smallest off-support margin over every pair (X̃, t̃ None if
@@ -857,7 +863,7 @@ class SVMALM:
                     continue
                 aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
                 violation = _violation(aS, aW)
-                dual_value, nu_bal = self.dual_point(st)
+                dual_value, nu_bal, dual_scale = self.dual_point(st)
                 # once the iterate is nearly feasible, the pairs that join W come from the same full scan (selected
                 # only where it was so at the previous step: far from feasible, nearly every pair is below 1)
                 select = late if gamma > 0.5 else {}
@@ -869,7 +875,7 @@ class SVMALM:
                 if dual_value > best.dual:
                     best.dual = dual_value
                     best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
-                                 -np.concatenate([nu_bal, st.mu]))
+                                 -dual_scale * np.concatenate([nu_bal, st.mu]))
                 best.rounds, best.working_set = outer, len(st.wg)
                 history.append(best.gap)
                 if progress is not None:
