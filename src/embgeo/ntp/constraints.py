@@ -204,10 +204,15 @@ def anchor_rows(data: NTPData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return ctx[keep], anchor[keep], tok[keep], np.log(p_anchor[keep]) - np.log(P.data[keep])
 
 
+def row_chunk(r: int) -> int:
+    """Rows per chunk when gathering rows of length r: chunks of ~1 MB stay in cache."""
+    return max(64, 2**17 // max(r, 1))
+
+
 def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
     """x_{grp_i}ᵀ k_{ctx_i} for every pair i, in chunks (no |Q| × r temporary)."""
     out = np.empty(len(grp))
-    step = max(64, 2**17 // max(K.shape[1], 1))  # chunks of ~1 MB stay in cache
+    step = row_chunk(K.shape[1])
     for s in range(0, len(grp), step):
         e = min(s + step, len(grp))
         out[s:e] = np.einsum("ij,ij->i", X[grp[s:e]], K[ctx[s:e]])

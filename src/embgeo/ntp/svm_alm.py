@@ -58,7 +58,7 @@ from embgeo.core import validate
 from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.constraints import row_dots
+from embgeo.ntp.constraints import row_chunk, row_dots
 from embgeo.ntp.scan import Scan, scan_off_support
 from embgeo.ntp.svm_dual import SVMOutcome
 
@@ -244,15 +244,18 @@ class NewtonSystem:
         todo = [i for i, b in enumerate(blocks) if b is None]
         if todo:
             H = np.empty((len(todo), r, r))
-            for i, k in enumerate(todo):  # one group's rows at a time: at most max_g q_g × r gathered
+            Kgs = []  # the gathered rows, kept for U_g only where they fit HEAVY_ROWS_BYTES
+            for i, k in enumerate(todo):  # else one group's rows at a time: at most max_g q_g × r gathered
                 Kg = K[self.jh[spans[k][0]:spans[k][1]]]
                 np.matmul(Kg.T, Kg, out=H[i])
+                if rows:
+                    Kgs.append(Kg)
             H *= rho
             H[:, np.arange(r), np.arange(r)] += n[self.heavy[todo]][:, None]
             Hinv = _spd_inverse(H)  # batched over the heavy groups (one LAPACK call, not one per group)
             L = np.linalg.cholesky(Hinv) if rows else None
             for i, k in enumerate(todo):
-                blocks[k] = (Hinv[i], K[self.jh[spans[k][0]:spans[k][1]]] @ L[i] if rows else None)
+                blocks[k] = (Hinv[i], Kgs[i] @ L[i] if rows else None)
                 cache.put("heavy", keys[k], blocks[k])
         self.Hinv = np.stack([b[0] for b in blocks]) if blocks else np.empty((0, r, r))
         self.U = np.concatenate([b[1] for b in blocks]) if blocks and rows else None
@@ -304,7 +307,7 @@ class NewtonSystem:
     def _heavy_quad(self) -> np.ndarray:
         """k_jᵀ H_g⁻¹ k_j for every heavy pair, in chunks of a group's pairs (no |P| × r temporary)."""
         out = np.empty(len(self.jh))
-        step = max(64, 2**17 // max(self.K.shape[1], 1))
+        step = row_chunk(self.K.shape[1])
         for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
             for s in range(a, b, step):
                 Kc = self.K[self.jh[s:min(s + step, b)]]
@@ -896,10 +899,11 @@ class SVMALM:
                 # the pairs outside W that the iterate violates, or nearly once it is close to feasible: then those of
                 # the tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on
                 # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
-                if gamma > 0.5 and not select:  # nearly feasible for the first time: the tied iterate's pairs
-                    scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
-                elif gamma <= 0.5:
+                if gamma <= 0.5:  # far from feasible: the iterate's violated pairs
                     scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=ADD_PER_CONTEXT)
+                elif not select:  # nearly feasible for the first time: the tied iterate's pairs
+                    scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
+                # else the certifying scan above selected them already
                 # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
                 # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
                 new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj, assume_unique=True)
