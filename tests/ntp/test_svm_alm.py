@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp import NTPData, ntp_svm, pair_certificates, separability, svm, synthetic, theory
+from embgeo.ntp import NTPData, constraints, ntp_svm, pair_certificates, separability, svm, synthetic, theory
 from embgeo.ntp import svm_alm as A
 
 from .reference import (
@@ -83,13 +83,16 @@ def dense_newton(K, n, g, j, rho):
     return N
 
 
+@pytest.mark.parametrize("loop", [True, False])
 @pytest.mark.parametrize("stored", [True, False])
 @pytest.mark.parametrize("mode", ["cholesky", "cg"])
 @pytest.mark.parametrize("heavy", [False, True, "only"])
 @pytest.mark.parametrize("rho", [1.0, 1e3])
-def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, monkeypatch):
-    """Both ways of holding a heavy group's rows: U_g = K_gL_g stored, or read from K (above HEAVY_ROWS_BYTES)."""
+def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, loop, monkeypatch):
+    """Both ways of holding a heavy group's rows: U_g = K_gL_g stored, or read from K (above HEAVY_ROWS_BYTES);
+    both ways of taking the dot products of pairs sorted by group (``loop``: group by group)."""
     monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 2**28 if stored else 0)
+    monkeypatch.setattr(constraints, "GROUP_LOOP_PAIRS", 0 if loop else 10**9)
     K, n, g, j = newton_instance(0, heavy)
     G, (m, r) = len(n), K.shape
     system = A.NewtonSystem(K, n, g, j, rho)
@@ -107,6 +110,24 @@ def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, monkeypatch
     ref = np.linalg.solve(dense_newton(K, n, g, j, rho), np.concatenate([bx.ravel(), bt]))
     got = np.concatenate([dx.ravel(), dt])
     assert rel_err(got, ref) <= 1e-9
+
+
+@pytest.mark.parametrize("loop", [0, 10**9])
+def test_group_dots_are_the_pairs_dot_products(loop, monkeypatch):
+    """x_gᵀk_j for pairs sorted by group, group by group (one group longer than a chunk, empty groups) or pair by pair,
+    against the products taken one at a time."""
+    monkeypatch.setattr(constraints, "GROUP_LOOP_PAIRS", loop)
+    rng = np.random.default_rng(3)
+    G, m, r = 7, 900, 200
+    X, K = rng.standard_normal((G, r)), rng.standard_normal((m, r))
+    sizes = np.array([0, 5, 1500, 0, 1, 300, 0])  # group 2 spans three chunks of row_chunk(200) = 655 rows
+    assert sizes.max() > 2 * constraints.row_chunk(r)
+    g = np.repeat(np.arange(G), sizes)
+    j = rng.integers(0, m, len(g))
+    ptr = np.searchsorted(g, np.arange(G + 1))
+    expected = np.array([X[gg] @ K[jj] for gg, jj in zip(g, j, strict=True)])
+    np.testing.assert_allclose(constraints.group_dots(X, K, ptr, j), expected, rtol=1e-12, atol=1e-12)
+    assert constraints.group_dots(X, K, np.zeros(G + 1, np.int64), np.zeros(0, np.int64)).shape == (0,)
 
 
 @pytest.mark.parametrize("heavy", [False, True])

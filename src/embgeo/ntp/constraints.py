@@ -204,6 +204,10 @@ def anchor_rows(data: NTPData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return ctx[keep], anchor[keep], tok[keep], np.log(p_anchor[keep]) - np.log(P.data[keep])
 
 
+#: :func:`group_dots` loops over the groups where they hold at least this many pairs on average.
+GROUP_LOOP_PAIRS = 64
+
+
 def row_chunk(r: int) -> int:
     """Rows per chunk when gathering rows of length r: chunks of ~1 MB stay in cache."""
     return max(64, 2**17 // max(r, 1))
@@ -216,4 +220,27 @@ def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> 
     for s in range(0, len(grp), step):
         e = min(s + step, len(grp))
         out[s:e] = np.einsum("ij,ij->i", X[grp[s:e]], K[ctx[s:e]])
+    return out
+
+
+def group_dots(X: np.ndarray, K: np.ndarray, ptr: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """x_gᵀk_{ctx_i} for pairs sorted by group: group g's pairs are ptr[g]:ptr[g + 1] ((G + 1,) pointers).
+
+    Where the groups hold many pairs each, per group one gather of its contexts' rows and one matrix-vector
+    product (in chunks): no gathered copy of X per pair, which made :func:`row_dots` twice as slow on 460,000
+    pairs in 910 groups (81 ms against 39 ms, r = 128). With few pairs per group the loop's own cost dominates
+    (30,000 pairs in 1000 groups: 6.3 ms against 2.5 ms; 100,000 in 1000: 6.5 ms against 8.6 ms), so groups of fewer
+    than GROUP_LOOP_PAIRS pairs on average go to :func:`row_dots`.
+    """
+    sizes = np.diff(ptr)
+    groups = np.flatnonzero(sizes)
+    if len(ctx) < GROUP_LOOP_PAIRS * len(groups):
+        return row_dots(X, K, np.repeat(np.arange(len(sizes)), sizes), ctx)
+    out = np.empty(len(ctx))
+    step = row_chunk(K.shape[1])
+    for g in groups:
+        a, b = ptr[g], ptr[g + 1]
+        for s in range(a, b, step):
+            e = b if b - s <= step else s + step
+            out[s:e] = K[ctx[s:e]] @ X[g]
     return out

@@ -58,7 +58,7 @@ from embgeo.core import validate
 from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.constraints import row_chunk, row_dots
+from embgeo.ntp.constraints import group_dots, row_chunk, row_dots
 from embgeo.ntp.scan import Scan, scan_off_support
 from embgeo.ntp.svm_dual import SVMOutcome
 
@@ -233,7 +233,7 @@ class NewtonSystem:
         self.heavy = np.unique(self.gh)
         self.hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.Hinv
         # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with L_gL_gᵀ = H_g⁻¹,
-        # so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ, stored one after the other (nh × r) where that fits HEAVY_ROWS_BYTES;
+        # so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ, kept (q_g × r each) where all of them fit HEAVY_ROWS_BYTES;
         # beyond, only H_g⁻¹ is kept and K_g read from K where it is needed (slower per product: 9.8 s instead of
         # 8.8 s for the quick transformer's solve)
         self.hslices = np.searchsorted(self.hpos, np.arange(len(self.heavy) + 1))
@@ -258,7 +258,9 @@ class NewtonSystem:
                 blocks[k] = (Hinv[i], Kgs[i] @ L[i] if rows else None)
                 cache.put("heavy", keys[k], blocks[k])
         self.Hinv = np.stack([b[0] for b in blocks]) if blocks else np.empty((0, r, r))
-        self.U = np.concatenate([b[1] for b in blocks]) if blocks and rows else None
+        # per group, not concatenated: the products below go group by group (one matrix-vector product each way,
+        # no gathered copy of z per pair), and a concatenation cost a copy of every U_g per system
+        self.U = [b[1] for b in blocks] if blocks and rows else None
         self.reused = cache.hits  # blocks taken from the previous system (for tests and profiles)
 
     # -- pieces ------------------------------------------------------------------------------------------
@@ -274,7 +276,7 @@ class NewtonSystem:
         """H_g⁻¹ b_g for every group g (rows of B, (G, r))."""
         out = B / self.n[:, None]
         if len(self.gl):
-            u = row_dots(B, self.K, self.gl, self.jl)
+            u = group_dots(B, self.K, self.ptr_l, self.jl)
             out -= self._light_sum(self.Cinv @ u) / self.n[:, None]
         if len(self.heavy):
             out[self.heavy] = np.einsum("nij,nj->ni", self.Hinv, B[self.heavy])
@@ -287,12 +289,13 @@ class NewtonSystem:
             else np.zeros(self.c)
         if len(self.heavy):
             vh = v[self.lh]
-            if self.U is not None:
-                z = sp.csr_matrix((vh, np.arange(len(vh)), self.hslices), shape=(len(self.heavy), len(vh))) @ self.U
-                u = np.einsum("pr,pr->p", self.U, z[self.hpos])
+            if self.U is not None:  # u_g = U_g U_gᵀ v_g, two matrix-vector products per group
+                u = np.empty(len(vh))
+                for Ug, a, b in zip(self.U, self.hslices[:-1], self.hslices[1:], strict=True):
+                    u[a:b] = Ug @ (vh[a:b] @ Ug)
             else:
                 z = np.einsum("nij,nj->ni", self.Hinv, self._heavy_sum(vh))  # H_g⁻¹ K_gᵀ v_g
-                u = row_dots(z, self.K, self.hpos, self.jh)
+                u = group_dots(z, self.K, self.hslices, self.jh)
             out += np.bincount(self.lh, weights=self.rho * vh - self.rho ** 2 * u, minlength=self.c)
         return out
 
@@ -300,7 +303,8 @@ class NewtonSystem:
         """The diagonal of T (Jacobi preconditioner)."""
         d = np.bincount(self.ll, weights=self.NCinv.diagonal(), minlength=self.c)
         if len(self.heavy):
-            quad = np.einsum("pr,pr->p", self.U, self.U) if self.U is not None else self._heavy_quad()
+            quad = np.concatenate([np.einsum("pr,pr->p", Ug, Ug) for Ug in self.U]) if self.U is not None \
+                else self._heavy_quad()
             d = d + np.bincount(self.lh, weights=self.rho - self.rho ** 2 * quad, minlength=self.c)
         return d
 
@@ -348,14 +352,14 @@ class NewtonSystem:
                          "too many contexts are tight at once for the exact Newton path")
         coo = self.NCinv.tocoo()
         T = sp.coo_matrix((coo.data, (self.ll[coo.row], self.ll[coo.col])), shape=(c, c)).toarray()
-        for a, b in zip(self.hslices[:-1], self.hslices[1:], strict=True):
+        for i, (a, b) in enumerate(zip(self.hslices[:-1], self.hslices[1:], strict=True)):
             lg = self.lh[a:b]
             if self.U is not None:
-                U = self.U[a:b]
+                U = self.U[i]
                 T[np.ix_(lg, lg)] -= (rho * rho) * (U @ U.T)
             else:
                 Kg = self.K[self.jh[a:b]]
-                T[np.ix_(lg, lg)] -= (rho * rho) * ((Kg @ self.Hinv[self.hpos[a]]) @ Kg.T)
+                T[np.ix_(lg, lg)] -= (rho * rho) * ((Kg @ self.Hinv[i]) @ Kg.T)
             T[lg, lg] += rho
         try:
             self.chol = sla.cho_factor(T, lower=True, check_finite=False, overwrite_a=True)
@@ -413,9 +417,10 @@ class NewtonSystem:
             y = self._apply_hinv(bx)
             rhs = bt[self.ctx].copy()
             if len(self.gl):
-                rhs += rho * np.bincount(self.ll, weights=row_dots(y, K, self.gl, self.jl), minlength=self.c)
+                rhs += rho * np.bincount(self.ll, weights=group_dots(y, K, self.ptr_l, self.jl), minlength=self.c)
             if len(self.gh):
-                rhs += rho * np.bincount(self.lh, weights=row_dots(y, K, self.gh, self.jh), minlength=self.c)
+                rhs += rho * np.bincount(self.lh, weights=group_dots(y[self.heavy], K, self.hslices, self.jh),
+                                         minlength=self.c)
             dtc = self._tsolve(rhs, rtol, maxiter, inexact_ok)
             dt[self.ctx] = dtc
             if len(self.gl):
@@ -616,10 +621,19 @@ class _State:
     t: np.ndarray  # (m,)
     nu: np.ndarray  # (|S|,) multipliers of the ties
     mu: np.ndarray  # (|W|,) multipliers of the working off pairs, ≥ 0
-    wg: np.ndarray  # (|W|,) working set: groups ...
-    wj: np.ndarray  # ... and contexts
+    wg: np.ndarray  # (|W|,) working set: groups, sorted ...
+    wj: np.ndarray  # ... and contexts, sorted within a group
+    wptr: np.ndarray  # (G + 1,) group g's pairs of W are wptr[g]:wptr[g + 1]
+    fresh: np.ndarray  # (|W|,) bool: the pair joined W at the last outer step
     rho: float
     a: tuple | None = None  # (a_S, a_W) at (X, t) after the inner loop, None when not computed
+
+
+def _working_set(G: int, m: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wg, wj, wptr) of the pairs with sorted keys g·m + j: sorted by group, so that each group's pairs are one
+    slice (:func:`~embgeo.ntp.constraints.group_dots`, and a CSR matrix without a sort)."""
+    wg = keys // m
+    return wg, keys % m, np.searchsorted(wg, np.arange(G + 1))
 
 
 class SVMALM:
@@ -645,6 +659,7 @@ class SVMALM:
         coo = self.support.tocoo()
         order = np.lexsort((coo.col, coo.row))
         self.sg, self.sj = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
+        self.sptr = np.searchsorted(self.sg, np.arange(self.G + 1))  # group g's support pairs: sptr[g]:sptr[g + 1]
         self.first = np.full(self.m, -1)  # the first support pair of each context (balances the dual)
         self.first[self.sj[::-1]] = np.arange(len(self.sj))[::-1]
         self.ties = TieProjection(self.K, self.sg, self.sj, self.n)
@@ -658,12 +673,19 @@ class SVMALM:
         self._cg_failed: set[float] = set()  # penalties at which the conjugate gradients failed
 
     # -- pieces ------------------------------------------------------------------------------------
-    def _a(self, X, t, g, j):
-        return row_dots(X, self.K, g, j) - t[j]
+    def _a(self, X, t, ptr, j):
+        """x_gᵀk_j − t_j for pairs sorted by group (``ptr`` (G + 1,): group g's pairs are ptr[g]:ptr[g + 1])."""
+        return group_dots(X, self.K, ptr, j) - t[j]
 
     def _scatter(self, g, j, w):
         """Σ_j w_{gj} k_j for every group: (G, r)."""
         return sp.csr_matrix((w, (g, j)), shape=(self.G, self.m)) @ self.K
+
+    def _scatter_sw(self, st: _State, wS, wW):
+        """Σ_j w_{gj} k_j over S and W (each sorted by group: two CSR matrices made without a sort), (G, r)."""
+        shape = (self.G, self.m)
+        return (sp.csr_matrix((wS, self.sj, self.sptr), shape=shape) @ self.K
+                + sp.csr_matrix((wW, st.wj, st.wptr), shape=shape) @ self.K)
 
     def _norm2(self, X) -> float:
         """Σ_g n_g ‖x_g‖² = ‖W‖² of the token matrix."""
@@ -671,14 +693,12 @@ class SVMALM:
 
     def _weights(self, st: _State, X, t, a: tuple | None = None):
         """(a_S, a_W, the multiplier estimates on S and W); ``a`` = (a_S, a_W) at (X, t) when already known."""
-        aS, aW = a if a is not None else (self._a(X, t, self.sg, self.sj), self._a(X, t, st.wg, st.wj))
+        aS, aW = a if a is not None else (self._a(X, t, self.sptr, self.sj), self._a(X, t, st.wptr, st.wj))
         return aS, aW, st.nu + st.rho * aS, np.maximum(st.mu + st.rho * (aW + 1.0), 0.0)
 
     def _gradient(self, st: _State, X, wS, wW):
-        j = np.concatenate([self.sj, st.wj])
-        w = np.concatenate([wS, wW])
-        gx = self.n[:, None] * X + self._scatter(np.concatenate([self.sg, st.wg]), j, w)
-        return gx, -np.bincount(j, weights=w, minlength=self.m)
+        gx = self.n[:, None] * X + self._scatter_sw(st, wS, wW)
+        return gx, -np.bincount(np.concatenate([self.sj, st.wj]), weights=np.concatenate([wS, wW]), minlength=self.m)
 
     def _system(self, st: _State, act: np.ndarray, factor: bool = False) -> NewtonSystem:
         """The Newton matrix of P = S ∪ {active pairs of W}, built only when P or ρ changed. T is factored when
@@ -743,7 +763,7 @@ class SVMALM:
             act = wW > 0
             dx, dt = self._newton_direction(st, act, gx, gt)
             steps += 1
-            dS, dW = self._a(dx, dt, self.sg, self.sj), self._a(dx, dt, st.wg, st.wj)
+            dS, dW = self._a(dx, dt, self.sptr, self.sj), self._a(dx, dt, st.wptr, st.wj)
             alpha = _step_length(float(np.sum(self.n[:, None] * X * dx)), self._norm2(dx), dS, wS, st.rho, dW,
                                  st.mu + st.rho * (aW + 1.0))
             zero = zero + 1 if alpha == 0 else 0
@@ -779,8 +799,7 @@ class SVMALM:
                             minlength=self.m)
         nu = st.nu.copy()
         nu[self.first] -= resid
-        Y = self._scatter(np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
-                          np.concatenate([nu, st.mu]))
+        Y = self._scatter_sw(st, nu, st.mu)
         linear, quad = float(np.sum(st.mu)), float(np.sum(np.einsum("ij,ij->i", Y, Y) / self.n))
         scale = max(linear, 0.0) / quad if quad > 0 else 1.0
         return scale * linear - 0.5 * scale * scale * quad, nu, scale
@@ -828,7 +847,7 @@ class SVMALM:
         keys, first = np.unique(np.concatenate([off_g * self.m + off_j, scan.groups * self.m + scan.contexts]),
                                 return_index=True)
         mu = np.concatenate([off_mu, np.zeros(len(scan.groups))])[first]
-        return _State(X0, t0, nu, mu, keys // self.m, keys % self.m, RHO0)
+        return _State(X0, t0, nu, mu, *_working_set(self.G, self.m, keys), np.ones(len(keys), bool), RHO0)
 
     def solve(self, *, tol: float = 1e-10, max_outer: int = 500, max_seconds: float | None = None,
               X0: np.ndarray | None = None, dual: tuple | None = None,
@@ -846,7 +865,7 @@ class SVMALM:
             if Xf is not None:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
         best_dual = None
-        prev_violation, n_prev, gtol, history, at_max = np.inf, 0, None, [], 0
+        prev_violation, gtol, history, at_max = np.inf, None, [], 0
         gamma = -np.inf  # the tied iterate's smallest margin at the previous outer step
         late = {"below": 1.0 + SLACK, "top": ADD_PER_CONTEXT, "every_below": 1.0 if ADD_EVERY_VIOLATED else -np.inf}
         rho_cap = RHO_MAX  # lowered where the Newton directions stop being descent directions
@@ -906,19 +925,23 @@ class SVMALM:
                 # else the certifying scan above selected them already
                 # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
                 # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
-                new = ~np.isin(scan.groups * self.m + scan.contexts, st.wg * self.m + st.wj, assume_unique=True)
-                if new.any():
-                    st.wg = np.concatenate([st.wg, scan.groups[new]])
-                    st.wj = np.concatenate([st.wj, scan.contexts[new]])
-                    st.mu = np.concatenate([st.mu, np.zeros(int(new.sum()))])
+                old = ~st.fresh  # the pairs W had at the previous outer step
+                keys = st.wg * self.m + st.wj
+                found = scan.groups * self.m + scan.contexts
+                new = found[~np.isin(found, keys, assume_unique=True)]
+                # merged in order (W stays sorted by group); the new pairs start at μ = 0
+                order = np.argsort(np.concatenate([keys, new]), kind="stable")
+                st.wg, st.wj, st.wptr = _working_set(self.G, self.m, np.concatenate([keys, new])[order])
+                st.mu = np.concatenate([st.mu, np.zeros(len(new))])[order]
+                st.fresh = order >= len(keys)
                 # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
-                # (S and W as it was then; W only grows, by appending). Pairs that joined W since start violated and
+                # (S and W as it was then, ~fresh; W only grows). Pairs that joined W since then violated and
                 # are not a failure of the penalty: with them in the comparison, every large addition raised ρ, and
                 # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (see DECREASE).
-                same = _violation(aS, aW[:n_prev])
+                same = _violation(aS, aW[old])
                 if same > DECREASE * prev_violation:
                     st.rho = min(st.rho * RHO_UP, rho_cap)
-                prev_violation, n_prev = violation, len(aW)
+                prev_violation = violation
                 # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
                 # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
                 gtol = max(min(0.5 * gtol, GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
