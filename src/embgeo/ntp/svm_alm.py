@@ -65,9 +65,14 @@ from embgeo.ntp.svm_dual import SVMOutcome
 #: Off pairs per context in the first working set (the smallest margins of the starting point) and added
 #: per context and round (the violated or nearly tight ones). Measured on trained embeddings (m = 3011,
 #: r = 64): larger working sets cost little (inactive pairs are not in the Newton matrix) and save Newton
-#: steps; 4 instead of 16 needed twice the factorizations.
+#: steps; 4 instead of 16 needed twice the factorizations. Added per round: 8 (2026-11-27). Where no Newton matrix
+#: is factored, every step's cost is proportional to |W| (paper-cs, m = 10,833: 460,000 pairs with 16, of which a
+#: sixteenth active at the end); with 8, paper-cs 30.1 → 23.5 s in one bench run (42 Newton / 17 outer steps instead of
+#: 43 / 20), the quick models 4–22 % faster at 67–77 Newton steps, and on paper-planted 132 / 59 and 110 / 39 Newton
+#: steps / factorizations against 133 / 56 and 151 / 78 with 16 (the data scaled by 1 and by 1 + 1e-7: that count is
+#: chaotic, benchmarks/README.md, session 32). 8 in the first working set too made some paper-planted solves diverge.
 INITIAL_PER_CONTEXT = 16
-ADD_PER_CONTEXT = 16
+ADD_PER_CONTEXT = 8
 #: Pairs with margin < 1 + SLACK join the working set once the iterate is nearly feasible (its certified
 #: point has margin > 1/2 before scaling); before that only violated pairs do.
 SLACK = 1.0
