@@ -236,12 +236,12 @@ class NewtonSystem:
         self.gh, self.jh = gc[~light], jc[~light]
         self.lh = np.searchsorted(self.ctx, self.jh)
         self.heavy = np.unique(self.gh)
-        self.hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.Hinv
+        hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.heavy
         # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with L_gL_gᵀ = H_g⁻¹,
         # so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ, kept (q_g × r each) where all of them fit HEAVY_ROWS_BYTES;
         # beyond, only H_g⁻¹ is kept and K_g read from K where it is needed (slower per product: 9.8 s instead of
         # 8.8 s for the quick transformer's solve)
-        self.hslices = np.searchsorted(self.hpos, np.arange(len(self.heavy) + 1))
+        self.hslices = np.searchsorted(hpos, np.arange(len(self.heavy) + 1))
         spans = list(zip(self.hslices[:-1], self.hslices[1:], strict=True))
         rows = 8 * len(self.jh) * r <= HEAVY_ROWS_BYTES
         keys = [(int(gg), rows, self.jh[a:b].tobytes()) for gg, (a, b) in zip(self.heavy, spans, strict=True)]
@@ -935,8 +935,9 @@ class SVMALM:
                 found = scan.groups * self.m + scan.contexts
                 new = found[~np.isin(found, keys, assume_unique=True)]
                 # merged in order (W stays sorted by group); the new pairs start at μ = 0
-                order = np.argsort(np.concatenate([keys, new]), kind="stable")
-                st.wg, st.wj, st.wptr = _working_set(self.G, self.m, np.concatenate([keys, new])[order])
+                merged = np.concatenate([keys, new])
+                order = np.argsort(merged, kind="stable")
+                st.wg, st.wj, st.wptr = _working_set(self.G, self.m, merged[order])
                 st.mu = np.concatenate([st.mu, np.zeros(len(new))])[order]
                 st.fresh = order >= len(keys)
                 # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
