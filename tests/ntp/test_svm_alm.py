@@ -454,6 +454,36 @@ def test_alm_with_heavy_rows_read_from_k_matches_cvxpy(monkeypatch):
     assert any(used)
 
 
+def test_pairs_join_the_working_set_in_order_with_their_multipliers():
+    """W stays sorted by group (its pointers slice each group's pairs), the pairs already in it keep their μ, the new
+    ones start at 0 and are marked fresh, and a pair listed again is not added twice."""
+    K, n, g, j = newton_instance(0, False)
+    support = sp.csr_matrix((np.ones(len(g)), (g, j)), shape=(len(n), K.shape[0]))
+    solver = A.SVMALM(K, support, n)
+    st = solver.start()
+    G, m = solver.G, solver.m
+    # every other pair of the start's W (on this small instance it holds every off pair)
+    st.wg, st.wj, st.wptr = A._working_set(G, m, (st.wg * m + st.wj)[::2])
+    rng = np.random.default_rng(5)
+    st.mu, st.fresh = rng.uniform(0.1, 1.0, len(st.wg)), np.zeros(len(st.wg), bool)
+    before = dict(zip(zip(st.wg.tolist(), st.wj.tolist(), strict=True), st.mu.tolist(), strict=True))
+    off = np.flatnonzero(support.toarray().ravel() == 0)
+    pick = rng.choice(off, 12, replace=False)
+    listed_g, listed_j = pick // m, pick % m
+    solver._join(st, listed_g, listed_j)
+    keys = st.wg * m + st.wj
+    assert np.all(np.diff(keys) > 0)  # sorted by (group, context), each pair once
+    np.testing.assert_array_equal(st.wptr, np.searchsorted(st.wg, np.arange(G + 1)))
+    after = dict(zip(zip(st.wg.tolist(), st.wj.tolist(), strict=True), st.mu.tolist(), strict=True))
+    assert set(after) == set(before) | set(zip(listed_g.tolist(), listed_j.tolist(), strict=True))
+    for pair, mu in after.items():
+        assert mu == before.get(pair, 0.0)
+    fresh = {pair for pair, f in zip(zip(st.wg.tolist(), st.wj.tolist(), strict=True), st.fresh, strict=True) if f}
+    assert fresh == set(after) - set(before) and len(fresh) > 0
+    solver._join(st, listed_g, listed_j)  # nothing new
+    assert len(st.wg) == len(after) and not st.fresh.any()
+
+
 @pytest.mark.parametrize("overshoot", [0.3, 1.0, 5.0])
 def test_dual_point_is_the_best_multiple_of_the_multipliers(overshoot):
     """dual_point's value is max_c D(c·λ) over the balanced multipliers λ, computed here pair by pair, at least

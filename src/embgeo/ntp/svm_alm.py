@@ -788,6 +788,20 @@ class SVMALM:
         st.a = a
         return steps
 
+    def _join(self, st: _State, g: np.ndarray, j: np.ndarray) -> None:
+        """Add the pairs (g, j) not yet in W to it, at μ = 0, merged in order (W stays sorted by group); ``st.fresh``
+        then marks them. The pairs listed must be distinct (a scan lists a pair once)."""
+        keys = st.wg * self.m + st.wj
+        found = g * self.m + j
+        # both key sets are free of repeats: without assume_unique, np.isin first made each unique (80 ms a call on
+        # the quick transformer's 114k pairs)
+        new = found[~np.isin(found, keys, assume_unique=True)]
+        merged = np.concatenate([keys, new])
+        order = np.argsort(merged, kind="stable")
+        st.wg, st.wj, st.wptr = _working_set(self.G, self.m, merged[order])
+        st.mu = np.concatenate([st.mu, np.zeros(len(new))])[order]
+        st.fresh = order >= len(keys)
+
     # -- certificates ----------------------------------------------------------------------------------
     def tie(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(X̃, t): X (G, r, unit scale) projected onto the ties (6a) (:class:`TieProjection`)."""
@@ -928,18 +942,8 @@ class SVMALM:
                 elif not select:  # nearly feasible for the first time: the tied iterate's pairs
                     scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
                 # else the certifying scan above selected them already
-                # both key sets are free of repeats (a scan lists a pair once; W never holds one twice): without
-                # assume_unique, np.isin first made each unique, 80 ms a call on the quick transformer's 114k pairs
                 old = ~st.fresh  # the pairs W had at the previous outer step
-                keys = st.wg * self.m + st.wj
-                found = scan.groups * self.m + scan.contexts
-                new = found[~np.isin(found, keys, assume_unique=True)]
-                # merged in order (W stays sorted by group); the new pairs start at μ = 0
-                merged = np.concatenate([keys, new])
-                order = np.argsort(merged, kind="stable")
-                st.wg, st.wj, st.wptr = _working_set(self.G, self.m, merged[order])
-                st.mu = np.concatenate([st.mu, np.zeros(len(new))])[order]
-                st.fresh = order >= len(keys)
+                self._join(st, scan.groups, scan.contexts)
                 # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
                 # (S and W as it was then, ~fresh; W only grows). Pairs that joined W since then violated and
                 # are not a failure of the penalty: with them in the comparison, every large addition raised ρ, and
