@@ -466,7 +466,11 @@ def test_pairs_join_the_working_set_in_order_with_their_multipliers():
     st.wg, st.wj, st.wptr = A._working_set(G, m, (st.wg * m + st.wj)[::2])
     rng = np.random.default_rng(5)
     st.mu, st.fresh = rng.uniform(0.1, 1.0, len(st.wg)), np.zeros(len(st.wg), bool)
-    before = dict(zip(zip(st.wg.tolist(), st.wj.tolist(), strict=True), st.mu.tolist(), strict=True))
+
+    def pairs():  # W's pairs (g, j), in its order
+        return list(zip(st.wg.tolist(), st.wj.tolist(), strict=True))
+
+    before = dict(zip(pairs(), st.mu.tolist(), strict=True))
     off = np.flatnonzero(support.toarray().ravel() == 0)
     pick = rng.choice(off, 12, replace=False)
     listed_g, listed_j = pick // m, pick % m
@@ -474,11 +478,11 @@ def test_pairs_join_the_working_set_in_order_with_their_multipliers():
     keys = st.wg * m + st.wj
     assert np.all(np.diff(keys) > 0)  # sorted by (group, context), each pair once
     np.testing.assert_array_equal(st.wptr, np.searchsorted(st.wg, np.arange(G + 1)))
-    after = dict(zip(zip(st.wg.tolist(), st.wj.tolist(), strict=True), st.mu.tolist(), strict=True))
+    after = dict(zip(pairs(), st.mu.tolist(), strict=True))
     assert set(after) == set(before) | set(zip(listed_g.tolist(), listed_j.tolist(), strict=True))
     for pair, mu in after.items():
         assert mu == before.get(pair, 0.0)
-    fresh = {pair for pair, f in zip(zip(st.wg.tolist(), st.wj.tolist(), strict=True), st.fresh, strict=True) if f}
+    fresh = {pair for pair, f in zip(pairs(), st.fresh, strict=True) if f}
     assert fresh == set(after) - set(before) and len(fresh) > 0
     solver._join(st, listed_g, listed_j)  # nothing new
     assert len(st.wg) == len(after) and not st.fresh.any()
