@@ -275,7 +275,7 @@ def _margin_line(svm) -> str:
     label = "NTP margin  " if svm.status == Status.OPTIMAL else "NTP margin ~"
     return (f"{label} {svm.margin:.6f} (= 1/||W^mm||, {svm.status}, relative duality gap "
             f"{svm.residuals['duality_gap']:.1e}, certified ||W - W^mm||/||W^mm|| <= "
-            f"{svm.residuals['error_bound']:.1e}; {svm.method})")
+            f"{svm.residuals['error_bound']:.1e}; {svm.method})" + (f"\n             {svm.note}" if svm.note else ""))
 
 
 def _gib(nbytes: float) -> str:

@@ -85,7 +85,7 @@ def dense_newton(K, n, g, j, rho):
 
 @pytest.mark.parametrize("loop", [True, False])
 @pytest.mark.parametrize("stored", [True, False])
-@pytest.mark.parametrize("mode", ["cholesky", "cg"])
+@pytest.mark.parametrize("mode", ["cholesky", "single", "cg"])
 @pytest.mark.parametrize("heavy", [False, True, "only"])
 @pytest.mark.parametrize("rho", [1.0, 1e3])
 def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, loop, monkeypatch):
@@ -102,14 +102,46 @@ def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, loop, monke
     if heavy == "only":
         assert len(system.gl) == 0 and len(system.heavy) == G  # T without a light part
     assert len(system.gs) >= 1 or np.all(np.bincount(j, minlength=m) >= 2)
-    if mode == "cholesky":
-        system.factor()
+    if mode != "cg":
+        system.factor(single=mode == "single")
+        assert system.chol[0].dtype == (np.float32 if mode == "single" else np.float64)
     rng = np.random.default_rng(1)
     bx, bt = rng.standard_normal((G, r)), rng.standard_normal(m)
     dx, dt = system.solve(bx, bt, rtol=1e-14, maxiter=10_000)
     ref = np.linalg.solve(dense_newton(K, n, g, j, rho), np.concatenate([bx.ravel(), bt]))
     got = np.concatenate([dx.ravel(), dt])
     assert rel_err(got, ref) <= 1e-9
+    assert system.refactored == 0  # the single-precision factor refined to SINGLE_RTOL, not replaced
+
+
+@pytest.mark.parametrize("why", ["refinement", "indefinite"])
+def test_newton_system_single_factor_falls_back_to_double(why, monkeypatch):
+    """Where the conjugate gradients with the single-precision factor do not reach SINGLE_RTOL (here: no iteration
+    allowed), T is factored again in double precision and solved exactly (counted in ``refactored``); where T
+    rounded to single precision is not positive definite (here: spotrf made to refuse), it is factored in double
+    precision at once."""
+    if why == "refinement":
+        monkeypatch.setattr(A, "SINGLE_MAXITER", 0)
+    else:
+        real = A.sla.cho_factor
+
+        def refuse_single(a, **kw):
+            if a.dtype == np.float32:
+                raise np.linalg.LinAlgError("not positive definite")
+            return real(a, **kw)
+
+        monkeypatch.setattr(A.sla, "cho_factor", refuse_single)
+    K, n, g, j = newton_instance(0, True)
+    G, (m, r) = len(n), K.shape
+    system = A.NewtonSystem(K, n, g, j, 1e3)
+    system.factor(single=True)
+    assert system.chol[0].dtype == (np.float32 if why == "refinement" else np.float64)
+    rng = np.random.default_rng(1)
+    bx, bt = rng.standard_normal((G, r)), rng.standard_normal(m)
+    dx, dt = system.solve(bx, bt)
+    ref = np.linalg.solve(dense_newton(K, n, g, j, 1e3), np.concatenate([bx.ravel(), bt]))
+    assert rel_err(np.concatenate([dx.ravel(), dt]), ref) <= 1e-9
+    assert system.chol[0].dtype == np.float64 and system.refactored == (why == "refinement")
 
 
 @pytest.mark.parametrize("loop", [0, 10**9])
@@ -130,8 +162,9 @@ def test_group_dots_are_the_pairs_dot_products(loop, monkeypatch):
     assert constraints.group_dots(X, K, np.zeros(G + 1, np.int64), np.zeros(0, np.int64)).shape == (0,)
 
 
+@pytest.mark.parametrize("single", [False, True])
 @pytest.mark.parametrize("heavy", [False, True])
-def test_newton_system_preconditioned_by_an_earlier_factor(heavy):
+def test_newton_system_preconditioned_by_an_earlier_factor(heavy, single):
     """T solved by conjugate gradients preconditioned with the factored T of a system with one pair fewer: the
     same answer as the dense solve, in fewer iterations than with Jacobi at a penalty where T is
     ill-conditioned (the reason to borrow; measured 2–3 against 13–17)."""
@@ -140,7 +173,7 @@ def test_newton_system_preconditioned_by_an_earlier_factor(heavy):
     rho = 1e4
     drop = int(np.flatnonzero(np.bincount(j, minlength=m)[j] >= 3)[0])  # a pair whose context stays coupled
     old = A.NewtonSystem(K, n, np.delete(g, drop), np.delete(j, drop), rho)
-    old.factor()
+    old.factor(single=single)  # a single-precision factor preconditions as well (its rounding is no low-rank part)
     rng = np.random.default_rng(1)
     bx, bt = rng.standard_normal((G, r)), rng.standard_normal(m)
     ref = np.linalg.solve(dense_newton(K, n, g, j, rho), np.concatenate([bx.ravel(), bt]))
@@ -153,7 +186,8 @@ def test_newton_system_preconditioned_by_an_earlier_factor(heavy):
         assert rel_err(np.concatenate([dx.ravel(), dt]), ref) <= 1e-8
         iterations[borrow] = system.cg_iterations
     assert iterations[True] < iterations[False]
-    assert iterations[True] <= 6  # T_old⁻¹T = I + a low-rank part: CG ends in about its rank + 1 steps
+    if not single:  # T_old⁻¹T = I + a low-rank part: CG ends in about its rank + 1 steps (a single-precision factor
+        assert iterations[True] <= 6  # adds a full-rank part of relative size ~1e-7 κ: 7 steps to rtol 1e-12 here)
 
 
 def test_newton_system_changes_counts_pairs_and_heavy_groups():
@@ -408,7 +442,7 @@ def test_alm_matches_cvxpy_and_certifies(make):
     res = ntp_svm(data, method="alm")
     status, W_ref = ref_ntp_svm(data)
     assert status == "optimal"
-    assert res.status == "optimal" and "augmented Lagrangian" in res.method
+    assert res.status == "optimal" and "augmented Lagrangian" in res.method and res.note == ""
     assert rel_err(res.W, W_ref) <= SVM_RTOL
     assert res.residuals["duality_gap"] <= 1e-10
     # feasibility from the definitions: (6b) ≥ 1 with the smallest exactly 1, (6a) at rounding
@@ -441,9 +475,9 @@ def test_alm_with_heavy_rows_read_from_k_matches_cvxpy(monkeypatch):
     used = []
     factor = A.NewtonSystem.factor  # T is factored at this size (c ≤ CG_CONTEXTS): its heavy part read from K
 
-    def spy(self):
+    def spy(self, **kw):
         used.append(self.U is None and len(self.heavy) > 0)
-        return factor(self)
+        return factor(self, **kw)
 
     monkeypatch.setattr(A.NewtonSystem, "factor", spy)
     data = planted(90, 15, 4, seed=1)
@@ -585,7 +619,8 @@ def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
     that names the sizes and the way out, not the inner route's message."""
     from embgeo.ntp.svm_dual import SVMOutcome
 
-    monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome("time_limit", iterations=7))
+    reason = "NTP-SVM (augmented Lagrangian): beyond this solver at m = 60 contexts"
+    monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome("stalled", iterations=7, reason=reason))
     monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
     monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # else the LP decides (separable) and is_separable never runs
 
@@ -598,7 +633,7 @@ def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
         ntp_svm(data, method="alm", max_seconds=5)
     msg = str(exc.value)
     assert "max_seconds=5" in msg and f"m = {data.m} contexts" in msg and f"V = {data.V}" in msg
-    assert "warm_start" in msg
+    assert "warm_start" in msg and reason in msg  # the ALM's own reason for stopping, too
     assert msg.endswith("(is_separable: undecided)")  # the undecided route was asked, and its reason kept
 
 
@@ -717,6 +752,27 @@ def test_alm_where_no_schur_complement_can_be_factored_still_certifies(monkeypat
     assert seen[-1] > 0  # the inexact directions were taken
     assert res.status in ("optimal", "optimal_inaccurate", "time_limit") and res.W is not None
     assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
+    status, W_ref = ref_ntp_svm(data)
+    assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)
+
+
+def test_alm_stops_where_inexact_directions_let_the_violation_grow(monkeypatch):
+    """Beyond the solver's size (m = 100,000: T over c ≈ m contexts cannot be factored and its conjugate gradients
+    fail from ρ = 10⁷ on, where the violation then grew 0.16 → 3.6 until the time limit): the solve stops at the
+    first outer step whose inner loop took inexact directions and left the violation on the previous step's pairs
+    above its value there, and says why with the sizes. Here T is refused at every size and CG cut to 3 iterations;
+    unpatched, the same instance is solved to its optimum with no note."""
+    monkeypatch.setattr(A, "_fits_dense", lambda c: False)
+    monkeypatch.setattr(A, "CG_CONTEXTS", 0)
+    monkeypatch.setattr(A, "CG_MAXITER", 3)
+    data = planted(60, 12, 5, seed=0)
+    seen = []
+    res = ntp_svm(data, method="alm", progress=lambda i, info: seen.append(info))
+    assert res.status == "optimal_inaccurate" and res.W is not None
+    assert "beyond this solver at m = 60 contexts (12 token groups, rank 5" in res.note
+    assert "Schur complement" in res.note and "inexact Newton directions" in res.note
+    assert seen[-1]["inexact_solves"] > seen[-2]["inexact_solves"]  # the last inner loop took inexact directions
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)  # still a certified point
     status, W_ref = ref_ntp_svm(data)
     assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)
 

@@ -101,6 +101,7 @@ class Analysis:
             "separability_residuals": None if svm is None else svm.separability.residuals,
             "svm_status": svm.status if svm is not None else (Status.UNDECIDED if self.svm_error else None),
             "svm_error": self.svm_error,
+            "svm_note": svm.note if self.ran_svm else None,
             "ntp_margin": svm.margin if self.ran_svm else None,
             "w_mm_norm": float(np.linalg.norm(svm.W)) if self.ran_svm else None,
             "svm_residuals": svm.residuals if self.ran_svm else None,

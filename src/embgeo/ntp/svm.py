@@ -87,6 +87,9 @@ class NTPSVM:
     iterations, rounds : int (dual iterations or Newton steps; working-set rounds or outer steps)
     seconds : float
     method : str
+    note : str
+        Why the tolerance was not reached, where the status alone does not say (e.g. a problem beyond the
+        ALM's size, naming it); empty otherwise.
     """
 
     W: np.ndarray | None
@@ -98,6 +101,7 @@ class NTPSVM:
     seconds: float = 0.0
     method: str = ""
     rounds: int = 0
+    note: str = ""
     _pb: Problem | None = field(default=None, repr=False)
     _out: SVMOutcome | None = field(default=None, repr=False)
 
@@ -237,7 +241,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     W = pb.token_w(out.X)
     norm_W = float(np.sqrt(2 * out.primal)) / pb.scale  # ‖W‖ in the caller's units
     return NTPSVM(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations, time.perf_counter() - t0,
-                  name, out.rounds, _pb=pb, _out=out)
+                  name, out.rounds, out.reason, _pb=pb, _out=out)
 
 
 def _undecided_message(pb: Problem, out, max_seconds: float | None) -> str:
@@ -247,7 +251,8 @@ def _undecided_message(pb: Problem, out, max_seconds: float | None) -> str:
     return (f"ntp_svm: no point feasible for every constraint {within} ({out.status}) and separability "
             f"undecided, at m = {data.m} contexts, V = {data.V} tokens in {pb.groups.n_groups} groups, "
             f"d = {data.d} (rank {pb.coords.rank}), {data.probs.nnz} support pairs; pass warm_start= a "
-            "separating decoder (e.g. the trained one) or allow more time")
+            "separating decoder (e.g. the trained one) or allow more time"
+            + (f". {out.reason}" if out.reason else ""))
 
 
 def _group_rows(pb: Problem, W: np.ndarray) -> np.ndarray:

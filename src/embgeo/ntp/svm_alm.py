@@ -38,9 +38,10 @@ The data are scaled to max_j ‖k_j‖ = 1 inside (the answer is returned in the
 and every tolerance are independent of the units of H̄.
 
 Cost: per Newton step O(|W| r) plus, when P changed, one factorization of
-Σ_g q_g² min(q_g, r) + c³/3 flops (c ≤ m contexts with ≥ 2 pairs in P, q_g the group's pairs there);
-per outer step one or two full passes, O(G m r). Memory: c² doubles for the Schur complement where it is
-factored (only within the dense budget and half the memory left; else conjugate gradients), an r × r block
+Σ_g q_g² min(q_g, r) + c³/3 flops (c ≤ m contexts with ≥ 2 pairs in P, q_g the group's pairs there; in single
+precision, refined by a few conjugate-gradient steps: SINGLE_RTOL); per outer step one full pass, O(G m r).
+Memory: c² doubles for the Schur complement where it is factored, and c² singles for the factor (only within the
+dense budget and half the memory left; else conjugate gradients), an r × r block
 per heavy group, Σ q_g² ≤ |P| r for the light groups' blocks and O(|W| + G r + m r).
 """
 
@@ -122,6 +123,15 @@ PCG_MAXITER = 30
 #: factor each, then factored anyway); every successful one had ≤ 6 heavy groups and ≤ 59 pairs changed.
 BORROW_MAX_PAIRS = 60
 BORROW_MAX_HEAVY = 6
+#: The Newton solver's T is factored in single precision (:meth:`NewtonSystem.factor` with ``single``): `spotrf`
+#: takes about half of `dpotrf`'s time (0.57–0.63 s against 1.02–1.20 s at c = 5001 and 5136, the 20th and 5th factored
+#: T of paper-planted, ρ = 10⁶ and 10⁵; 2026-11-27), and T⁻¹b is then found by conjugate gradients preconditioned
+#: with that factor, to a relative residual SINGLE_RTOL in at most SINGLE_MAXITER iterations (on those two T: 6 and
+#: 4 iterations to 9e-15 and 2e-14, where the direct double-precision solve leaves 7.7e-12 and 6.7e-13). Where they
+#: do not reach it, or T rounded to single precision is not positive definite, T is factored in double precision.
+#: T is assembled in double precision either way: ρI − ρ²U_gU_gᵀ cancels about log10 ρ digits.
+SINGLE_RTOL = 1e-13
+SINGLE_MAXITER = 20
 #: An inner loop whose line search returned α = 0 this many times in a row is stuck: its Newton directions are not
 #: descent directions (φ′(0) > 0), which happens where T's factor has lost its accuracy. On the paper-like instance
 #: (m = 15,012, r = 128; 2026-11-26) that was every direction at ρ = 10⁹–10¹⁰ and most at 10⁸ (φ′(0) up to 1e16),
@@ -194,6 +204,7 @@ class NewtonSystem:
         self.chol = None
         self._borrowed = None
         self.cg_iterations = 0
+        self.refactored = 0  # factored again in double precision where the single-precision factor did not do
         self.inexact = False  # the last solve stopped short of rtol (allowed only where T cannot be factored)
         q = np.bincount(gc, minlength=G)
         light = q[gc] <= r
@@ -333,7 +344,7 @@ class NewtonSystem:
         z = r / self._diag
         rr = np.zeros(other.c)
         rr[theirs] = r[mine]
-        z[mine] = sla.cho_solve(other.chol, rr, check_finite=False)[theirs]
+        z[mine] = _cho_solve(other.chol, rr)[theirs]
         return z
 
     def changes_from(self, other: NewtonSystem) -> tuple[int, int]:
@@ -349,9 +360,25 @@ class NewtonSystem:
         _, mine, theirs = np.intersect1d(self.ctx, other.ctx, assume_unique=True, return_indices=True)
         self._borrowed = (other, mine, theirs)
 
-    def factor(self) -> None:
-        """T as a dense c × c array (the light part from its sparse form, each heavy group's
-        ρI − ρ²K_gH_g⁻¹K_gᵀ added in place) and its Cholesky factor."""
+    def factor(self, single: bool = False) -> None:
+        """T's Cholesky factor, in double precision or, with ``single``, in single precision where T rounded to it
+        is positive definite (then :meth:`_tsolve` refines with conjugate gradients; SINGLE_RTOL)."""
+        if single:
+            T32 = self._assemble().astype(np.float32)  # the double T freed before the factorization
+            try:
+                self.chol = sla.cho_factor(T32, lower=True, check_finite=False, overwrite_a=True)
+                return
+            except np.linalg.LinAlgError:
+                del T32  # not positive definite in single precision: in double below
+        try:
+            self.chol = sla.cho_factor(self._assemble(), lower=True, check_finite=False, overwrite_a=True)
+        except np.linalg.LinAlgError:
+            raise SolverError("NTP-SVM Newton matrix: the Schur complement is numerically singular (contexts "
+                              "nearly dependent at this penalty)") from None
+
+    def _assemble(self) -> np.ndarray:
+        """T as a dense c × c array: the light part from its sparse form, each heavy group's ρI − ρ²K_gH_g⁻¹K_gᵀ added
+        in place."""
         c, rho = self.c, self.rho
         check_dense_size("Schur complement of the NTP-SVM's Newton matrix (coupled contexts²)", (c, c),
                          "too many contexts are tight at once for the exact Newton path")
@@ -366,11 +393,7 @@ class NewtonSystem:
                 Kg = self.K[self.jh[a:b]]
                 T[np.ix_(lg, lg)] -= (rho * rho) * ((Kg @ self.Hinv[i]) @ Kg.T)
             T[lg, lg] += rho
-        try:
-            self.chol = sla.cho_factor(T, lower=True, check_finite=False, overwrite_a=True)
-        except np.linalg.LinAlgError:
-            raise SolverError("NTP-SVM Newton matrix: the Schur complement is numerically singular (contexts "
-                              "nearly dependent at this penalty)") from None
+        return T
 
     @property
     def dense(self) -> bool:
@@ -382,14 +405,30 @@ class NewtonSystem:
         their last iterate: it still lowers the quadratic model, so the step is a descent direction)."""
         self.inexact = False
         if self.chol is not None:
-            return sla.cho_solve(self.chol, rhs, check_finite=False)
+            if self.chol[0].dtype == np.float64:
+                return _cho_solve(self.chol, rhs)
+            x, done = self._cg(rhs, lambda r: _cho_solve(self.chol, r), SINGLE_RTOL, SINGLE_MAXITER)
+            if done:
+                return x
+            self.factor()  # the single-precision factor preconditions too poorly: in double precision
+            self.refactored += 1
+            return _cho_solve(self.chol, rhs)
+        if not hasattr(self, "_diag"):
+            self._diag = self._tdiag()
+        x, done = self._cg(rhs, self.precondition, rtol, maxiter)
+        if done:
+            return x
+        if inexact_ok:
+            self.inexact = True
+            return x
+        raise CGFailed
+
+    def _cg(self, rhs: np.ndarray, precond: Callable, rtol: float, maxiter: int) -> tuple[np.ndarray, bool]:
+        """(x, converged): preconditioned conjugate gradients on T x = rhs from 0, to ‖r‖ ≤ rtol ‖rhs‖."""
         norm = float(np.linalg.norm(rhs))
         x = np.zeros_like(rhs)
         if norm == 0:
-            return x
-        if not hasattr(self, "_diag"):
-            self._diag = self._tdiag()
-        precond = self.precondition
+            return x, True
         r = rhs.copy()
         z = precond(r)
         p = z.copy()
@@ -401,14 +440,11 @@ class NewtonSystem:
             x += alpha * p
             r -= alpha * q
             if np.linalg.norm(r) <= rtol * norm:
-                return x
+                return x, True
             z = precond(r)
             rz, rz_old = float(r @ z), rz
             p = z + (rz / rz_old) * p
-        if inexact_ok:
-            self.inexact = True
-            return x
-        raise CGFailed
+        return x, False
 
     def solve(self, bx: np.ndarray, bt: np.ndarray, rtol: float = 1e-10, maxiter: int = 500,
               inexact_ok: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -468,6 +504,18 @@ class BlockCache:
 
 class CGFailed(Exception):
     """The conjugate gradients on T did not converge: factor T instead."""
+
+
+def _cho_solve(chol: tuple, r: np.ndarray) -> np.ndarray:
+    """T⁻¹r in double precision from a lower Cholesky factor (``cho_factor``'s) in single or double precision: two
+    triangular solves (BLAS trsv), with r in the factor's precision (mixed, the factor would first be copied).
+    Measured at c = 5001 (2026-11-27): 4.7 ms in single and 14.6 ms in double precision, against 22 ms for
+    ``cho_solve`` in either (LAPACK potrs, a triangular solve with one right-hand side through trsm)."""
+    L, lower = chol
+    assert lower, "a lower factor is expected"
+    trsv = sla.blas.get_blas_funcs("trsv", (L,))
+    y = trsv(L, r.astype(L.dtype, copy=False), lower=1)
+    return trsv(L, y, lower=1, trans=1).astype(np.float64, copy=False)
 
 
 def _fits_dense(c: int) -> bool:
@@ -727,26 +775,29 @@ class SVMALM:
             self._cache = (key, system)
         system = self._cache[1]
         if factor and not system.dense:
-            system.factor()
+            system.factor(single=True)
             self.factorizations += 1
             self._factored = system
         return system
 
     def _newton_direction(self, st: _State, act: np.ndarray, gx: np.ndarray, gt: np.ndarray):
         system = self._system(st, act)
-        if system.dense:
-            return system.solve(-gx, -gt)
-        borrowed = system._borrowed is not None
-        try:  # where T is too large to factor, an inexact direction rather than an exception
-            out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=PCG_MAXITER if borrowed else CG_MAXITER,
-                               inexact_ok=not _fits_dense(system.c))
-            self.cg_solves += 1
-            self.inexact_solves += system.inexact
-            return out
-        except CGFailed:
-            if not borrowed:
-                self._cg_failed.add(st.rho)
-            return self._system(st, act, factor=True).solve(-gx, -gt)
+        if not system.dense:
+            borrowed = system._borrowed is not None
+            try:  # where T is too large to factor, an inexact direction rather than an exception
+                out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=PCG_MAXITER if borrowed else CG_MAXITER,
+                                   inexact_ok=not _fits_dense(system.c))
+                self.cg_solves += 1
+                self.inexact_solves += system.inexact
+                return out
+            except CGFailed:
+                if not borrowed:
+                    self._cg_failed.add(st.rho)
+                system = self._system(st, act, factor=True)
+        before = system.refactored  # a single-precision factor that did not do is replaced: one more factorization
+        out = system.solve(-gx, -gt)
+        self.factorizations += system.refactored - before
+        return out
 
     def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
         """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
@@ -801,6 +852,18 @@ class SVMALM:
         st.wg, st.wj, st.wptr = _working_set(self.G, self.m, merged[order])
         st.mu = np.concatenate([st.mu, np.zeros(len(new))])[order]
         st.fresh = order >= len(keys)
+
+    def _beyond_size(self, st: _State, inexact: int, before: float, after: float) -> str:
+        """Why the solve stops where T can neither be factored nor solved by conjugate gradients, with the sizes."""
+        c = self._cache[1].c if self._cache is not None else self.m
+        room = min(validate.DENSE_BUDGET_BYTES, 0.5 * validate.available_memory_bytes())
+        return (f"NTP-SVM (augmented Lagrangian): beyond this solver at m = {self.m} contexts ({self.G} token groups, "
+                f"rank {self.K.shape[1]}, {len(st.wg)} off-support pairs in the working set): its Newton systems "
+                f"couple c = {c} contexts, whose Schur complement ({8.0 * c * c / 2**30:.1f} GiB) cannot be factored "
+                f"within {room / 2**30:.1f} GiB (the dense budget and half the memory left), and at ρ = {st.rho:.0e} "
+                f"the conjugate gradients on it no longer converge ({inexact} inexact Newton directions in the last "
+                f"inner loop; the violation went {before:.2g} → {after:.2g}). A larger ρ only worsens their "
+                "condition, so the solve stops with its best certified point")
 
     # -- certificates ----------------------------------------------------------------------------------
     def tie(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -874,7 +937,15 @@ class SVMALM:
         """Outer steps until the certified relative gap is ≤ ``tol``, or a stop (``max_seconds``,
         ``max_outer``, a stall); the best certified point found is returned either way (in the caller's
         units; ``X`` None only when no feasible point was found). ``progress(outer, info)`` after every
-        outer step with the certified gap, the working set, ρ and the factorizations so far."""
+        outer step with the certified gap, the working set, ρ and the factorizations so far.
+
+        Beyond this solver's size: where T cannot be factored (its c × c array beyond the dense budget or half the
+        memory left) the Newton directions come from conjugate gradients, and when an inner loop's directions were
+        inexact (short of CG_RTOL in CG_MAXITER iterations) and the violation did not halve, the solve stops
+        (status ``stalled``, ``reason`` naming the sizes) rather than raise ρ, which only worsens T's condition.
+        On synthetic-100k (m = 100,000, r = 128, c ≈ m; session 32) the conjugate gradients first fell short at
+        ρ = 10⁷ (4 of 30 directions, violation 0.25 → 0.16); the solve then ran to its 900 s limit while the
+        violation grew to 3.6 at ρ = 10⁸–10⁹, and ended at gap 1.0 all the same."""
         start = time.perf_counter()
         deadline = None if max_seconds is None else start + max_seconds
         st = self.start(X0, dual)
@@ -894,6 +965,7 @@ class SVMALM:
                 if gtol is None:
                     gtol = 1e-2 * xnorm
                 saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
+                inexact_before = self.inexact_solves
                 best.iterations += self._inner(st, gtol, deadline)
                 if self._stuck and st.rho > RHO0:
                     # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
@@ -904,6 +976,8 @@ class SVMALM:
                     continue
                 aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
                 violation = _violation(aS, aW)
+                # the violation on the pairs of the previous outer step: S and W as it was then (~fresh; W only grows)
+                same = _violation(aS, aW[~st.fresh])
                 dual_value, nu_bal, dual_scale = self.dual_point(st)
                 # once the iterate is nearly feasible, the pairs that join W come from the same full scan (selected
                 # only where it was so at the previous step: far from feasible, nearly every pair is below 1)
@@ -934,6 +1008,12 @@ class SVMALM:
                 if _stalled(history[at_max:]):
                     best.status = Status.STALLED
                     break
+                if self.inexact_solves > inexact_before and same > prev_violation:
+                    # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
+                    # violation did not halve: the remedy, a larger ρ, only worsens T's condition (see the docstring)
+                    best.status = Status.STALLED
+                    best.reason = self._beyond_size(st, self.inexact_solves - inexact_before, prev_violation, same)
+                    break
                 # the pairs outside W that the iterate violates, or nearly once it is close to feasible: then those of
                 # the tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on
                 # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
@@ -942,13 +1022,11 @@ class SVMALM:
                 elif not select:  # nearly feasible for the first time: the tied iterate's pairs
                     scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
                 # else the certifying scan above selected them already
-                old = ~st.fresh  # the pairs W had at the previous outer step
                 self._join(st, scan.groups, scan.contexts)
                 # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
-                # (S and W as it was then, ~fresh; W only grows). Pairs that joined W since then violated and
-                # are not a failure of the penalty: with them in the comparison, every large addition raised ρ, and
-                # on the paper-like instance ρ ran up to RHO_MAX, where the Newton steps thrash (see DECREASE).
-                same = _violation(aS, aW[old])
+                # (``same``). Pairs that joined W since then violated and are not a failure of the penalty: with them
+                # in the comparison, every large addition raised ρ, and on the paper-like instance ρ ran up to
+                # RHO_MAX, where the Newton steps thrash (see DECREASE).
                 if same > DECREASE * prev_violation:
                     st.rho = min(st.rho * RHO_UP, rho_cap)
                 prev_violation = violation

@@ -87,6 +87,7 @@ class SVMOutcome:
     polished: bool = False
     mode: str = "working set"  # or "dense": how the dual was stored; "augmented Lagrangian" (svm_alm)
     factorizations: int = 0
+    reason: str = ""  # why the solve stopped short of tol, where the status alone does not say (svm_alm)
 
     @property
     def gap(self) -> float:
