@@ -941,11 +941,12 @@ class SVMALM:
 
         Beyond this solver's size: where T cannot be factored (its c × c array beyond the dense budget or half the
         memory left) the Newton directions come from conjugate gradients, and when an inner loop's directions were
-        inexact (short of CG_RTOL in CG_MAXITER iterations) and the violation did not halve, the solve stops
-        (status ``stalled``, ``reason`` naming the sizes) rather than raise ρ, which only worsens T's condition.
-        On synthetic-100k (m = 100,000, r = 128, c ≈ m; session 32) the conjugate gradients first fell short at
-        ρ = 10⁷ (4 of 30 directions, violation 0.25 → 0.16); the solve then ran to its 900 s limit while the
-        violation grew to 3.6 at ρ = 10⁸–10⁹, and ended at gap 1.0 all the same."""
+        inexact (short of CG_RTOL in CG_MAXITER iterations) and the violation on the previous outer step's pairs grew,
+        the solve stops (status ``stalled``, ``reason`` naming the sizes) rather than raise ρ, which only worsens T's
+        condition. On synthetic-100k (m = 100,000, r = 128, T over c ≈ 22,000 contexts: 3.7 GiB, beyond the 1.8 GiB
+        left under an 8 GiB cap) the conjugate gradients first fell short at ρ = 10⁷ (4 of 30 directions, violation
+        0.25 → 0.16); in session 32 the solve then ran to its 900 s limit while the violation grew to 3.6 at
+        ρ = 10⁸–10⁹, ending at gap 1.0 all the same; now it stops at the first growth (0.16 → 0.50, 626 s)."""
         start = time.perf_counter()
         deadline = None if max_seconds is None else start + max_seconds
         st = self.start(X0, dual)
