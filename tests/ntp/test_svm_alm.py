@@ -757,11 +757,11 @@ def test_alm_where_no_schur_complement_can_be_factored_still_certifies(monkeypat
 
 
 def test_alm_stops_where_inexact_directions_let_the_violation_grow(monkeypatch):
-    """Beyond the solver's size (m = 100,000: T over c ≈ m contexts cannot be factored and its conjugate gradients
-    fail from ρ = 10⁷ on, where the violation then grew 0.16 → 3.6 until the time limit): the solve stops at the
-    first outer step whose inner loop took inexact directions and left the violation on the previous step's pairs
-    above its value there, and says why with the sizes. Here T is refused at every size and CG cut to 3 iterations;
-    unpatched, the same instance is solved to its optimum with no note."""
+    """Beyond the solver's size (m = 100,000: T over c ≈ 22,000 contexts cannot be factored under an 8 GiB cap and its
+    conjugate gradients fail from ρ = 10⁷ on, where the violation then grew 0.16 → 3.6 until the time limit): the
+    solve stops at the first outer step whose inner loop took inexact directions and left the violation on the
+    previous step's pairs above its value there, and says why with the sizes. Here T is refused at every size and CG
+    cut to 3 iterations; unpatched, the same instance is solved to its optimum with no note."""
     monkeypatch.setattr(A, "_fits_dense", lambda c: False)
     monkeypatch.setattr(A, "CG_CONTEXTS", 0)
     monkeypatch.setattr(A, "CG_MAXITER", 3)

@@ -520,6 +520,11 @@ def _cho_solve(chol: tuple, r: np.ndarray) -> np.ndarray:
     return trsv(L, y, lower=1, trans=1).astype(np.float64, copy=False)
 
 
+def _scatter(K: np.ndarray, G: int, g: np.ndarray, j: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Σ_j w_{gj} k_j for every group: (G, r), from pairs (g, j) in any order (K (m, r))."""
+    return sp.csr_matrix((w, (g, j)), shape=(G, K.shape[0])) @ K
+
+
 def _fits_dense(c: int) -> bool:
     """Whether T (c × c) may be factored: within the dense budget and, with room for the rest, the memory
     left to the process (``ulimit -v`` included). Where not, the conjugate gradients' last iterate is used."""
@@ -630,9 +635,6 @@ class TieProjection:
         self.tg, self.tj = sg[self.multi], sj[self.multi]
         self._system = None
 
-    def _scatter(self, g, j, w):
-        return sp.csr_matrix((w, (g, j)), shape=(self.G, self.m)) @ self.K
-
     def project(self, X: np.ndarray, rounds: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(X̃, t, λ) in the caller's units: X̃ = X + δ tied on every support pair (t_j the tied logit, exactly
         that of the context's first support group) and λ (one per support pair, in the order of sg, sj)."""
@@ -656,7 +658,7 @@ class TieProjection:
                 break  # at rounding, or no longer decreasing
             best = size
             w = nu + rho * a
-            dx, dt = system.solve(-(self.n[:, None] * D + self._scatter(self.tg, self.tj, w)),
+            dx, dt = system.solve(-(self.n[:, None] * D + _scatter(self.K, self.G, self.tg, self.tj, w)),
                                   np.bincount(self.tj, weights=w, minlength=self.m),
                                   rtol=1e-13, maxiter=TIE_CG_MAXITER, inexact_ok=True)
             D, t = D + dx, t + dt
@@ -731,10 +733,6 @@ class SVMALM:
     def _a(self, X, t, ptr, j):
         """x_gᵀk_j − t_j for pairs sorted by group (``ptr`` (G + 1,): group g's pairs are ptr[g]:ptr[g + 1])."""
         return group_dots(X, self.K, ptr, j) - t[j]
-
-    def _scatter(self, g, j, w):
-        """Σ_j w_{gj} k_j for every group: (G, r)."""
-        return sp.csr_matrix((w, (g, j)), shape=(self.G, self.m)) @ self.K
 
     def _scatter_sw(self, st: _State, wS, wW):
         """Σ_j w_{gj} k_j over S and W (each sorted by group: two CSR matrices made without a sort), (G, r)."""
@@ -911,7 +909,7 @@ class SVMALM:
         if dual is not None:
             g, j, psi = (np.asarray(a) for a in dual)
             psi = psi * self.scale ** 2
-            X0 = self._scatter(g, j, psi / self.n[g])
+            X0 = _scatter(self.K, self.G, g, j, psi / self.n[g])
             keys_s = self.sg * self.m + self.sj
             keys = g * self.m + j
             pos = np.minimum(np.searchsorted(keys_s, keys), len(keys_s) - 1)
@@ -1013,7 +1011,7 @@ class SVMALM:
                     break
                 if self.inexact_solves > inexact_before and same > prev_violation:
                     # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
-                    # violation did not halve: the remedy, a larger ρ, only worsens T's condition (see the docstring)
+                    # violation grew: the remedy, a larger ρ, only worsens T's condition (see the docstring)
                     best.status = Status.STALLED
                     best.reason = self._beyond_size(st, self.inexact_solves - inexact_before, prev_violation, same)
                     break
