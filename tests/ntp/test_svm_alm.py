@@ -722,6 +722,31 @@ def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch
     assert rel_err(res.W, W_ref) <= SVM_RTOL
 
 
+def test_rho_rises_on_the_cg_rule_only_where_t_is_solved_by_jacobi_cg(monkeypatch):
+    """CG_DECREASE (a tenfold ρ unless the violation fell tenfold) applies only where a larger ρ costs nothing but CG
+    iterations: the last Newton system solved by Jacobi CG to CG_RTOL, and CG not failed at ρ·RHO_UP or below.
+    A factored or a borrowed T, an inexact direction, or a CG failure at the next ρ each return to DECREASE."""
+    monkeypatch.setattr(A, "CG_CONTEXTS", 0)  # every T by conjugate gradients unless asked to factor
+    pb = svm.make_problem(planted(60, 12, 5, seed=0), None)
+    s = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size)
+    st = s.start()
+    assert not s._cheap_rise(st, 0)  # no system yet
+    act = np.ones(len(st.wg), bool)
+    system = s._system(st, act)
+    assert not system.dense and system._borrowed is None
+    assert s._cheap_rise(st, s.inexact_solves)
+    assert not s._cheap_rise(st, s.inexact_solves - 1)  # an inexact direction since the outer step began
+    s._cg_failed = {st.rho * A.RHO_UP}
+    assert not s._cheap_rise(st, s.inexact_solves)
+    s._cg_failed = {st.rho * A.RHO_UP ** 2}  # failed only above the next ρ
+    assert s._cheap_rise(st, s.inexact_solves)
+    system._borrowed = (system, np.zeros(0, int), np.zeros(0, int))
+    assert not s._cheap_rise(st, s.inexact_solves)
+    system._borrowed = None
+    s._system(st, act, factor=True)
+    assert s._cache[1].dense and not s._cheap_rise(st, s.inexact_solves)
+
+
 def test_newton_system_inexact_ok_returns_a_descent_iterate():
     """Where T cannot be factored the conjugate gradients' last iterate is the direction: it must lower
     the quadratic model ½dᵀMd − bᵀd below 0 (a descent direction for the line search) and be flagged."""
