@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.linalg import null_space
 
@@ -93,13 +94,19 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_pairs: int | Non
 def _separated_by_least_squares(K: np.ndarray, Pj: np.ndarray, Nj: np.ndarray, Ej: np.ndarray) -> bool:
     """Whether the least-squares u of uᵀk_j = 1 on P, −1 on N, within the null space of K_E (so uᵀk_j = 0 on
     E), already has every uᵀk_j > 0 on P and < 0 on N: then u, scaled, solves the pair's system, the LP is
-    feasible and the pair gives no certificate. One SVD and one least-squares solve in r unknowns instead
+    feasible and the pair gives no certificate. One SVD and one r × r solve (the normal equations) instead
     of an LP (on trained embeddings, m = 3011, r = 64: all 200 pairs settled so, in 0.16 s instead of 2 s)."""
     basis = null_space(K[Ej], rcond=1e-10) if Ej.size else np.eye(K.shape[1])  # directions with uᵀk_j = 0 on E
     if basis.shape[1] == 0:
         return False
     A = np.vstack([K[Pj], -K[Nj]]) @ basis
-    y = np.linalg.lstsq(A, np.ones(len(A)), rcond=None)[0]
+    # the normal equations by Cholesky (0.11 s for the 200 pairs of the 2000-tweet Crammer–Singer instance against
+    # 0.67 s for lstsq's SVD): any y will do, since z = Ay is checked below, so squaring A's condition costs
+    # nothing but a pair sent to the LP; a singular AᵀA goes to lstsq
+    try:
+        y = sla.cho_solve(sla.cho_factor(A.T @ A, check_finite=False), A.sum(axis=0), check_finite=False)
+    except np.linalg.LinAlgError:
+        y = np.linalg.lstsq(A, np.ones(len(A)), rcond=None)[0]
     z = A @ y
     # strictly positive beyond rounding: only then is the direction a proof (a near-zero value is decided by the LP)
     return bool(z.size) and float(z.min()) > 1e-9 * float(np.max(np.abs(z)))
