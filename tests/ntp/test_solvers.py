@@ -806,17 +806,19 @@ def test_pair_least_squares_shortcut_only_skips_feasible_pairs(data):
         assert not pair_certificates._separated_by_least_squares(K, *_pair_sets(pb, a, b))
 
 
-def test_least_squares_shortcut_where_the_normal_equations_are_singular():
-    """Fewer contexts than dimensions make AᵀA singular (the normal equations' Cholesky fails or is inaccurate): the
-    answer is still the definition's. Two contexts in R⁵ on either side are separable; a context in P and its copy
-    in N are not, whatever the rank."""
-    K = np.random.default_rng(0).standard_normal((6, 5))
+@pytest.mark.parametrize("rows", [3, 40])
+def test_least_squares_shortcut_by_either_solve_answers_by_the_definition(rows):
+    """The shortcut solves the normal equations where A is tall (40 rows in R⁵) and lstsq where AᵀA is singular
+    (3 rows): either way it claims a pair separated only where it is. Contexts split by a planted direction are;
+    a context in P and its copy in N are not, whatever the rank (also when the copy makes AᵀA singular)."""
+    rng = np.random.default_rng(0)
+    K = rng.standard_normal((rows + 1, 5))
+    side = K[:rows] @ rng.standard_normal(5) > 0
+    Pj, Nj = np.flatnonzero(side), np.flatnonzero(~side)
     none = np.zeros(0, np.int64)
-    assert pair_certificates._separated_by_least_squares(K, np.array([0]), np.array([1]), none)
-    assert pair_certificates._separated_by_least_squares(K, np.array([0, 2]), np.array([1]), np.array([3]))
-    K2 = np.vstack([K[:3], K[0]])
-    assert not pair_certificates._separated_by_least_squares(K2, np.array([0]), np.array([3]), none)
-    assert not pair_certificates._separated_by_least_squares(K2, np.array([0, 1, 2]), np.array([3]), none)
+    assert pair_certificates._separated_by_least_squares(K, Pj, Nj, none)
+    K[rows] = K[Pj[0]]  # P's first context again, in N
+    assert not pair_certificates._separated_by_least_squares(K, Pj, np.r_[Nj, rows], none)
 
 
 def test_pair_lp_skips_the_lp_where_least_squares_separates(monkeypatch):
