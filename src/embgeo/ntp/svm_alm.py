@@ -937,11 +937,10 @@ class SVMALM:
         else:
             X0 = X0 * self.scale
         X0, t0 = self.tie(X0)
-        if dual is None:
-            gamma = scan_off_support(X0, t0, self.K, self.support_csc).min_margin
-            if gamma > 0:
-                X0, t0 = X0 / gamma, t0 / gamma
+        # one full pass for both: the smallest margins of each context are the same pairs after a positive scaling
         scan = scan_off_support(X0, t0, self.K, self.support_csc, below=np.inf, top=INITIAL_PER_CONTEXT)
+        if dual is None and scan.min_margin > 0:
+            X0, t0 = X0 / scan.min_margin, t0 / scan.min_margin
         keys, first = np.unique(np.concatenate([off_g * self.m + off_j, scan.groups * self.m + scan.contexts]),
                                 return_index=True)
         mu = np.concatenate([off_mu, np.zeros(len(scan.groups))])[first]
