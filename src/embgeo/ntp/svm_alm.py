@@ -167,7 +167,7 @@ STALL_OUTER = 8
 #: (violation 3e-5 → 4e-2); T's factor is no longer accurate there (STUCK_STEPS), and the exact minimiser is safe.
 UNIT_STEP_RHO = 1e6
 ARMIJO = 1e-4
-#: A Newton system stores the heavy groups' rows U_g = K_gL_g (one r-vector per tight pair) up to this size, and
+#: A Newton system stores the heavy groups' rows U_g = K_gR_g⁻ᵀ (one r-vector per tight pair) up to this size, and
 #: otherwise reads them from K at each product. On synthetic-100k (m = 100,000, r = 128; 2026-11-27) the first
 #: systems had 1.9 million heavy pairs: the U_g (1.9 GB), a gathered copy of K_g to make them and the previous
 #: system's U_g in the block cache peaked at 11.6 GB (6.5 GB reading from K). Stored rows are faster on the quick
@@ -256,7 +256,7 @@ class NewtonSystem:
         self.lh = np.searchsorted(self.ctx, self.jh)
         self.heavy = np.unique(self.gh)
         hpos = np.searchsorted(self.heavy, self.gh)  # index of each heavy pair's group in self.heavy
-        # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g L_g with L_gL_gᵀ = H_g⁻¹,
+        # the pairs are sorted by group: each heavy group's pairs are one slice. U_g = K_g R_g⁻ᵀ with H_g = R_gR_gᵀ,
         # so that ρ²K_gH_g⁻¹K_gᵀ = ρ²U_gU_gᵀ, kept (q_g × r each) where all of them fit HEAVY_ROWS_BYTES;
         # beyond, only H_g⁻¹ is kept and K_g read from K where it is needed (slower per product: 9.8 s instead of
         # 8.8 s for the quick transformer's solve)
@@ -276,10 +276,11 @@ class NewtonSystem:
                     Kgs.append(Kg)
             H *= rho
             H[:, np.arange(r), np.arange(r)] += n[self.heavy[todo]][:, None]
-            Hinv = _spd_inverse(H)  # batched over the heavy groups (one LAPACK call, not one per group)
-            L = np.linalg.cholesky(Hinv) if rows else None
+            # batched over the heavy groups (one LAPACK call, not one per group); with H_g = R Rᵀ, H_g⁻¹ = R⁻ᵀR⁻¹, so
+            # U_g = K_g R⁻ᵀ (no second factorization, of H_g⁻¹)
+            Hinv, Rinv = _spd_inverse(H, factor=True)
             for i, k in enumerate(todo):
-                blocks[k] = (Hinv[i], Kgs[i] @ L[i] if rows else None)
+                blocks[k] = (Hinv[i], Kgs[i] @ Rinv[i].T if rows else None)
                 cache.put("heavy", keys[k], blocks[k])
         self.Hinv = np.stack([b[0] for b in blocks]) if blocks else np.empty((0, r, r))
         # per group, not concatenated: the products below go group by group (one matrix-vector product each way,
@@ -557,13 +558,15 @@ def _close(changes: tuple[int, int]) -> bool:
     return pairs <= BORROW_MAX_PAIRS and heavy <= BORROW_MAX_HEAVY
 
 
-def _spd_inverse(A: np.ndarray) -> np.ndarray:
-    """Inverses of a stack (n, k, k) of symmetric positive definite matrices, through their Cholesky factors."""
+def _spd_inverse(A: np.ndarray, factor: bool = False):
+    """Inverses of a stack (n, k, k) of symmetric positive definite matrices, through their Cholesky factors
+    A = R Rᵀ; with ``factor``, (A⁻¹, R⁻¹) (A⁻¹ = R⁻ᵀR⁻¹)."""
     try:
-        Linv = np.linalg.inv(np.linalg.cholesky(A))
+        Rinv = np.linalg.inv(np.linalg.cholesky(A))
     except np.linalg.LinAlgError:
         raise SolverError("NTP-SVM Newton matrix: a token's block is numerically singular") from None
-    return Linv.swapaxes(1, 2) @ Linv
+    inverse = Rinv.swapaxes(1, 2) @ Rinv
+    return (inverse, Rinv) if factor else inverse
 
 
 def _line_search(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: float, off_d: np.ndarray,
