@@ -259,6 +259,26 @@ def test_newton_system_t_products_diagonal_and_factor_agree(monkeypatch):
     np.testing.assert_allclose(Ts[True], Ts[False], rtol=0, atol=1e-12 * np.abs(Ts[True]).max())
 
 
+@pytest.mark.parametrize("q", [3, A.LAPACK_BLOCK, 40])
+def test_spd_inverse_batched_and_by_lapack(q):
+    """Both ways of inverting a stack of SPD blocks (batched below LAPACK_BLOCK rows, LAPACK block by block from it)
+    give numpy's inverse, symmetric, and with ``factor`` the inverse R⁻¹ of a lower Cholesky factor (R⁻¹ lower,
+    R⁻ᵀR⁻¹ = A⁻¹); an indefinite block is a SolverError, not a NaN."""
+    rng = np.random.default_rng(q)
+    B = rng.standard_normal((5, q, q + 3))
+    S = B @ B.swapaxes(1, 2) + 0.1 * np.eye(q)
+    inv, Rinv = A._spd_inverse(S, factor=True)
+    assert np.allclose(inv, np.linalg.inv(S), rtol=1e-10, atol=1e-12)
+    assert np.array_equal(inv, inv.swapaxes(1, 2))
+    assert np.array_equal(Rinv, np.tril(Rinv))
+    R = np.linalg.inv(Rinv)
+    assert np.allclose(R @ R.swapaxes(1, 2), S, rtol=1e-10)
+    assert np.array_equal(A._spd_inverse(S), inv)
+    S[2, 0, 0] = -1.0
+    with pytest.raises(SolverError, match="numerically singular"):
+        A._spd_inverse(S)
+
+
 def test_newton_system_cg_gives_up_with_cgfailed():
     K, n, g, j = newton_instance(2, True)
     system = A.NewtonSystem(K, n, g, j, 1e3)
