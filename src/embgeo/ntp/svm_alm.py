@@ -282,8 +282,7 @@ class NewtonSystem:
                     Kgs.append(Kg)
             H *= rho
             H[:, np.arange(r), np.arange(r)] += n[self.heavy[todo]][:, None]
-            # batched over the heavy groups (one LAPACK call, not one per group); with H_g = R Rᵀ, H_g⁻¹ = R⁻ᵀR⁻¹, so
-            # U_g = K_g R⁻ᵀ (no second factorization, of H_g⁻¹)
+            # with H_g = R Rᵀ, H_g⁻¹ = R⁻ᵀR⁻¹, so U_g = K_g R⁻ᵀ (no second factorization, of H_g⁻¹)
             Hinv, Rinv = _spd_inverse(H, factor=True)
             for i, k in enumerate(todo):
                 blocks[k] = (Hinv[i], Kgs[i] @ Rinv[i].T if rows else None)
