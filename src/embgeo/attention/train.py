@@ -200,6 +200,35 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
 
 # -- experimental protocol -------------------------------------------------------------------------
 
+def drop_padding(X: torch.Tensor, pad_id: int | None) -> torch.Tensor:
+    """X (B, T) without the columns that are ``pad_id`` in every row: (B, T′), T′ the most real tokens of a row.
+
+    Both models give a padded key weight exactly 0 and have no positions, so their output is the same up to
+    rounding (the sums skip zeros); the work scales with T′ instead of the corpus' longest sequence (tweets:
+    T′ ≈ 17 in a batch of 128 against T = 85, 15× less per two-layer step at d = 2048).
+    """
+    if pad_id is None:
+        return X
+    keep = (X != pad_id).any(dim=0)
+    return X if bool(keep.all()) else X[:, keep]
+
+
+def predict(model: OneLayerAttention | TwoLayerAttention, X: torch.Tensor, pad_id: int | None,
+            chunk: int = 1024) -> torch.Tensor:
+    """Model outputs f (N,) over X (N, T), in chunks of ``chunk`` sequences of similar length.
+
+    The rows are taken shortest first, so each chunk's padding (:func:`drop_padding`) is cut to its own
+    longest row; f comes back in the order of X.
+    """
+    lengths = (X != pad_id).sum(dim=1) if pad_id is not None else torch.full((X.shape[0],), X.shape[1])
+    order = torch.argsort(lengths, stable=True)
+    f = torch.empty(X.shape[0], dtype=model.E.dtype, device=X.device)
+    for i in range(0, X.shape[0], chunk):
+        rows = order[i:i + chunk]
+        f[rows] = model(drop_padding(X[rows], pad_id), pad_id=pad_id)
+    return f
+
+
 def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, epochs: int, *,
                 pad_id: int | None = None, lr: float = 0.01, weight_decay: float = 1e-8, batch_size: int = 128,
                 milestones: Sequence[int] = (100, 200), gamma: float = 0.1, seed: int = 0, log_every: int = 1,
@@ -209,7 +238,8 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
 
     ``torch.optim.AdamW(lr, weight_decay)`` with PyTorch default betas/eps,
     ``MultiStepLR(milestones, gamma)`` stepped once per epoch, minibatches of ``batch_size`` from
-    a fresh seeded permutation each epoch (the last one may be smaller). Paper: IMDB/Yelp
+    a fresh seeded permutation each epoch (the last one may be smaller), each cut to its longest sequence
+    (:func:`drop_padding`: the same outputs, less work). Paper: IMDB/Yelp
     lr 0.01, wd 1e-8, 500 epochs; synthetic lr 1e-4, wd 1e-4, 196 epochs; batch 128, d = 2048.
     Pass ``train_v=True`` to the model to train v too ("all the parameters").
 
@@ -296,14 +326,14 @@ def train_adamw(model: OneLayerAttention | TwoLayerAttention, X: Tokens, y: Arra
         for i in range(0, N, batch_size):
             idx = perm[i:i + batch_size]
             opt.zero_grad(set_to_none=True)
-            model.loss(X_raw[idx], y[idx], pad_id=pad_id).backward()
+            model.loss(drop_padding(X_raw[idx], pad_id), y[idx], pad_id=pad_id).backward()
             opt.step()
             done_steps[0] += 1
         sched.step()
 
     def record(e: int) -> dict:
         with torch.no_grad():
-            f = torch.cat([model(X_raw[i:i + 1024], pad_id=pad_id) for i in range(0, N, 1024)])
+            f = predict(model, X_raw, pad_id)
             loss = float(torch.nn.functional.softplus(-y * f).mean())
             acc = float((torch.sign(f) == y).double().mean())
         trace.record(done_steps[0], epoch=e, loss=loss, acc=acc, lr=opt.param_groups[0]["lr"])
