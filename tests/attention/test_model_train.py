@@ -17,7 +17,16 @@ from embgeo.attention.model import (
     one_layer_gradients,
     prepare_batch,
 )
-from embgeo.attention.train import TrainingInterrupted, embedding_update, one_step, train_adamw, two_stage
+from embgeo.attention.train import (
+    TrainingInterrupted,
+    drop_padding,
+    embedding_update,
+    minibatch_loss,
+    one_step,
+    predict,
+    train_adamw,
+    two_stage,
+)
 from embgeo.errors import InputError, ShapeError
 
 PAD = 10_000  # a pad id outside the vocabulary: pads must be ignored, never gathered
@@ -186,6 +195,34 @@ def test_two_layer_matches_explicit_formula():
     q = model.attention(X, pad_id=PAD)
     assert torch.all(q[~torch.as_tensor(real)] == 0)
     assert masked_softmax(torch.zeros(2, 3), torch.tensor([[1, 0, 1], [1, 1, 1]]).bool())[0, 1] == 0
+
+
+@pytest.mark.parametrize("cls", [OneLayerAttention, TwoLayerAttention])
+def test_cutting_padding_keeps_outputs_loss_and_gradients(cls):
+    X, y, real = _data(n=30, T=9, V=9, seed=11)
+    X[:, -2:] = PAD  # no row uses the last two columns: they are dropped
+    X[:, 3] = np.where(real[:, 3], PAD, X[:, 3])  # a column of padding inside the rows (no positions: still dropped)
+    Xt = torch.as_tensor(X)
+    cut = drop_padding(Xt, PAD)
+    assert cut.shape == (30, 6) and drop_padding(cut, PAD) is cut and drop_padding(Xt, None) is Xt
+    model = cls(9, 8, seed=2, train_v=True)
+    f = model(Xt, pad_id=PAD)
+    torch.testing.assert_close(model(cut, pad_id=PAD), f, rtol=1e-12, atol=1e-12)
+    # predict takes the rows shortest first in chunks of 7 and gives f back in the order of X
+    torch.testing.assert_close(predict(model, Xt, PAD, chunk=7), f, rtol=1e-12, atol=1e-12)
+    yt = torch.as_tensor(y, dtype=torch.float64)
+    grads = []
+    for groups in (1, 4, 30, 50):
+        model.zero_grad()
+        loss = minibatch_loss(model, Xt, yt, PAD, groups)
+        loss.backward()
+        torch.testing.assert_close(loss, model.loss(Xt, yt, pad_id=PAD), rtol=1e-12, atol=0)
+        grads.append([q.grad.clone() for q in model.parameters() if q.requires_grad])
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-14)
+    # a negative control: dropping a real token's column is not the same model output
+    assert not torch.allclose(model(Xt[:, 1:], pad_id=PAD), f)
 
 
 @pytest.mark.parametrize("cls", [OneLayerAttention, TwoLayerAttention])
