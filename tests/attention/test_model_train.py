@@ -210,6 +210,8 @@ def test_cutting_padding_keeps_outputs_loss_and_gradients(cls):
     torch.testing.assert_close(model(cut, pad_id=PAD), f, rtol=1e-12, atol=1e-12)
     # predict takes the rows shortest first in chunks of 7 and gives f back in the order of X
     torch.testing.assert_close(predict(model, Xt, PAD, chunk=7), f, rtol=1e-12, atol=1e-12)
+    full = torch.as_tensor(_data(n=11, T=5, V=9, seed=3, padded=False)[0])
+    torch.testing.assert_close(predict(model, full, None, chunk=4), model(full), rtol=1e-12, atol=1e-12)
     yt = torch.as_tensor(y, dtype=torch.float64)
     grads = []
     for groups in (1, 4, 30, 50):

@@ -223,7 +223,7 @@ def predict(model: OneLayerAttention | TwoLayerAttention, X: torch.Tensor, pad_i
     The rows are taken shortest first, so each chunk's padding (:func:`drop_padding`) is cut to its own
     longest row; f comes back in the order of X.
     """
-    lengths = (X != pad_id).sum(dim=1) if pad_id is not None else torch.full((X.shape[0],), X.shape[1])
+    lengths = (X != pad_id).sum(dim=1) if pad_id is not None else torch.zeros(X.shape[0], device=X.device)
     order = torch.argsort(lengths, stable=True)
     f = torch.empty(X.shape[0], dtype=model.E.dtype, device=X.device)
     for i in range(0, X.shape[0], chunk):
