@@ -822,7 +822,7 @@ register(Experiment("attention-reviews", "attention",
                     "Fig. 3: the one-layer model on real text (IMDB/Yelp file if given, else tweets)",
                     ReviewsConfig, run_reviews,
                     {"paper": {"n": 0, "max_length": 0, "dim": 2048, "epochs": 500}},
-                    "about 16 min on one core on the tweets (measured 2026-11-27; a review file: longer, by its size)",
+                    "about 14 min on one core on the tweets (measured 2026-11-27; a review file: longer, by its size)",
                     smoke=_SMOKE_TEXT))
 register(Experiment("attention-two-layer", "attention",
                     "Fig. 1: the two-layer model (17) on real text (IMDB/Yelp file if given, else tweets)",
