@@ -127,9 +127,6 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
     record_every : int   record every this many stage-2 steps (plus step 0 = p¹ and the last).
     threads : int, optional   torch/BLAS threads during the run; None: :func:`embgeo.core.threads.default_threads`.
     progress : bool   tqdm bar over the stage-2 steps (only on a terminal).
-    length_groups : int, optional
-        Each minibatch is computed in this many parts of similar length (:func:`minibatch_loss`; the same
-        loss and gradient, less padding). None (default): 4 for the two-layer model, 1 for the one-layer one.
     device : "cpu" | "cuda" | "cuda:N", optional   where it runs (None: "cpu", or ``embgeo run --set
         device=...``); ``model`` is moved there in place, in its dtype. Unavailable: :class:`InputError`.
 
@@ -208,7 +205,8 @@ def drop_padding(X: torch.Tensor, pad_id: int | None) -> torch.Tensor:
 
     Both models give a padded key weight exactly 0 and have no positions, so their output is the same up to
     rounding (the sums skip zeros); the work scales with T′ instead of the corpus' longest sequence (tweets:
-    T′ ≈ 17 in a batch of 128 against T = 85, 15× less per two-layer step at d = 2048).
+    T′ ≈ 17 in a minibatch of 128 against T = 85: a two-layer step at d = 2048 takes 80 ms against 1027 ms,
+    ``benchmarks/bench_attention_text.py``).
     """
     if pad_id is None:
         return X
@@ -239,7 +237,8 @@ def minibatch_loss(model: OneLayerAttention | TwoLayerAttention, X: torch.Tensor
     Each part is cut to its longest sequence (:func:`drop_padding`) and weighted by its share of B, so the
     value and gradient are the mean over the whole minibatch, as in one part (up to rounding). The two-layer
     model's layer 1 costs T′² per sequence: four parts of the tweets' minibatches take 46 ms a step at
-    d = 2048 against 114 ms in one (measured side by side, one thread); the one-layer model is fastest in one.
+    d = 2048 against 80 ms in one (``benchmarks/bench_attention_text.py``, one thread); the one-layer model
+    is fastest in one part (8 ms against 16 ms in four).
     """
     if groups == 1 or pad_id is None:
         return model.loss(drop_padding(X, pad_id), y, pad_id=pad_id)
