@@ -124,6 +124,13 @@ def test_real_text_quick(tmp_path, name, figure):
         assert c["tolerance"].startswith(f"Spearman ρ >= {RANK_EFFECT:g}") and -1 <= c["measured"] <= 1
     assert "base rate (P − N)/(P + N) = -0.4" in claims[RANK_P]["note"]
     assert "corpus base rate" in record.notes[0] and record.undecided == len(claims)
+    # the quick corpus' loss floor (metrics.multiset_loss_floor) is 0.0248: above the two-layer gate (3.16e-5), so
+    # those claims say no run can pass it here; below the one-layer gate (0.316), so theirs do not
+    assert record.notes[1].startswith("loss floor of the corpus: 0.0248,")
+    floor_said = ["nor can any run" in claims[k]["note"] for k in (RANK_V, RANK_P, FREQUENT)]
+    assert floor_said == [name == "attention-two-layer"] * 3
+    if name == "attention-two-layer":
+        assert "the two-layer one cannot be on this corpus (floor 0.0248)" in claims[LOSS_GAP]["note"]
     assert (tmp_path / f"{figure}.png").exists() and (tmp_path / "trace.csv").exists()
 
 

@@ -15,6 +15,7 @@ from embgeo.attention.metrics import (
     lemma41_slope,
     lemma41_table,
     level_statistics,
+    multiset_loss_floor,
     rank_test,
 )
 from embgeo.attention.model import OneLayerAttention
@@ -182,3 +183,45 @@ def test_level_statistics_known_values():
     assert lifted.abs_medians["p"][1] == pytest.approx(0.95)  # median |Ep − 1.1| over the level tokens
     with pytest.raises(ShapeError, match="levels"):
         level_statistics(Ep, Ev, post, levels[:-1], deltas)
+
+
+def test_multiset_loss_floor_against_per_group_minimisation_and_training():
+    """The floor is Σ over groups of one token multiset of min_f Σ logistic losses, over N: checked by a numerical
+    minimisation per group, by its invariances, and as a bound a trained model cannot beat."""
+    from scipy.optimize import minimize_scalar
+
+    P = 9
+    X = np.array([[1, 2, P], [2, 1, P], [1, 2, P],  # {1, 2}: two positive, one negative (order does not matter)
+                  [3, 3, 4], [3, 4, 3],  # {3, 3, 4}: one each
+                  [3, 4, 4],  # {3, 4, 4}: another multiset (a repeat counts), alone
+                  [5, P, P], [5, 6, P]])  # different multisets, opposite labels: no floor
+    y = np.array([1, 1, -1, 1, -1, -1, 1, -1])
+    floor, conflicted = multiset_loss_floor(X, y, pad_id=P)
+    expected = 0.0
+    for counts in ((2, 1), (1, 1)):
+        res = minimize_scalar(lambda f, c=counts: c[0] * np.logaddexp(0, -f) + c[1] * np.logaddexp(0, f),
+                              bounds=(-20, 20), method="bounded", options={"xatol": 1e-10})
+        expected += res.fun
+    assert conflicted == 5
+    assert floor == pytest.approx(expected / len(y), rel=1e-8)
+    # padding placed elsewhere and rows shuffled: the same floor; labels made consistent: none
+    perm = np.random.default_rng(0).permutation(len(y))
+    assert multiset_loss_floor(X[perm][:, ::-1], y[perm], pad_id=P)[0] == pytest.approx(floor, rel=1e-12)
+    assert multiset_loss_floor(X, np.array([1, 1, 1, 1, 1, -1, 1, -1]), pad_id=P) == (0.0, 0)
+    # without a pad id the pad is a token: [5, P, P] and [5, 6, P] still differ, and nothing else changes
+    assert multiset_loss_floor(X, y)[0] == pytest.approx(floor, rel=1e-12)
+    # a model of the multiset cannot go below it; trained long enough, it gets close
+    model = OneLayerAttention(10, 16, seed=0, train_v=True)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(300):
+        opt.zero_grad()
+        loss = model.loss(X, y, pad_id=P)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        final = float(model.loss(X, y, pad_id=P))
+    assert floor - 1e-9 <= final < floor + 0.01
+    with pytest.raises(InputError, match="labels"):
+        multiset_loss_floor(X, np.zeros(len(y)), pad_id=P)
+    with pytest.raises(ShapeError):
+        multiset_loss_floor(X, y[:3], pad_id=P)

@@ -60,6 +60,7 @@ from embgeo.attention.metrics import (
     lemma41_table,
     level_statistics,
     level_summary,
+    multiset_loss_floor,
     rank_test,
 )
 from embgeo.attention.text import TokenizedCorpus
@@ -516,13 +517,20 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: R
     final = float(df["loss"].iloc[-1])
     paper = PAPER_FINAL_LOSS[architecture]
     level = paper * 10**ORDER_OF_MAGNITUDE
+    floor, conflicted = multiset_loss_floor(corpus.X, corpus.y, corpus.pad_id)
     why = (f"the final training loss {final:.3g} after {cfg.epochs} epochs is above {level:.3g}, the paper's "
            f"~{paper:g} at convergence within its order of magnitude: the run has not converged as the paper's had")
+    if floor > level:  # no training run can pass the gate on this corpus
+        why += (f"; nor can any run of this model on this corpus: no function of a sequence's token multiset gets "
+                f"below {floor:.3g} here")
     claims = gated(score_claims(Ep[seen], Ev[seen], post[seen], centre) + [frequency_claim(Ep[seen], excess[seen])],
                    converged(final, architecture), why)
     notes = [f"data: {described}; {corpus.X.shape[0]} sequences, {V} tokens ({corpus.source}); "
              f"final training loss {final:.3g} after {cfg.epochs} epochs (paper, IMDB/Yelp at convergence: "
-             f"~{paper:g}; converged here means ≤ {level:.3g}); corpus base rate (P − N)/(P + N) = {centre:.3g}"]
+             f"~{paper:g}; converged here means ≤ {level:.3g}); corpus base rate (P − N)/(P + N) = {centre:.3g}",
+             f"loss floor of the corpus: {floor:.3g}, the least mean loss of any function of a sequence's token "
+             f"multiset, as both models are ({conflicted} sequences share their multiset with one of the other "
+             f"label)"]
     if architecture == "two-layer":  # the one-layer model on the same corpus, for the paper's loss comparison
         _, df_one = _train_on_corpus(cfg, corpus, "one-layer", ctx)
         one = float(df_one["loss"].iloc[-1])
@@ -530,7 +538,8 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: R
         claims += gated([loss_gap_claim(one, final)], both,
                         f"the losses {one:.3g} (one-layer) and {final:.3g} (two-layer) are not both within the "
                         f"paper's orders of magnitude (≤ {PAPER_FINAL_LOSS['one-layer'] * 10**ORDER_OF_MAGNITUDE:.3g} "
-                        f"and ≤ {level:.3g})")
+                        f"and ≤ {level:.3g})" + (f"; the two-layer one cannot be on this corpus (floor {floor:.3g})"
+                                                  if floor > level else ""))
         notes.append(f"one-layer model on the same corpus and settings: final training loss {one:.3g}")
         df = pd.concat([df.assign(model="two-layer"), df_one.assign(model="one-layer")], ignore_index=True)
     if cfg.data:  # the paper's number is for IMDB/Yelp reviews trained to convergence

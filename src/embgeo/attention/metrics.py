@@ -193,6 +193,32 @@ def excess_signed_frequency(X: ArrayLike, y: ArrayLike, n_tokens: int, pad_id: i
     return np.abs((pos - neg) - centre * (pos + neg)) / total
 
 
+def multiset_loss_floor(X: ArrayLike, y: ArrayLike, pad_id: int | None = None) -> tuple[float, int]:
+    """The smallest mean logistic loss (2) that any function of a sequence's token multiset reaches on (X, y).
+
+    Both attention models ((1) and (17)) have no positions and give each token the same map, so f(X) depends
+    only on the multiset of X's tokens, and sequences with the same multiset share one f. For a group of n₊
+    positive and n₋ negative such sequences, min_f n₊ log(1 + e^−f) + n₋ log(1 + e^f) = (n₊ + n₋)·h(n₊/(n₊ + n₋))
+    with h the binary entropy in nats (at f = log(n₊/n₋)); the floor is their sum over N. A corpus whose floor
+    is above a target loss cannot be trained to it by either model. X (N, T) padded with ``pad_id``, y (N,)
+    in {±1}. Returns (floor, number of sequences in groups with both labels).
+    """
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ShapeError(f"X (N, T) and y (N,) expected, got shapes {X.shape} and {y.shape}")
+    if not np.all((y == 1) | (y == -1)):
+        raise InputError("y: labels must be +1 or -1")
+    rows = np.sort(np.where(X == pad_id, np.iinfo(np.int64).max, X.astype(np.int64)), axis=1) \
+        if pad_id is not None else np.sort(X.astype(np.int64), axis=1)
+    _, group = np.unique(rows, axis=0, return_inverse=True)
+    pos = np.bincount(group.ravel(), weights=(y == 1).astype(float))
+    neg = np.bincount(group.ravel(), weights=(y == -1).astype(float))
+    both = (pos > 0) & (neg > 0)
+    p, n = pos[both], neg[both]
+    floor = float(-np.sum(p * np.log(p / (p + n)) + n * np.log(n / (p + n)))) / len(y)
+    return floor, int(np.sum(p + n))
+
+
 # -- Fig. 2: per level --------------------------------------------------------------------------------
 
 def level_summary(post: ArrayLike, levels: ArrayLike, deltas: ArrayLike) -> pd.DataFrame:
