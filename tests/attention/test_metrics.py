@@ -225,3 +225,7 @@ def test_multiset_loss_floor_against_per_group_minimisation_and_training():
         multiset_loss_floor(X, np.zeros(len(y)), pad_id=P)
     with pytest.raises(ShapeError):
         multiset_loss_floor(X, y[:3], pad_id=P)
+    with pytest.raises(ShapeError):
+        multiset_loss_floor(X[:0], y[:0], pad_id=P)
+    with pytest.raises(InputError, match="integer"):
+        multiset_loss_floor(X + 0.5, y, pad_id=P)

@@ -204,8 +204,10 @@ def multiset_loss_floor(X: ArrayLike, y: ArrayLike, pad_id: int | None = None) -
     in {±1}. Returns (floor, number of sequences in groups with both labels).
     """
     X, y = np.asarray(X), np.asarray(y)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ShapeError(f"X (N, T) and y (N,) expected, got shapes {X.shape} and {y.shape}")
+    if X.ndim != 2 or X.shape[0] == 0 or y.shape != (X.shape[0],):
+        raise ShapeError(f"X (N, T) with N ≥ 1 and y (N,) expected, got shapes {X.shape} and {y.shape}")
+    if not np.issubdtype(X.dtype, np.integer):
+        raise InputError(f"X: expected integer token ids, got dtype {X.dtype}")
     if not np.all((y == 1) | (y == -1)):
         raise InputError("y: labels must be +1 or -1")
     rows = np.sort(np.where(X == pad_id, np.iinfo(np.int64).max, X.astype(np.int64)), axis=1) \
