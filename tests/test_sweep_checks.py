@@ -6,6 +6,7 @@ stores readable, and every bad address or unwritable store one line. The CLI is 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -307,7 +308,9 @@ def test_runs_estimated_above_ten_minutes_print_the_estimate_first(monkeypatch, 
 
     assert runtime_seconds(get("collapse-zipf-small"), "paper") == 75 * 60  # "about 60-75 min"
     assert runtime_seconds(get("ntp-real-ufm"), "quick") == 2.4 * 60  # "(...; quick: 2.4 min)"
-    assert runtime_seconds(get("attention-two-layer"), "paper") == 86400  # "days on 2 cores"
+    assert runtime_seconds(get("attention-two-layer"), "paper") == 1.5 * 3600  # "about 1.5 h on one core (...)"
+    days = dataclasses.replace(get("attention-two-layer"), paper_runtime="days on 2 cores (estimate)")
+    assert runtime_seconds(days, "paper") == 86400 and runtime_seconds(days, "quick") is None
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt  # nothing runs: only what was printed before matters
