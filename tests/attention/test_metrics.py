@@ -196,7 +196,7 @@ def test_multiset_loss_floor_against_per_group_minimisation_and_training():
                   [3, 4, 4],  # {3, 4, 4}: another multiset (a repeat counts), alone
                   [5, P, P], [5, 6, P]])  # different multisets, opposite labels: no floor
     y = np.array([1, 1, -1, 1, -1, -1, 1, -1])
-    floor, conflicted = multiset_loss_floor(X, y, pad_id=P)
+    floor, conflicted = multiset_loss_floor(X, y, 10, pad_id=P)
     expected = 0.0
     for counts in ((2, 1), (1, 1)):
         res = minimize_scalar(lambda f, c=counts: c[0] * np.logaddexp(0, -f) + c[1] * np.logaddexp(0, f),
@@ -206,10 +206,10 @@ def test_multiset_loss_floor_against_per_group_minimisation_and_training():
     assert floor == pytest.approx(expected / len(y), rel=1e-8)
     # padding placed elsewhere and rows shuffled: the same floor; labels made consistent: none
     perm = np.random.default_rng(0).permutation(len(y))
-    assert multiset_loss_floor(X[perm][:, ::-1], y[perm], pad_id=P)[0] == pytest.approx(floor, rel=1e-12)
-    assert multiset_loss_floor(X, np.array([1, 1, 1, 1, 1, -1, 1, -1]), pad_id=P) == (0.0, 0)
+    assert multiset_loss_floor(X[perm][:, ::-1], y[perm], 10, pad_id=P)[0] == pytest.approx(floor, rel=1e-12)
+    assert multiset_loss_floor(X, np.array([1, 1, 1, 1, 1, -1, 1, -1]), 10, pad_id=P) == (0.0, 0)
     # without a pad id the pad is a token: [5, P, P] and [5, 6, P] still differ, and nothing else changes
-    assert multiset_loss_floor(X, y)[0] == pytest.approx(floor, rel=1e-12)
+    assert multiset_loss_floor(X, y, 10)[0] == pytest.approx(floor, rel=1e-12)
     # a model of the multiset cannot go below it; trained long enough, it gets close
     model = OneLayerAttention(10, 16, seed=0, train_v=True)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
@@ -222,10 +222,10 @@ def test_multiset_loss_floor_against_per_group_minimisation_and_training():
         final = float(model.loss(X, y, pad_id=P))
     assert floor - 1e-9 <= final < floor + 0.01
     with pytest.raises(InputError, match="labels"):
-        multiset_loss_floor(X, np.zeros(len(y)), pad_id=P)
+        multiset_loss_floor(X, np.zeros(len(y)), 10, pad_id=P)
     with pytest.raises(ShapeError):
-        multiset_loss_floor(X, y[:3], pad_id=P)
+        multiset_loss_floor(X, y[:3], 10, pad_id=P)
     with pytest.raises(ShapeError):
-        multiset_loss_floor(X[:0], y[:0], pad_id=P)
+        multiset_loss_floor(X[:0], y[:0], 10, pad_id=P)
     with pytest.raises(InputError, match="integer"):
-        multiset_loss_floor(X + 0.5, y, pad_id=P)
+        multiset_loss_floor(X + 0.5, y, 10, pad_id=P)

@@ -517,7 +517,7 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: R
     final = float(df["loss"].iloc[-1])
     paper = PAPER_FINAL_LOSS[architecture]
     level = paper * 10**ORDER_OF_MAGNITUDE
-    floor, conflicted = multiset_loss_floor(corpus.X, corpus.y, corpus.pad_id)
+    floor, conflicted = multiset_loss_floor(corpus.X, corpus.y, V, pad_id=corpus.pad_id)
     why = (f"the final training loss {final:.3g} after {cfg.epochs} epochs is above {level:.3g}, the paper's "
            f"~{paper:g} at convergence within its order of magnitude: the run has not converged as the paper's had")
     if floor > level:  # no training run can pass the gate on this corpus

@@ -28,7 +28,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.stats import rankdata, spearmanr
 
-from embgeo.attention.data import token_counts
+from embgeo.attention.data import check_dataset, token_counts
 from embgeo.attention.theory import as_vector, lemma41_bound, lemma41_error_scale, lemma41_prediction
 from embgeo.core.validate import as_float_array
 from embgeo.errors import InputError, ShapeError
@@ -193,25 +193,20 @@ def excess_signed_frequency(X: ArrayLike, y: ArrayLike, n_tokens: int, pad_id: i
     return np.abs((pos - neg) - centre * (pos + neg)) / total
 
 
-def multiset_loss_floor(X: ArrayLike, y: ArrayLike, pad_id: int | None = None) -> tuple[float, int]:
+def multiset_loss_floor(X: ArrayLike, y: ArrayLike, n_tokens: int, pad_id: int | None = None) -> tuple[float, int]:
     """The smallest mean logistic loss (2) that any function of a sequence's token multiset reaches on (X, y).
 
     Both attention models ((1) and (17)) have no positions and give each token the same map, so f(X) depends
     only on the multiset of X's tokens, and sequences with the same multiset share one f. For a group of n₊
     positive and n₋ negative such sequences, min_f n₊ log(1 + e^−f) + n₋ log(1 + e^f) = (n₊ + n₋)·h(n₊/(n₊ + n₋))
     with h the binary entropy in nats (at f = log(n₊/n₋)); the floor is their sum over N. A corpus whose floor
-    is above a target loss cannot be trained to it by either model. X (N, T) padded with ``pad_id``, y (N,)
-    in {±1}. Returns (floor, number of sequences in groups with both labels).
+    is above a target loss cannot be trained to it by either model. X (N, T) padded with ``pad_id``, ids in
+    [0, n_tokens), y (N,) in {±1} (validated by :func:`embgeo.attention.data.check_dataset`). Returns (floor,
+    number of sequences in groups with both labels).
     """
-    X, y = np.asarray(X), np.asarray(y)
-    if X.ndim != 2 or X.shape[0] == 0 or y.shape != (X.shape[0],):
-        raise ShapeError(f"X (N, T) with N ≥ 1 and y (N,) expected, got shapes {X.shape} and {y.shape}")
-    if not np.issubdtype(X.dtype, np.integer):
-        raise InputError(f"X: expected integer token ids, got dtype {X.dtype}")
-    if not np.all((y == 1) | (y == -1)):
-        raise InputError("y: labels must be +1 or -1")
-    rows = np.sort(np.where(X == pad_id, np.iinfo(np.int64).max, X.astype(np.int64)), axis=1) \
-        if pad_id is not None else np.sort(X.astype(np.int64), axis=1)
+    X, y, _, real = check_dataset(X, y, n_tokens, pad_id)
+    # pads sort after every token, so two rows with the same multiset are the same sorted row
+    rows = np.sort(np.where(real, X, np.iinfo(np.int64).max), axis=1)
     _, group = np.unique(rows, axis=0, return_inverse=True)
     pos = np.bincount(group.ravel(), weights=(y == 1).astype(float))
     neg = np.bincount(group.ravel(), weights=(y == -1).astype(float))
