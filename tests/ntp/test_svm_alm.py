@@ -542,6 +542,95 @@ def test_pairs_join_the_working_set_in_order_with_their_multipliers():
     assert len(st.wg) == len(after) and not st.fresh.any()
 
 
+def newton_step_state(seed: int):
+    """A solver on planted data (m = 200, V = 15, d = 5: W holds every off pair), the state after its first outer
+    step (one inner loop and the multiplier update, as :meth:`SVMALM.solve` takes them) and the next Newton
+    direction there: (solver, st, aS, aW, wS, dx, dt)."""
+    pb = svm.make_problem(planted(200, 15, 5, seed), None)
+    solver = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size)
+    st = solver.start()
+    solver._inner(st, 1e-2 * np.sqrt(solver._norm2(st.X)), None)
+    _, _, st.nu, st.mu = solver._weights(st, st.X, st.t, st.a)
+    aS, aW, wS, wW = solver._weights(st, st.X, st.t)
+    gx, gt = solver._gradient(st, st.X, wS, wW)
+    dx, dt = solver._newton_direction(st, wW > 0, gx, gt)
+    return solver, st, aS, aW, wS, dx, dt
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("direction", ["newton", "long"])
+def test_step_on_the_near_pairs_is_the_step_over_every_pair(seed, direction):
+    """:meth:`SVMALM._off_step` computes Δa only where a pair could switch on before the step ends; its α is the
+    exact minimiser over every pair of W, its Δa exact on the near pairs, and elsewhere a + αΔW an upper bound on the
+    pair's a after the step, below −1 (the pair inactive throughout). "newton": the solver's own direction and step
+    length. "long": a random direction with φ′ = c0 + c1α + … whose minimiser lies beyond α = 1 (the exact line
+    search), so the pairs that switch on between α = 1 and the step's end must join (negative control: without
+    them α differs)."""
+    solver, st, aS, aW, wS, dx, dt = newton_step_state(seed)
+    c0, c1 = float(np.sum(solver.n[:, None] * st.X * dx)), solver._norm2(dx)
+    if direction == "long":
+        rng = np.random.default_rng(seed)
+        dx, dt = 0.1 * rng.standard_normal(dx.shape), 0.1 * rng.standard_normal(dt.shape)
+        c0, c1 = -30.0, 1.0
+    dS = solver._a(dx, dt, solver.sptr, solver.sj)
+    dW_all = solver._a(dx, dt, st.wptr, st.wj)
+
+    def step_length(dW, u):
+        if direction == "long":
+            return A._line_search(c0, c1, dS, wS, st.rho, dW, u)
+        return A._step_length(c0, c1, dS, wS, st.rho, dW, u)
+
+    alpha_all = step_length(dW_all, st.mu + st.rho * (aW + 1.0))
+    bounded = np.zeros(len(aW), bool)
+    alpha, dW, near = solver._off_step(st, st.X, st.t, aW.copy(), bounded, dx, dt, step_length)
+    assert alpha == pytest.approx(alpha_all, rel=1e-12) and alpha > 0
+    assert 0 < near.sum() < len(near)  # some pairs are left out, or the test shows nothing
+    np.testing.assert_allclose(dW[near], dW_all[near], rtol=1e-13, atol=1e-14)
+    after = aW + alpha * dW_all
+    assert np.all(aW[~near] + alpha * dW[~near] >= after[~near]) and np.all(aW[~near] + alpha * dW[~near] < -1.0)
+    assert np.all(st.mu[~near] == 0)
+    if direction == "long":
+        assert alpha > 1.0  # beyond the first pass's horizon
+        late = (st.mu == 0) & (aW + dW_all < -1.0) & (after > -1.0)  # switch on between α = 1 and the step's end
+        assert late.any() and np.all(near[late])
+        keep = ~late
+        assert step_length(dW_all[keep], (st.mu + st.rho * (aW + 1.0))[keep]) != pytest.approx(alpha_all, rel=1e-6)
+
+
+def test_off_step_refreshes_a_bounded_pair_before_it_counts():
+    """A pair whose a is only an upper bound (``bounded``) gets its exact value where it comes near: the same α as
+    with the exact a, and ``bounded`` cleared there."""
+    solver, st, aS, aW, wS, dx, dt = newton_step_state(0)
+    dS = solver._a(dx, dt, solver.sptr, solver.sj)
+    c0, c1 = float(np.sum(solver.n[:, None] * st.X * dx)), solver._norm2(dx)
+
+    def step_length(dW, u):
+        return A._step_length(c0, c1, dS, wS, st.rho, dW, u)
+
+    exact = solver._off_step(st, st.X, st.t, aW.copy(), np.zeros(len(aW), bool), dx, dt, step_length)
+    # every inactive pair with a < −1 given as a bound halfway between its a and −1
+    loose = aW.copy()
+    bounded = (st.mu == 0) & (aW < -1.0)
+    loose[bounded] = 0.5 * (aW[bounded] - 1.0)
+    flags = bounded.copy()
+    alpha, dW, near = solver._off_step(st, st.X, st.t, loose, flags, dx, dt, step_length)
+    assert alpha == pytest.approx(exact[0], rel=1e-12)
+    refreshed = bounded & near
+    assert refreshed.any() and not flags[refreshed].any()
+    np.testing.assert_allclose(loose[refreshed], aW[refreshed], rtol=1e-13, atol=1e-13)
+
+
+def test_scatter_leaves_out_only_pairs_of_weight_zero():
+    """Σ_j w_gj k_j over S and W with W's zero weights dropped equals the sum over every pair."""
+    solver, st, aS, aW, wS, dx, dt = newton_step_state(1)
+    rng = np.random.default_rng(2)
+    wW = np.where(rng.random(len(st.wg)) < 0.3, rng.standard_normal(len(st.wg)), 0.0)
+    wW[st.wptr[3]:st.wptr[4]] = 0.0  # a group with no pair left
+    full = A._scatter(solver.K, solver.G, np.concatenate([solver.sg, st.wg]), np.concatenate([solver.sj, st.wj]),
+                      np.concatenate([wS, wW]))
+    np.testing.assert_allclose(solver._scatter_sw(st, wS, wW), full, rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("overshoot", [0.3, 1.0, 5.0])
 def test_dual_point_is_the_best_multiple_of_the_multipliers(overshoot):
     """dual_point's value is max_c D(c·λ) over the balanced multipliers λ, computed here pair by pair, at least

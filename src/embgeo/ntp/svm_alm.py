@@ -38,7 +38,8 @@ multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty �
 The data are scaled to max_j ‖k_j‖ = 1 inside (the answer is returned in the caller's units), so ρ
 and every tolerance are independent of the units of H̄.
 
-Cost: per Newton step O(|W| r) plus, when P changed, one factorization of
+Cost: per Newton step O(|W|) plus O(r) per pair that could switch on along it (:meth:`SVMALM._off_step`;
+the others of W are inactive with a bound on their a) plus, when P changed, one factorization of
 Σ_g q_g² min(q_g, r) + c³/3 flops (c ≤ m contexts with ≥ 2 pairs in P, q_g the group's pairs there; in single
 precision, refined by a few conjugate-gradient steps: SINGLE_RTOL); per outer step one full pass, O(G m r).
 Memory: c² doubles for the Schur complement where it is factored, and c² singles for the factor (only within the
@@ -51,6 +52,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.linalg as sla
@@ -775,10 +777,15 @@ class SVMALM:
         return group_dots(X, self.K, ptr, j) - t[j]
 
     def _scatter_sw(self, st: _State, wS, wW):
-        """Σ_j w_{gj} k_j over S and W (each sorted by group: two CSR matrices made without a sort), (G, r)."""
+        """Σ_j w_{gj} k_j over S and W (each sorted by group: two CSR matrices made without a sort), (G, r).
+
+        W's pairs of weight 0 are left out (the same sums): once W has grown, most of its pairs are inactive (on
+        paper-cs 28,003 of 379,370 at the end), and the product's cost is one row of K per pair kept."""
         shape = (self.G, self.m)
+        on = wW != 0
+        ptr = np.concatenate([[0], np.cumsum(on)])[st.wptr]  # group g's kept pairs: ptr[g]:ptr[g + 1]
         return (sp.csr_matrix((wS, self.sj, self.sptr), shape=shape) @ self.K
-                + sp.csr_matrix((wW, st.wj, st.wptr), shape=shape) @ self.K)
+                + sp.csr_matrix((wW[on], st.wj[on], ptr), shape=shape) @ self.K)
 
     def _norm2(self, X) -> float:
         """Σ_g n_g ‖x_g‖² = ‖W‖² of the token matrix."""
@@ -846,6 +853,8 @@ class SVMALM:
         self._stuck = False
         for _ in range(MAX_NEWTON):
             aS, aW, wS, wW = self._weights(st, X, t, a)
+            if a is None:
+                bounded = np.zeros(len(aW), bool)  # W's pairs where aW is an upper bound (< −1), not the value
             a = (aS, aW)
             gx, gt = self._gradient(st, X, wS, wW)
             gnorm = np.sqrt(float(np.sum(gx * gx) + gt @ gt))
@@ -859,15 +868,19 @@ class SVMALM:
             act = wW > 0
             dx, dt = self._newton_direction(st, act, gx, gt)
             steps += 1
-            dS, dW = self._a(dx, dt, self.sptr, self.sj), self._a(dx, dt, st.wptr, st.wj)
-            alpha = _step_length(float(np.sum(self.n[:, None] * X * dx)), self._norm2(dx), dS, wS, st.rho, dW,
-                                 st.mu + st.rho * (aW + 1.0))
+            dS = self._a(dx, dt, self.sptr, self.sj)
+            alpha, dW, near = self._off_step(st, X, t, aW, bounded, dx, dt,
+                                             partial(_step_length, float(np.sum(self.n[:, None] * X * dx)),
+                                                     self._norm2(dx), dS, wS, st.rho))
             zero = zero + 1 if alpha == 0 else 0
             if zero >= STUCK_STEPS:  # the directions are not descent directions: more steps change nothing
                 self._stuck = True
                 break
             X, t = X + alpha * dx, t + alpha * dt
-            a = (aS + alpha * dS, aW + alpha * dW)  # a is linear in (X, t): no new pass over the pairs
+            # a is linear in (X, t): no new pass over the pairs; off the near pairs a bound that stays below −1
+            aW = aW + alpha * dW
+            bounded |= ~near
+            a = (aS + alpha * dS, aW)
             exact = self._cache[1].dense  # solved through T's factor, not by conjugate gradients to CG_RTOL
             # (a step of α = 0 keeps P too, but says that the direction does not descend: STUCK_STEPS decides there)
             kept = alpha > 0 and np.array_equal(st.mu + st.rho * (a[1] + 1) > 0, act)
@@ -878,6 +891,39 @@ class SVMALM:
         st.X, st.t = X, t
         st.a = a
         return steps
+
+    def _off_step(self, st: _State, X, t, aW, bounded, dx, dt, step_length: Callable):
+        """(α, ΔW, near): the step length along (ΔX, Δt) with W's terms, computed only on the pairs that could be
+        active before α ("near"); elsewhere ΔW holds reach_p ≥ |Δa_p| = |Δx_gᵀk_j − Δt_j| (‖k_j‖ ≤ 1 in the unit
+        scale), so that a_W + αΔW stays an upper bound, below −1 (an inactive pair's term of φ is 0 while
+        a ≤ −1 and μ = 0). ``aW`` is made exact in place where a bounded pair comes near (``bounded`` updated).
+        ``step_length(ΔW, μ + ρ(a + 1))`` is :func:`_step_length` over the given pairs.
+
+        Once W has grown, most of its pairs are inactive with margins well above 1 while the late steps are short:
+        on paper-cs (379,370 pairs, 28,003 active at the end) Δa over every pair cost 1.4 of 16 s. Far from the
+        optimum the steps are long and nearly every pair is near: then this costs a few O(|W|) passes more."""
+        reach = (1.0 + 1e-9) * (np.sqrt(np.einsum("ij,ij->i", dx, dx))[st.wg] + np.abs(dt)[st.wj])
+        near = np.zeros(len(aW), bool)
+        dW = reach.copy()
+        horizon = 1.0
+        while True:
+            new = ~near & ((st.mu > 0) | (aW + horizon * reach >= -1.0))
+            stale = new & bounded
+            if stale.any():  # was only bounded: its value first
+                aW[stale] = self._a_on(X, t, st, stale)
+                bounded &= ~stale
+            if new.any():
+                dW[new] = self._a_on(dx, dt, st, new)
+                near |= new
+            alpha = step_length(dW[near], (st.mu + st.rho * (aW + 1.0))[near])
+            if alpha <= horizon:
+                return alpha, dW, near
+            horizon = alpha  # a longer step than assumed: the pairs that could switch on before it join
+
+    def _a_on(self, X, t, st: _State, on: np.ndarray) -> np.ndarray:
+        """:meth:`_a` on the pairs of W where ``on``."""
+        ptr = np.concatenate([[0], np.cumsum(on)])[st.wptr]
+        return self._a(X, t, ptr, st.wj[on])
 
     def _cheap_rise(self, st: _State, inexact_before: int) -> bool:
         """Whether a tenfold ρ would cost only conjugate-gradient iterations (CG_DECREASE): the last Newton system
