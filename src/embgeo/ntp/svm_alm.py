@@ -551,6 +551,11 @@ def _fits_dense(c: int) -> bool:
     return nbytes <= validate.DENSE_BUDGET_BYTES and nbytes <= 0.5 * validate.available_memory_bytes()
 
 
+def _kept_ptr(on: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """The group pointers (G + 1,) of the pairs where ``on``, of pairs sorted by group with pointers ``ptr``."""
+    return np.concatenate([[0], np.cumsum(on)])[ptr]
+
+
 def _violation(aS: np.ndarray, aW: np.ndarray) -> float:
     """The largest violation of the ties (|a| on S) and of the margins (a + 1 > 0 on the given W pairs)."""
     return max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
@@ -786,9 +791,8 @@ class SVMALM:
         paper-cs 28,003 of 379,370 at the end), and the product's cost is one row of K per pair kept."""
         shape = (self.G, self.m)
         on = wW != 0
-        ptr = np.concatenate([[0], np.cumsum(on)])[st.wptr]  # group g's kept pairs: ptr[g]:ptr[g + 1]
         return (sp.csr_matrix((wS, self.sj, self.sptr), shape=shape) @ self.K
-                + sp.csr_matrix((wW[on], st.wj[on], ptr), shape=shape) @ self.K)
+                + sp.csr_matrix((wW[on], st.wj[on], _kept_ptr(on, st.wptr)), shape=shape) @ self.K)
 
     def _norm2(self, X) -> float:
         """Σ_g n_g ‖x_g‖² = ‖W‖² of the token matrix."""
@@ -905,6 +909,7 @@ class SVMALM:
         Once W has grown, most of its pairs are inactive with margins well above 1 while the late steps are short:
         on paper-cs (379,370 pairs, 28,003 active at the end) Δa over every pair cost 1.4 of 16 s. Far from the
         optimum the steps are long and nearly every pair is near: then this costs a few O(|W|) passes more."""
+        # (1 + 1e-9: room for the rounding of reach itself and of the a it is compared with)
         reach = (1.0 + 1e-9) * (np.sqrt(np.einsum("ij,ij->i", dx, dx))[st.wg] + np.abs(dt)[st.wj])
         near = np.zeros(len(aW), bool)
         dW = reach.copy()
@@ -919,14 +924,13 @@ class SVMALM:
                 dW[new] = self._a_on(dx, dt, st, new)
                 near |= new
             alpha = step_length(dW[near], (st.mu + st.rho * (aW + 1.0))[near])
-            if alpha <= horizon:
+            if not alpha > horizon:  # (a NaN from NaN data ends here too, as it did before)
                 return alpha, dW, near
             horizon = alpha  # a longer step than assumed: the pairs that could switch on before it join
 
     def _a_on(self, X, t, st: _State, on: np.ndarray) -> np.ndarray:
         """:meth:`_a` on the pairs of W where ``on``."""
-        ptr = np.concatenate([[0], np.cumsum(on)])[st.wptr]
-        return self._a(X, t, ptr, st.wj[on])
+        return self._a(X, t, _kept_ptr(on, st.wptr), st.wj[on])
 
     def _cheap_rise(self, st: _State, inexact_before: int) -> bool:
         """Whether a tenfold ρ would cost only conjugate-gradient iterations (CG_DECREASE): the last Newton system
