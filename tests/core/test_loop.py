@@ -1,9 +1,15 @@
 """The shared training loop and checkpoint file (embgeo.core.loop)."""
 
+import collections
+import enum
+from collections import namedtuple
+
+import numpy as np
 import pytest
 import torch
 
-from embgeo.core.loop import CHECKPOINT_VERSION, Checkpoint, TrainingInterrupted, run_loop
+from embgeo.core.loop import CHECKPOINT_VERSION, Checkpoint, TrainingInterrupted, run_loop, saved_progress
+from embgeo.core.status import Status
 from embgeo.core.trace import Trace
 from embgeo.errors import InputError
 
@@ -86,3 +92,69 @@ def test_progress_lines_off_a_terminal(capsys, monkeypatch):
     assert err[2].startswith("train[x]: 4/4 epochs, x 2,") and "ETA" not in err[2]
     run_loop(Trace({}), 2, *_counting(Trace({})), record_at=lambda d: True, progress=False)
     assert capsys.readouterr().err == ""  # progress=False: silent
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_checkpoint_writes_plain_values_that_the_safe_load_reads_back(tmp_path):
+    """Issue 37: a Status (a str enum) in a trace row made ntp-real-lstm's checkpoint unreadable under
+    torch.load(weights_only=True). Enum members and numpy scalars are written as the plain values they stand for,
+    in any container, keys included; the file reads back under the safe load with no class allowed."""
+    path = tmp_path / "run.pt"
+    rows = [{"step": np.int64(5), "svm_status": Status.OPTIMAL, "cos": np.float64(0.5), "ok": np.bool_(True),
+             "level": _Level.HIGH, "name": np.str_("x"), "pair": (np.float32(0.25), None), Status.STALLED: {1, 2}}]
+    Checkpoint(path, "embgeo.test", {"tag": Status.SEPARABLE}).save({
+        "rows": rows, "milestones": collections.Counter({10: 1}), "ordered": collections.OrderedDict(a=1),
+        "w": torch.ones(2), "shape": torch.Size([2]), "dtype": torch.float64})
+    state = torch.load(path, weights_only=True)  # the safe load alone: no class allowed beside torch's defaults
+    row = state["rows"][0]
+    assert row == {"step": 5, "svm_status": "optimal", "cos": 0.5, "ok": True, "level": 3, "name": "x",
+                   "pair": (0.25, None), "stalled": {1, 2}}
+    assert [type(row[k]) for k in ("step", "svm_status", "cos", "ok", "level", "name")] == [int, str, float, bool,
+                                                                                              int, str]
+    assert all(type(k) is str for k in row) and state["settings"] == {"tag": "separable"}
+    assert type(state["milestones"]) is collections.Counter and state["milestones"][20] == 0  # still a Counter
+    assert type(state["ordered"]) is collections.OrderedDict and torch.equal(state["w"], torch.ones(2))
+    assert Checkpoint(path, "embgeo.test", {"tag": "separable"}).load()["rows"] == state["rows"]
+
+
+@pytest.mark.parametrize(("value", "kind"), [(np.zeros(2), "numpy.ndarray"),
+                                             (namedtuple("Pair", "a b")(1, 2), "Pair"),
+                                             (object(), "builtins.object")])
+def test_checkpoint_refuses_a_value_the_safe_load_cannot_read_when_writing(tmp_path, value, kind):
+    """Found when the file is written, naming the key, not when a resumed run reads it hours later; the
+    previous checkpoint is left as it was."""
+    path = tmp_path / "run.pt"
+    ck = Checkpoint(path, "embgeo.test", {})
+    ck.save({"step": 1, "rows": [{"x": 1.0}]})
+    with pytest.raises(InputError, match=rf"checkpoint: state\['rows'\]\[1\]\['x'\] is a \S*{kind}, which "
+                                         r"torch.load\(weights_only=True\) cannot read back"):
+        ck.save({"step": 2, "rows": [{"x": 1.0}, {"x": value}]})
+    assert ck.load()["step"] == 1 and not path.with_name("run.pt.tmp").exists()
+
+
+def test_a_checkpoint_written_before_issue_37_with_a_status_still_loads(tmp_path):
+    """Files written by torch.save as it was (a Status object in a row) resume: Checkpoint.load allows Status, and
+    nothing else beside torch's defaults (a foreign class is still refused)."""
+    path = tmp_path / "old.pt"
+    state = {"version": CHECKPOINT_VERSION, "kind": "embgeo.test", "settings": {}, "step": 4,
+             "rows": [{"step": 4, "svm_status": Status.OPTIMAL}]}
+    torch.save(state, path)
+    with pytest.raises(Exception, match="Status"):  # what users met: the safe load alone refuses it
+        torch.load(path, weights_only=True)
+    assert Checkpoint(path, "embgeo.test", {}).load()["rows"][0]["svm_status"] == "optimal"
+    assert saved_progress(path) == "step 4"
+    torch.save({**state, "rows": [{"step": 4, "odd": collections.defaultdict(int)}]}, path)
+    with pytest.raises(InputError, match="cannot read"):
+        Checkpoint(path, "embgeo.test", {}).load()
+
+
+def test_saved_progress_says_where_a_checkpoint_stands(tmp_path):
+    Checkpoint(tmp_path / "a.pt", "embgeo.test", {}).save({"epoch": 40, "step": 800})
+    Checkpoint(tmp_path / "b.pt", "embgeo.test", {}).save({"step": 120})
+    (tmp_path / "c.pt").write_bytes(b"junk")
+    assert saved_progress(tmp_path / "a.pt") == "epoch 40"  # epochs, the unit an epoch trainer counts in
+    assert saved_progress(tmp_path / "b.pt") == "step 120"
+    assert saved_progress(tmp_path / "c.pt") is None and saved_progress(tmp_path / "missing.pt") is None

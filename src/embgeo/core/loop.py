@@ -6,7 +6,8 @@ the rest the same way everywhere: a tqdm bar (only on a terminal) with the last 
 a record at the start and at the requested units, a progress line every 30 s with the ETA when stderr
 is not a terminal (and "resumed from ..." when a checkpoint is continued), and on Ctrl-C a :class:`TrainingInterrupted`
 warning with the partial trace returned (``trace.interrupted`` set). :class:`Checkpoint` writes a
-trainer's state atomically and reads it back only into a run with the same settings.
+trainer's state atomically, in a form ``torch.load(weights_only=True)`` reads back (or refuses it when writing),
+and reads it back only into a run with the same settings; :func:`saved_progress` says where a file stands.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embgeo.core.checkpoint import save_atomic
+from embgeo.core.status import Status
 from embgeo.core.trace import Trace
 from embgeo.errors import InputError
 
@@ -121,8 +123,11 @@ class Checkpoint:
         if self.path is None or not self.path.exists():
             return None
         try:
-            # onto the CPU: a checkpoint written on a GPU resumes anywhere (load_state_dict moves it to the model)
-            state = torch.load(self.path, weights_only=True, map_location="cpu")
+            # onto the CPU: a checkpoint written on a GPU resumes anywhere (load_state_dict moves it to the model).
+            # Status is allowed for the files written before save_atomic reduced it to a str (an ntp-real trace
+            # row held one): rebuilding it only looks a value up among its members, so it runs no code.
+            with torch.serialization.safe_globals([Status]):
+                state = torch.load(self.path, weights_only=True, map_location="cpu")
         except Exception as exc:  # corrupt or foreign file
             raise InputError(f"checkpoint: cannot read {str(self.path)!r} ({exc})") from None
         if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION or state.get("kind") != self.kind:
@@ -137,7 +142,26 @@ class Checkpoint:
         return state
 
     def save(self, state: dict) -> None:
-        """Write ``state`` (with version, kind and settings) atomically; nothing without a path."""
+        """Write ``state`` (with version, kind and settings) atomically; nothing without a path.
+
+        The file holds only what :meth:`load` reads back (:func:`embgeo.core.checkpoint.loadable`: a str enum
+        is written as its string, a numpy scalar as the Python scalar); a value that cannot be read back is an
+        :class:`InputError` naming its key now, not when a resumed run reads the file.
+        """
         if self.path is not None:
             save_atomic(self.path, {"version": CHECKPOINT_VERSION, "kind": self.kind, "settings": self.settings,
                                     **state})
+
+
+def saved_progress(path: str | PathLike) -> str | None:
+    """Where the checkpoint file at ``path`` stands: ``"epoch 40"`` (epoch trainers) or ``"step 120"``; None if the
+    file cannot be read or records neither. Its tensors are mapped, not read, so this is cheap for any size."""
+    try:
+        with torch.serialization.safe_globals([Status]):
+            state = torch.load(path, weights_only=True, map_location="cpu", mmap=True)
+    except Exception:  # noqa: BLE001 - only a message depends on it
+        return None
+    for unit in ("epoch", "step"):  # the unit run_loop counts in: epochs where a trainer has them
+        if isinstance(state, dict) and isinstance(state.get(unit), int):
+            return f"{unit} {state[unit]}"
+    return None

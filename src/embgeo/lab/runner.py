@@ -15,11 +15,66 @@ import time
 import traceback
 from pathlib import Path
 
-from embgeo.core.device import DEFAULT_DEVICE, device_label, resolve_device
+from embgeo.core.device import DEFAULT_DEVICE, check_device_name, device_label, resolve_device
 from embgeo.lab.claims import Claim
 from embgeo.lab.context import RunContext
 from embgeo.lab.record import RunRecord, config_dict, jsonable_scalars, load, package_versions, save
 from embgeo.lab.registry import Experiment, get
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C inside an experiment's run (:func:`run`): which experiment, and what the same call does next.
+
+    A :class:`KeyboardInterrupt`, so whatever lets Ctrl-C through (:func:`run_safely`, reproductions, sweeps) lets
+    it through; the CLI prints :attr:`resume_hint`. ``checkpoints`` are the run's checkpoint files
+    (``DIR/checkpoints/*.pt``) with where each stands ("epoch 40", "step 120"; None if unreadable).
+    """
+
+    def __init__(self, name: str, out: Path, checkpoints: list[tuple[Path, str | None]],
+                 stores: list[Path] | None = None):
+        self.name, self.out, self.checkpoints = name, Path(out), checkpoints
+        #: The inner sweeps' run stores in the run's folder (an experiment that is a sweep, ntp-separability).
+        self.stores = sorted(self.out.glob("*.sqlite")) if stores is None else stores
+        super().__init__(self.resume_hint)
+
+    def __reduce__(self):  # a Dask worker sends it back pickled: rebuilt from these, not from the message
+        return type(self), (self.name, self.out, self.checkpoints, self.stores)
+
+    @property
+    def resume_hint(self) -> str:
+        """One sentence: where the interrupted run's state is kept and what the same command does with it."""
+        said = []
+        if len(self.checkpoints) == 1:
+            path, at = self.checkpoints[0]
+            said.append(f"the checkpoint of {self.name} is kept in {path.parent}: the same command resumes its "
+                        f"training from {at or 'there'}")
+        elif self.checkpoints:
+            listed = "; ".join(f"{path.name} at {at or 'an unreadable point'}" for path, at in self.checkpoints)
+            said.append(f"the checkpoints of {self.name} are kept in {self.checkpoints[0][0].parent} ({listed}): the "
+                        "same command resumes its trainings from them")
+        if self.stores:
+            said.append(f"the finished points of the {self.name} sweep are kept in {', '.join(map(str, self.stores))}: "
+                        "the same command runs only the rest")
+        if not said:
+            said.append(f"{self.name} wrote no checkpoint (only long trainings keep one): the same command runs it "
+                        "again from the start")
+        return "; ".join(said)
+
+
+def _checkpoints_of(out: Path) -> list[tuple[Path, str | None]]:
+    """The checkpoint files in the run's folder (``out/checkpoints/*.pt``), each with where it stands
+    (:func:`~embgeo.core.loop.saved_progress`).
+
+    All of them, not only those named with the run's config: an experiment may checkpoint a training of a derived
+    config (collapse-uniform's h*, with LayerNorm), and a file of another config (an earlier interrupted run with
+    other settings in the same folder) is only left unused.
+    """
+    files = sorted((Path(out) / "checkpoints").glob("*.pt"))
+    if not files:
+        return []
+    from embgeo.core.loop import saved_progress  # torch: only when there is a checkpoint to read
+
+    return [(p, saved_progress(p)) for p in files]
 
 
 def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str | Path | None = None,
@@ -41,7 +96,7 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
     """
     exp = get(name)
     overrides = dict(overrides or {})
-    device_name = overrides.pop("device", "cpu")
+    device_name = check_device_name(overrides.pop("device", "cpu"))  # a misspelt name is refused without torch
     cfg = exp.config(scale, overrides)  # bad settings are refused before torch is imported (resolve_device)
     device = resolve_device(device_name)
     out = Path(out) if out is not None else Path("runs") / name
@@ -60,6 +115,8 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
     device_token = DEFAULT_DEVICE.set(str(device))
     try:
         result = exp.run(cfg, ctx)
+    except KeyboardInterrupt as exc:  # say what the same call will do: resume from checkpoints, or start over
+        raise RunInterrupted(name, out, _checkpoints_of(out)) from exc
     finally:
         DEFAULT_DEVICE.reset(device_token)
     seconds = time.perf_counter() - t0

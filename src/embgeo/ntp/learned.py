@@ -346,7 +346,8 @@ def _penalty(model: _LearnedModel, lam_e: float, lam_W: float) -> torch.Tensor |
 
 
 def _plain(value: object) -> object:
-    """numpy scalars → Python scalars, so trace rows load back from a checkpoint (weights_only)."""
+    """numpy scalars → Python scalars: a row reads the same before and after a resume (a checkpoint stores the
+    Python scalar, :func:`embgeo.core.checkpoint.loadable`, which also writes a Status as its string)."""
     return value.item() if isinstance(value, np.generic) else value
 
 
