@@ -284,3 +284,72 @@ def test_threshold_step_data_is_flagged():
     fit = threshold([0.1, 0.2, 0.3, 0.4], [0, 0, 50, 50], 50)
     assert not fit.converged
     assert 0.2 <= fit.low <= fit.ratio <= fit.high <= 0.3
+
+
+def _with_minimize(monkeypatch, change):
+    """Run threshold with scipy's L-BFGS-B result passed through ``change`` (what a different exit looks like)."""
+    from embgeo.ntp import phase
+
+    real = phase.optimize.minimize
+
+    def patched(*args, **kwargs):
+        return change(real, *args, **kwargs)
+
+    monkeypatch.setattr(phase.optimize, "minimize", patched)
+
+
+def test_threshold_verdict_does_not_hang_on_the_optimizers_exit_code(monkeypatch):
+    # L-BFGS-B reported ABNORMAL at a correct optimum on a fresh clone (issue 37): the same point must be
+    # certified, and a run stopped after one iteration far from the optimum must still reach it.
+    counts = simulated_counts(0.4, 0.05, 40, 3)
+    reference = threshold(GRID, counts, 40)
+    assert reference.converged and reference.decrement <= 1e-9
+
+    def abnormal(real, *args, **kwargs):
+        res = real(*args, **kwargs)
+        res.success, res.message = False, "ABNORMAL: "
+        return res
+
+    _with_minimize(monkeypatch, abnormal)
+    fit = threshold(GRID, counts, 40)
+    assert fit.converged and fit.ratio == pytest.approx(reference.ratio, abs=1e-9)
+
+    def one_iteration(real, fun, x0, **kwargs):
+        kwargs["options"] = {**kwargs["options"], "maxiter": 1}
+        res = real(fun, x0, **kwargs)
+        res.success = False
+        return res
+
+    _with_minimize(monkeypatch, one_iteration)
+    fit = threshold(GRID, counts, 40)
+    assert fit.converged and fit.ratio == pytest.approx(reference.ratio, abs=1e-7)
+    assert (fit.low, fit.high) == pytest.approx((reference.low, reference.high), abs=1e-6)
+
+
+def test_threshold_fit_is_the_maximum_of_the_likelihood():
+    # Independent check of the certificate: no point of a fine grid around (t̂, ŝ) has a larger likelihood.
+    from embgeo.ntp.phase import _loglik
+
+    counts = simulated_counts(0.45, 0.04, 60, 7)
+    fit = threshold(GRID, counts, 60)
+    ls_hat = math.log(fit.width / (2 * stats.norm.ppf(0.9)))
+    best = _loglik(fit.ratio, ls_hat, GRID, counts, np.full(GRID.size, 60.0))
+    ts = fit.ratio + np.linspace(-0.01, 0.01, 41)
+    lss = ls_hat + np.linspace(-0.2, 0.2, 41)
+    grid = max(_loglik(t, ls, GRID, counts, np.full(GRID.size, 60.0)) for t in ts for ls in lss)
+    assert grid <= best + 1e-9
+
+
+def test_uncertified_threshold_claims_are_undecided():
+    # An uncertified fit decides nothing: the claim is undecided (not failed), and says why; a certified one
+    # is decided by its statement, either way (negative control: a statement that is false fails).
+    import pandas as pd
+
+    from embgeo.ntp.experiments.separability import _threshold_claim
+
+    row = pd.Series({"threshold": 0.6, "low": 0.59, "high": 0.61, "converged": False, "decrement": 3e-4})
+    claim = _threshold_claim("sets in below d = m", row, lambda r: r["high"] < 1)
+    assert claim.ok is None and "not certified" in claim.note
+    row["converged"] = True
+    assert _threshold_claim("sets in below d = m", row, lambda r: r["high"] < 1).ok is True
+    assert _threshold_claim("sets in above d = m", row, lambda r: r["low"] > 1).ok is False
