@@ -135,7 +135,7 @@ def test_banded_below_and_bad_band():
 def test_undecided_is_counted_apart_everywhere(tmp_path):
     """tally, the run record, the CLI's last line, the report and the seed aggregate all keep undecided
     claims out of 'holds' and out of 'fails'."""
-    from embgeo.cli import _failing_line
+    from embgeo.cli import _claims_summary
     from embgeo.lab.claims import aggregate_claims
     from embgeo.lab.record import RunRecord
     from embgeo.lab.report import write_report
@@ -144,8 +144,10 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "checks": 0, "checks failing": 0}
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert rec.passed == 1 and rec.undecided == 1
-    line = _failing_line({"exp": claims})
-    assert "failing claims: exp: b" in line and "undecided claims: exp: c" in line
+    assert _claims_summary({"exp": claims}, "report.html") == [
+        "1 failing claim in 1 experiment:", "  exp: b",
+        "1 undecided claim (a certified band straddles its level), listed in report.html",
+        "claims: 1 of 3 hold, 1 failing, 1 undecided"]
     (tmp_path / "exp").mkdir()
     text = write_report([rec], tmp_path / "report.html").read_text()
     assert "1 of 3 claims hold" in text and "1 undecided" in text and "Undecided claims (1)" in text
@@ -163,7 +165,7 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
 def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     """A check keeps its verdict (a failing check is a bug and is named with the failing claims) but is out of
     the held/total count of tally, the run record, the CLI, the report and the seed aggregate."""
-    from embgeo.cli import _failing_line
+    from embgeo.cli import _claims_summary
     from embgeo.lab.claims import aggregate_claims
     from embgeo.lab.record import RunRecord
     from embgeo.lab.report import write_report
@@ -177,7 +179,7 @@ def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert (rec.passed, rec.total, rec.checks, rec.checks_failing) == (1, 2, 2, 1)
     assert rec.summary() == "1/2 claims hold, 2 consistency checks (1 FAILING)"
-    assert "exp: identity (consistency check)" in _failing_line({"exp": claims})
+    assert "  exp: identity (consistency check, fails)" in _claims_summary({"exp": claims}, "report.html")
     (tmp_path / "exp").mkdir()
     text = write_report([rec], tmp_path / "report.html").read_text()
     assert "1 of 2 claims hold" in text and "besides 2 consistency checks" in text

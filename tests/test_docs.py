@@ -156,7 +156,7 @@ def test_results_pages_are_generated_from_claims_files(tmp_path):
     runner does (checks apart, undecided apart); date and commit from record.json; no rst injected."""
     root = tmp_path / "results"
     _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp",
-               [_claim("holds one", True, paper=0.8811, theory=0.88, measured=0.88123456),
+               [_claim("holds one", True, paper=0.8811, theory=0.88, measured=0.88123456, tolerance="±0.0533466"),
                 _claim("fails |S| *bold*", False, note="because `x`"),
                 _claim("undecided one", None),
                 _claim("a check", True, check=True)],
@@ -169,6 +169,7 @@ def test_results_pages_are_generated_from_claims_files(tmp_path):
     assert "1/3 claims hold, 1 undecided, 1 consistency check pass" in ntp
     assert "2026-11-27T10:00:00" in ntp and "``abc1234``" in ntp and "scale: **quick**" in ntp
     assert "0.8811" in ntp and "0.8812" in ntp  # paper value; measured to 4 significant digits
+    assert "±0.05335" in ntp and "0.0533466" not in ntp  # the tolerance's number too
     assert "**fails**" in ntp and "**undecided**" in ntp and "check: holds" in ntp
     assert r"fails \|S\| \*bold\*" in ntp and r"because \`x\`" in ntp  # data never read as markup
     summary = (out / "summary.inc").read_text()
@@ -238,3 +239,120 @@ def test_readme_is_short_and_keeps_the_quick_start():
     assert ".venv/bin/python -m pytest -q" in readme
     for name in ("CONTRIBUTING.md", "CHANGELOG.md", "benchmarks/README.md", "python -m sphinx -W -b html docs"):
         assert name in readme
+
+
+# -- API pages ---------------------------------------------------------------------------------------------------
+
+API_CONF = """import runpy
+
+# The site's own settings and extensions (docs/conf.py), building the API pages alone.
+globals().update({{k: v for k, v in runpy.run_path({conf!r}).items() if not k.startswith("_")}})
+templates_path = [{templates!r}]
+html_static_path = []
+exclude_patterns = []
+"""
+
+API_INDEX = """API
+===
+
+.. autosummary::
+   :toctree: api
+   :recursive:
+
+   embgeo
+"""
+
+
+def _api_doctrees(tmp_path: Path) -> list[Path]:
+    """The API pages (autosummary over ``embgeo``, with the site's conf.py) built as XML doctrees."""
+    src, out = tmp_path / "src", tmp_path / "xml"
+    src.mkdir()
+    (src / "conf.py").write_text(API_CONF.format(conf=str(ROOT / "docs" / "conf.py"),
+                                                 templates=str(ROOT / "docs" / "_templates")))
+    (src / "index.rst").write_text(API_INDEX)
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "xml", "-d", str(tmp_path / "doctrees"),
+                           str(src), str(out)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pages = sorted((out / "api").glob("embgeo*.xml"))
+    assert len(pages) > 50, pages  # every module of the package has its page
+    return pages
+
+
+def api_problems(page: Path) -> list[str]:
+    """What an API page shows that it should not: a parameter named ``_x`` in a signature or a Parameters list,
+    and an attribute documented twice (in its class's Variables fields and as a member, or twice in either)."""
+    import xml.etree.ElementTree as ET
+
+    problems = []
+    for desc in ET.parse(page).getroot().iter("desc"):
+        sig = desc.find("desc_signature")
+        if sig is None or desc.get("objtype") not in ("class", "exception", "function", "method"):
+            continue
+        name = sig.get("ids", "").split()[0] if sig.get("ids") else sig.get("fullname")
+        params = ["".join(p.find("desc_sig_name").itertext()) for p in sig.iter("desc_parameter")
+                  if p.find("desc_sig_name") is not None]
+        content = desc.find("desc_content")
+        fields = {}
+        for field in content.findall("field_list/field") if content is not None else []:
+            entries = [p.find("literal_strong") for p in field.iter("paragraph")]
+            fields[field.findtext("field_name")] = ["".join(e.itertext()) for e in entries if e is not None]
+        private = [p for p in params + fields.get("Parameters", []) if p.startswith("_")]
+        if private:
+            problems.append(f"{name}: private parameters {sorted(set(private))}")
+        if desc.get("objtype") in ("class", "exception") and content is not None:
+            members = [s.get("ids", "").split()[0].rsplit(".", 1)[-1] for d in content.findall("desc")
+                       for s in d.findall("desc_signature") if s.get("ids")]
+            listed = fields.get("Variables", []) + members
+            twice = sorted({a for a in listed if listed.count(a) > 1})
+            if twice:
+                problems.append(f"{name}: attributes documented twice {twice}")
+    return problems
+
+
+@pytest.mark.slow  # builds every API page (about a minute on 2 shared cores)
+def test_api_pages_show_public_parameters_and_each_attribute_once(tmp_path):
+    """NTPSVM showed ``_pb=None, _out=None`` in its signature and listed its attributes twice (as Variables with
+    their descriptions and again as empty members); no class or function may do either."""
+    pytest.importorskip("sphinx")
+    problems = [p for page in _api_doctrees(tmp_path) for p in api_problems(page)]
+    assert problems == []
+
+
+def test_the_api_check_sees_private_parameters_and_attributes_listed_twice(tmp_path):
+    """The check above on a page with both faults (the doctree of NTPSVM's page before the fix, abridged)."""
+    page = tmp_path / "page.xml"
+    page.write_text("""<document><desc objtype="class"><desc_signature ids="m.NTPSVM">
+        <desc_parameterlist><desc_parameter><desc_sig_name>W</desc_sig_name></desc_parameter>
+        <desc_parameter><desc_sig_name>_pb</desc_sig_name></desc_parameter></desc_parameterlist></desc_signature>
+        <desc_content><field_list><field><field_name>Variables</field_name><field_body><bullet_list><list_item>
+        <paragraph><literal_strong>W</literal_strong> (array) -- W^mm</paragraph></list_item></bullet_list>
+        </field_body></field></field_list>
+        <desc objtype="attribute"><desc_signature ids="m.NTPSVM.W"/></desc></desc_content></desc></document>""")
+    assert api_problems(page) == ["m.NTPSVM: private parameters ['_pb']", "m.NTPSVM: attributes documented twice ['W']"]
+
+
+def test_members_that_the_class_describes_are_dropped_once():
+    """The hook removes a member entry (with its index entry and domain object) that the class's Variables
+    fields describe, and keeps the others."""
+    pytest.importorskip("sphinx")
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from sphinx import addnodes
+
+    def member(name):
+        return [addnodes.index(entries=[]), addnodes.desc("", addnodes.desc_signature(ids=[f"m.C.{name}"]),
+                                                          objtype="attribute")]
+
+    variables = nodes.field("", nodes.field_name(text="Variables"), nodes.field_body("", nodes.bullet_list(
+        "", nodes.list_item("", nodes.paragraph("", "", addnodes.literal_strong(text="W"), nodes.Text(" -- W^mm"))))))
+    content = addnodes.desc_content("", nodes.field_list("", variables), *member("W"), *member("other"))
+    doctree = nodes.document(None, None)
+    doctree += addnodes.desc("", addnodes.desc_signature(ids=["m.C"]), content, objtype="class")
+    objects = {"m.C": 1, "m.C.W": 2, "m.C.other": 3}
+    env = SimpleNamespace(get_domain=lambda name: SimpleNamespace(objects=objects))
+    assert embgeo_docstrings.described_attributes(content) == {"W"}
+    embgeo_docstrings.drop_described_members(env, doctree)
+    left = [sig["ids"][0] for sig in content.findall(addnodes.desc_signature)]
+    assert left == ["m.C.other"] and len(list(content.findall(addnodes.index))) == 1
+    assert objects == {"m.C": 1, "m.C.other": 3}

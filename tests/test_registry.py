@@ -144,7 +144,7 @@ def test_a_fourth_paper_is_one_module_and_one_entry_point(fourth_paper, tmp_path
 
     out = tmp_path / "rep"
     assert cli.main(["reproduce", "--paper", "coins", "--out", str(out)]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1] == "all claims hold"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "claims: 1 of 1 hold, 0 failing, 0 undecided"
     page = (out / "report.html").read_text()
     assert "<section class='paper' id='paper-coins'><h2>A &lt;Fair&gt; Coin</h2>" in page
     assert "A. Nonymous, J. Coins 1 (2026)" in page and "id='coins-fair'" in page

@@ -1,5 +1,6 @@
 """Sweeps on a real Dask LocalCluster (loopback, 2 workers): the store against the expected points, a killed
-worker's task re-run, an interrupted sweep resumed without losing or duplicating a finished point."""
+worker's task re-run, an interrupted sweep resumed without losing or duplicating a finished point; the summary's
+claims that fail per grid point."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from embgeo.errors import InputError
-from embgeo.lab.claims import Claim, aggregate_claims
+from embgeo.lab.claims import Claim, aggregate_claims, banded, close, holds
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Paper, Result
 from embgeo.lab.store import RunStore, point_key, results
 from embgeo.lab.sweep import grid_points, load_spec, parse_grid, run_sweep
 from embgeo.ntp.experiments.separability import point_dimension
@@ -93,9 +98,10 @@ def test_inline_sweep_stores_every_point_and_skips_them_the_second_time(tmp_path
         assert row["scalar.n"] == 3 and 0 <= row["scalar.separable"] <= 3
         if row["scalar.d"] > p.config["m"]:  # Lemma 1's claim is a column of the table
             assert row["scalar.separable"] == 3 and row["ok.d > m: every instance is NTP-separable (Lemma 1)"]
+    lines.clear()
     again = run_sweep(points, store, scheduler="inline", echo=lines.append)
     assert (again.done, again.skipped) == (0, 4)
-    assert "4 already done (skipped), 0 to run" in lines[-2]
+    assert "4 already done (skipped), 0 to run" in lines[0]
     assert results(store)["attempts"].tolist() == [1, 1, 1, 1]  # nothing ran twice
 
 
@@ -379,7 +385,8 @@ def test_cli_reproduce_over_seeds(tmp_path, only_experiments, capsys):
     only_experiments("ntp-examples")
     assert main(["reproduce", "--seeds", "2", "--scheduler", "inline", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "report:" in out and out.strip().splitlines()[-1] == "all claims hold"
+    assert "report:" in out and out.strip().splitlines()[-1] == (
+        "claims: 1 of 1 hold, 0 failing, 0 undecided; consistency checks: 1 of 1 pass")
     assert "holds in 2/2 seeds" in (tmp_path / "report.html").read_text()
     assert main(["reproduce", "--seeds", "0", "--out", str(tmp_path)]) == 2
 
@@ -395,3 +402,71 @@ def test_reproduce_over_seeds_fresh_runs_again(tmp_path, only_experiments):
     reproduce("all", "quick", tmp_path, seeds=1, scheduler="inline", resume=False, echo=lines.append)
     assert "0 already done (skipped), 1 to run" in lines[0]
     assert record.stat().st_mtime_ns != written  # run again, not reused from its folder
+
+
+# -- the summary: claims that fail, per grid point ----------------------------------------------------------------
+
+@dataclass
+class BiasedCoinConfig:
+    """A coin of probability ``bias`` of heads, tossed ``n`` times."""
+
+    bias: float = 0.5
+    n: int = 4000
+    seed: int = 0
+
+
+def run_biased_coin(cfg: BiasedCoinConfig, ctx: RunContext = DETACHED) -> Result:
+    """Three claims whose verdicts the settings decide: a fair coin (fails at bias 0.9 in every seed), an
+    even seed (fails in odd seeds), and a banded one, failing at seed 0 and undecided at seed 1."""
+    heads = float((np.random.default_rng(cfg.seed).random(cfg.n) < cfg.bias).mean())
+    return Result([close("fraction of heads is 1/2", heads, 0.5, 5 * 0.5 / np.sqrt(cfg.n)),
+                   holds("the seed is even", cfg.seed, cfg.seed % 2 == 0),
+                   banded("seed within a band", cfg.seed, 0.5, 0.75)])
+
+
+COIN = Experiment("coins-biased", "coins", "A biased coin", BiasedCoinConfig, run_biased_coin)
+COINS = Paper(name="coins", title="Coins", citation="", order=9, experiments=[COIN])
+
+
+def test_sweep_summary_names_the_claims_that_fail_per_point(tmp_path, with_papers, capsys):
+    """'12 done, 0 failed' is not the whole story: the claims that fail in some seeds of a grid point are listed
+    per point (settings without the seed) with their counts, and returned in the summary."""
+    with_papers(COINS)
+    from embgeo.cli import main
+
+    store = tmp_path / "s.sqlite"
+    assert main(["sweep", "coins-biased", "--grid", "bias=0.5,0.9", "--set", "n=4000", "--seeds", "2", "--store",
+                 str(store), "--scheduler", "inline"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("sweep: claims that do not hold in every run of their grid point (of 4 finished runs):")
+    assert out[start + 1:] == [
+        "  point bias=0.5: 'the seed is even' fails in 1/2 seeds",
+        "  point bias=0.5: 'seed within a band' fails in 1/2 seeds, undecided in 1/2 seeds",
+        "  point bias=0.9: 'fraction of heads is 1/2' fails in 2/2 seeds",
+        "  point bias=0.9: 'the seed is even' fails in 1/2 seeds",
+        "  point bias=0.9: 'seed within a band' fails in 1/2 seeds, undecided in 1/2 seeds"]
+    # the summary object holds the same, read from the store: a second call runs nothing and says the same
+    points = grid_points("coins-biased", {"bias": ["0.5", "0.9"]}, {"n": "4000"}, seeds=2, runs_dir=tmp_path / "r")
+    lines = []
+    summary = run_sweep(points, store, scheduler="inline", echo=lines.append)
+    assert summary.done == 0 and summary.finished == 4
+    assert [(pc.settings, pc.claim, pc.runs, pc.fails, pc.undecided) for pc in summary.claims] == [
+        ((("n", "4000"), ("bias", "0.5")), "the seed is even", 2, 1, 0),
+        ((("n", "4000"), ("bias", "0.5")), "seed within a band", 2, 1, 1),
+        ((("n", "4000"), ("bias", "0.9")), "fraction of heads is 1/2", 2, 2, 0),
+        ((("n", "4000"), ("bias", "0.9")), "the seed is even", 2, 1, 0),
+        ((("n", "4000"), ("bias", "0.9")), "seed within a band", 2, 1, 1)]
+    assert lines[-5:] == out[start + 1:]
+
+
+def test_sweep_summary_of_single_runs_and_when_every_claim_holds(tmp_path, with_papers):
+    with_papers(COINS)
+    lines = []
+    points = grid_points("coins-biased", {"bias": ["0.5"]}, runs_dir=tmp_path / "r")  # seed 0: the band fails
+    summary = run_sweep(points, tmp_path / "s.sqlite", scheduler="inline", echo=lines.append)
+    assert [(pc.claim, pc.runs, pc.fails, pc.undecided) for pc in summary.claims] == [("seed within a band", 1, 1, 0)]
+    assert lines[-1] == "  point bias=0.5: 'seed within a band' fails"  # one run: no count
+    lines.clear()
+    points = grid_points("coins-biased", {"bias": ["0.5"]}, {"seed": "2"}, runs_dir=tmp_path / "r")
+    summary = run_sweep(points, tmp_path / "t.sqlite", scheduler="inline", echo=lines.append)
+    assert summary.claims == [] and lines[-1] == "sweep: every claim holds in every finished run (1)"

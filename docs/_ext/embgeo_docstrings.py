@@ -7,11 +7,21 @@ between two bars, ``|S|``, is a substitution reference, so every cardinality wou
 the docstrings themselves untouched. Entries continued on further-indented lines inside a paragraph
 ("name : text" followed by an indented continuation) are joined to their paragraph instead of being an
 "unexpected indentation" error.
+
+Each attribute is listed once. A class's Attributes section becomes its "Variables" fields (napoleon's
+``:ivar NAME:``, with the description), while autodoc would also list the same dataclass fields and properties
+as members of their own, empty but for a type: a ``doctree-read`` hook removes the members the class's
+Attributes section describes. A reference ``:attr:`Class.name``` to such an attribute links to the class,
+where its description is.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Sphinx is imported by the hooks that need it: the tests import this module without it
+    from docutils import nodes
 
 #: ``literal``, :role:`text` and `interpreted text`: left as they are.
 _PROTECTED = re.compile(r"``.+?``|(?::[\w.:+-]+:)?`[^`]+`_{0,2}")
@@ -129,6 +139,76 @@ def _process(app, what, name, obj, options, lines):
     lines[:] = escape_bars(plain_types(join_hanging(lines)))
 
 
+def described_attributes(content: nodes.Element) -> set[str]:
+    """The attribute names a class's "Variables" fields (its Attributes section) describe, from the class's
+    ``desc_content`` (its own fields only, not those of a nested class)."""
+    from docutils import nodes
+    from sphinx import addnodes
+
+    names = set()
+    for field_list in (c for c in content.children if isinstance(c, nodes.field_list)):
+        for field in field_list.children:
+            if field.next_node(nodes.field_name).astext() != "Variables":
+                continue
+            for paragraph in field.findall(nodes.paragraph):
+                strong = paragraph.next_node(addnodes.literal_strong)
+                if strong is not None and paragraph.index(strong) == 0:
+                    names.add(strong.astext())
+    return names
+
+
+def drop_described_members(env, doctree: nodes.document) -> None:
+    """In each class, the member entries (attributes, properties) of attributes that the class's Attributes
+    section describes are removed with their index entries and their objects in the Python domain, so each
+    attribute is listed once, with its description. (autodoc documents a dataclass's fields as members even
+    without a docstring, and its events do not say which class a member belongs to, so this is done on the
+    page, by a transform that runs before the index and the table of contents are collected.)"""
+    from sphinx import addnodes
+
+    domain = env.get_domain("py")
+    for desc in list(doctree.findall(addnodes.desc)):
+        if desc.get("objtype") not in ("class", "exception"):
+            continue
+        content = next((c for c in desc.children if isinstance(c, addnodes.desc_content)), None)
+        described = described_attributes(content) if content is not None else set()
+        if not described:
+            continue
+        for member in [c for c in content.children if isinstance(c, addnodes.desc)
+                       and c.get("objtype") in ("attribute", "property")]:
+            ids = [i for sig in member.findall(addnodes.desc_signature) for i in sig["ids"]]
+            if not ids or ids[0].rsplit(".", 1)[-1] not in described:
+                continue
+            before = content.index(member) - 1
+            if before >= 0 and isinstance(content[before], addnodes.index):
+                content.remove(content[before])
+            content.remove(member)
+            for fullname in ids:
+                domain.objects.pop(fullname, None)
+
+
+def _attribute_reference(app, env, node, contnode):
+    """An unresolved ``:attr:`Class.name``` (an attribute described in its class's Attributes section has no
+    entry of its own): a link to the class, where the attribute is described."""
+    target = node.get("reftarget", "")
+    if node.get("refdomain") != "py" or node.get("reftype") != "attr" or "." not in target:
+        return None
+    owner = target.rsplit(".", 1)[0]
+    return env.get_domain("py").resolve_xref(env, node["refdoc"], app.builder, "class", owner, node, contnode)
+
+
 def setup(app):
+    from sphinx.transforms import SphinxTransform
+
+    class DropDescribedMembers(SphinxTransform):
+        """:func:`drop_described_members` on each page, before the index entries are collected (SphinxDomains,
+        priority 850) and the table of contents (on doctree-read)."""
+
+        default_priority = 800
+
+        def apply(self, **kwargs) -> None:
+            drop_described_members(self.env, self.document)
+
     app.connect("autodoc-process-docstring", _process)
+    app.add_transform(DropDescribedMembers)
+    app.connect("missing-reference", _attribute_reference)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,7 +10,7 @@ therefore always those of the committed run files, never copied by hand.
 
 It reads the run files as JSON and takes only the papers' titles and the experiments' order from embgeo's
 registry (the entry points), so a fourth paper's results need no edit here, and the cells' formatting from the
-HTML report's (``embgeo.lab.report.cell_text``). Where a
+HTML report's (``embgeo.lab.report.cell_text`` and ``tolerance_text``). Where a
 file carries them, the pages say the date, commit and scale of the run: ``record.json`` keys ``date`` (or
 ``finished``/``started``/``timestamp``) and ``commit`` (or ``git_commit``), or a ``provenance.json`` /
 ``PROVENANCE`` file in the scale's folder (``{"date": ..., "commit": ..., "command": ...}``) for all of its
@@ -150,6 +150,13 @@ def fmt(value) -> str:
     return cell_text(value)
 
 
+def fmt_tolerance(value) -> str:
+    """A claim's tolerance as the HTML report writes it: its numbers to 4 significant digits."""
+    from embgeo.lab.report import tolerance_text
+
+    return tolerance_text(value)
+
+
 def _cell(text: str) -> str:
     """Text safe inside a list-table cell: one line, no rst markup read from the data."""
     text = " ".join(str(text).split())
@@ -241,7 +248,7 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
                 if v != "holds":
                     verdict = f"**{verdict}**"
                 row = [_cell(c.get("name", "")), _cell(fmt(c.get("paper"))), _cell(fmt(c.get("theory"))),
-                       _cell(fmt(c.get("measured"))), _cell(fmt(c.get("tolerance"))), verdict,
+                       _cell(fmt(c.get("measured"))), _cell(fmt_tolerance(c.get("tolerance"))), verdict,
                        _cell(c.get("note") or "")]
                 lines.append("   * - " + row[0])
                 lines += ["     - " + x for x in row[1:]]

@@ -1,7 +1,9 @@
 """Figures of the attention paper's experiments (Lemma 4.1, Figs. 1-3, Theorem 4.3), with matplotlib.
 
 Every function draws into the axes it is given and returns them; the caller makes the figure
-(no backend is chosen here: the CLI picks Agg, a notebook keeps its own).
+(no backend is chosen here: the CLI picks Agg, a notebook keeps its own). Legends are at least 8 pt
+(:data:`LEGEND_PT` where they have room) and titles keep matplotlib's default size, so that a two-panel figure
+scaled down to the report's width still reads.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from numpy.typing import ArrayLike
+
+#: Legend text (pt).
+LEGEND_PT = 9
 
 
 def lemma41_panels(rows: pd.DataFrame, alpha: ArrayLike, dE: ArrayLike, v: ArrayLike, eta0: float,
@@ -32,7 +37,7 @@ def lemma41_panels(rows: pd.DataFrame, alpha: ArrayLike, dE: ArrayLike, v: Array
     a.set_xlabel("embedding dimension d")
     a.set_ylabel("relative error (dimensionless)")
     a.set_title("Lemma 4.1 across d")
-    a.legend(fontsize=8)
+    a.legend(fontsize=LEGEND_PT)
     alpha, dE, v = np.asarray(alpha), np.asarray(dE), np.asarray(v)
     b.scatter(alpha, dE @ v / (v @ v), s=6, color="0.3", label="tokens")
     grid = np.linspace(alpha.min(), alpha.max(), 2)
@@ -77,7 +82,7 @@ def score_panels(post: ArrayLike, Ep: ArrayLike, Ev: ArrayLike, axes: Sequence[A
         ax.set_ylabel(name)
         ax.set_title(title)
     if centre is not None:
-        axes[0].legend(fontsize=8)
+        axes[0].legend(fontsize=LEGEND_PT)
     axes[1].figure.colorbar(sc, ax=axes[1], label=colour_label)
     return axes
 
@@ -111,7 +116,7 @@ def selection_panels(rows: Sequence[dict], traces: Sequence[pd.DataFrame], thres
     b.set_xlabel("GD step t on p")
     b.set_ylabel("‖p_t‖ / ‖p̂‖")
     b.set_title("norm: unbounded, logarithmic")
-    b.legend(fontsize=8)
-    if len(rows) <= 10:
-        a.legend(fontsize=7)
+    b.legend(fontsize=LEGEND_PT)
+    if len(rows) <= 10:  # up to ten seeds and the level: 8 pt keeps the legend off the curves
+        a.legend(fontsize=8)
     return axes

@@ -3,6 +3,8 @@
 PCA scatters are coloured by concept and also use one marker shape per concept, so they read in
 grayscale; singular values are printed in the titles as in the paper. Functions draw into the axes
 they are given and return them. No backend is chosen here (the CLI chooses Agg; a notebook keeps its own).
+Titles keep matplotlib's default size and legends are 9 pt, so that a three-panel figure scaled down to the
+report's width (about 1250 px) still reads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MARKERS = ["o", "s", "^", "D", "v", "x"]
+#: Legend text (pt).
+LEGEND_PT = 9
 
 
 def pca_scatter(X: ArrayLike, labels: ArrayLike, ax: Axes, title: str, max_points: int = 20_000,
@@ -52,11 +56,11 @@ def _pca_points(X: ArrayLike, max_points: int, seed: int) -> tuple[np.ndarray, n
 def _pca_axes(ax: Axes, X: np.ndarray, title: str, markerscale: float) -> Axes:
     """Title with the top singular values of centred X, PC axis labels, equal aspect and the legend."""
     sv = pca_singular_values(X)
-    ax.set_title(f"{title}\nσ = " + " / ".join(f"{v:.3g}" for v in sv), fontsize=9)
+    ax.set_title(f"{title}\nσ = " + " / ".join(f"{v:.3g}" for v in sv))
     ax.set_xlabel("PC 1 (embedding units)")
     ax.set_ylabel("PC 2 (embedding units)")
     ax.set_aspect("equal", adjustable="datalim")
-    ax.legend(fontsize=7, markerscale=markerscale)
+    ax.legend(fontsize=LEGEND_PT, markerscale=markerscale)
     return ax
 
 
@@ -70,7 +74,7 @@ def norm_vs_frequency(freqs: ArrayLike, measured: ArrayLike, ax: Axes, theory: A
     ax.set_xscale("log")
     ax.set_xlabel("word frequency $μ_β$ within its concept")
     ax.set_ylabel("embedding norm")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=LEGEND_PT)
     return ax
 
 
@@ -86,8 +90,8 @@ def _accuracy_axes(ax: Axes, ylabel: str, title: str) -> Axes:
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
     ax.set_ylim(-2, 102)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_title(title)
+    ax.legend(fontsize=LEGEND_PT)
     return ax
 
 
@@ -160,5 +164,5 @@ def accuracy_table(table: pd.DataFrame, scale: str = "paper") -> Figure:
     t.scale(1, 1.4)
     title = "test accuracy: measured (printed in the paper)" if scale == "paper" else (
         f"test accuracy at the {scale} scale (rows: the paper's settings; the runs use the {scale} presets' sizes)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     return fig

@@ -5,7 +5,9 @@ another in this process into ``OUT/NAME`` (a finished run is reused, so an inter
 resumes); with ``seeds > 1`` or a cluster (``workers``, ``scheduler``) they run as one sweep
 (:mod:`embgeo.lab.sweep`) into ``OUT/seed-I/NAME``, recorded in ``OUT/store.sqlite``, and each claim is
 reported over the seeds. Either way every experiment gets a :class:`~embgeo.lab.record.RunRecord` —
-a failed one with its error — and the report is written from those records.
+a failed one with its error — and the report is written from those records: at the start, after each
+experiment (one after another) or before and after the sweep (over seeds), and at the end, each time with
+the experiments still to run named at its top, so a stopped reproduction leaves a report of what it did.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/
               echo: Callable[[str], object] = print) -> Reproduction:
     """Run every experiment of ``paper`` (or only ``experiments``) and write ``out/report.html``.
 
+    The report is there from the start and rewritten as experiments finish (those still to run named at its
+    top), so it can be opened while the reproduction runs and is left behind if it is stopped.
     ``seeds``: run each experiment with seeds 0..seeds-1 (as a sweep; experiments without a seed setting run
     once). ``workers``/``scheduler``: the sweep's Dask cluster (giving either runs the reproduction as a sweep even
     with one seed). ``threads``: torch/BLAS threads of each run. ``resume`` False runs finished experiments again.
@@ -53,13 +57,21 @@ def reproduce(paper: str = "all", scale: str = "quick", out: str | Path = "runs/
         raise InputError(f"--seeds: expected a positive integer, got {seeds}")
     out = Path(out)
     selected = _select(paper, experiments)
-    if seeds > 1 or workers is not None or scheduler is not None:
-        records = _over_seeds(selected, scale, out, seeds, workers, scheduler, threads, resume, echo)
-        title = f"embgeo reproduction: {paper}, {scale} scale, {seeds} seeds"
+    over_seeds = seeds > 1 or workers is not None or scheduler is not None
+    title = f"embgeo reproduction: {paper}, {scale} scale" + (f", {seeds} seeds" if over_seeds else "")
+
+    def report(records: list[RunRecord]) -> Path:
+        """The report of ``records`` so far, the other selected experiments named as still to run."""
+        done = {r.name for r in records}
+        return write_report(records, out / "report.html", title=title,
+                            pending=[n for n in selected if n not in done])
+
+    report([])
+    if over_seeds:
+        records = _over_seeds(selected, scale, out, seeds, workers, scheduler, threads, resume, echo, report)
     else:
-        records = _in_order(selected, scale, out, resume, threads, echo)
-        title = f"embgeo reproduction: {paper}, {scale} scale"
-    return Reproduction(records, write_report(records, out / "report.html", title=title))
+        records = _in_order(selected, scale, out, resume, threads, echo, report)
+    return Reproduction(records, report(records))
 
 
 def _select(paper: str, experiments: list[str] | None) -> list[str]:
@@ -73,20 +85,23 @@ def _select(paper: str, experiments: list[str] | None) -> list[str]:
 
 
 def _in_order(selected: list[str], scale: str, out: Path, resume: bool, threads: int | None,
-              echo: Callable[[str], object]) -> list[RunRecord]:
-    """One run per experiment, one after another, into ``out/NAME``."""
+              echo: Callable[[str], object], report: Callable[[list[RunRecord]], object]) -> list[RunRecord]:
+    """One run per experiment, one after another, into ``out/NAME``; ``report(records)`` after each."""
     records = []
     for i, name in enumerate(selected, start=1):
         echo(f"[{i}/{len(selected)}] {name} ({scale}) ...")
         record = run_safely(name, scale, out=out / name, resume=resume, threads=threads)
         echo(f"    {record.status()}, {record.seconds:.1f} s" + (" (reused)" if record.reused else ""))
         records.append(record)
+        report(records)
     return records
 
 
 def _over_seeds(selected: list[str], scale: str, out: Path, seeds: int, workers: int | None, scheduler: str | None,
-                threads: int | None, resume: bool, echo: Callable[[str], object]) -> list[RunRecord]:
-    """Every experiment with seeds 0..seeds-1 as one sweep, then one record per experiment over its seeds.
+                threads: int | None, resume: bool, echo: Callable[[str], object],
+                report: Callable[[list[RunRecord]], object]) -> list[RunRecord]:
+    """Every experiment with seeds 0..seeds-1 as one sweep, then one record per experiment over its seeds;
+    ``report(records)`` after the sweep (the derived experiments still to run) and after each derived one.
 
     Runs go to ``out/seed-I/NAME`` (so a table built from sibling runs finds those of its seed) and are recorded
     in ``out/store.sqlite``; a repeated call runs only what is missing (``resume`` False empties the store and
@@ -120,10 +135,12 @@ def _over_seeds(selected: list[str], scale: str, out: Path, seeds: int, workers:
             rec = failed_record(p.experiment, scale, p.run_dir, (row or {}).get("error") or "not run",
                                 config=dict(p.config))
         by_name.setdefault(p.experiment, []).append(rec)
+    report([_one_record(by_name[name]) for name in selected if name in by_name])
     for name in derived:  # after the sweep: they read their seed's sibling runs
         for i in range(seeds):
             by_name.setdefault(name, []).append(run_safely(name, scale, out=out / f"seed-{i}" / name,
                                                            threads=threads))
+        report([_one_record(by_name[n]) for n in selected if n in by_name])
     return [_one_record(by_name[name]) for name in selected]
 
 

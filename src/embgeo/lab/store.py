@@ -445,6 +445,19 @@ class RunStore:
                 out.update(self._conn.execute(f"SELECT key, status FROM runs WHERE key IN ({marks})", chunk).fetchall())
             return out
 
+    def rows_of(self, keys: Iterable[str]) -> dict[str, dict]:
+        """``key -> row`` (as :meth:`get` returns it) of ``keys``, in one query per 500 keys; keys not in the store
+        are left out."""
+        keys = list(keys)
+        out: dict[str, dict] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):  # stay far below SQLite's limit on bound parameters
+                chunk = keys[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in self._conn.execute(f"SELECT * FROM runs WHERE key IN ({marks})", chunk).fetchall():
+                    out[row["key"]] = _decode(row)
+        return out
+
     def rows(self, experiment: str | None = None, status: str | None = None) -> list[dict]:
         """Every row (as :meth:`get` returns it) in the order queued, optionally of one experiment/status."""
         if status is not None and status not in STATUSES:

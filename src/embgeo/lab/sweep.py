@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
+import math
 import os
 import re
 import signal
@@ -30,7 +32,7 @@ import traceback
 import typing
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,11 @@ from embgeo.lab.store import RunStore, owner_alive, point_key, this_process
 
 #: Seconds between progress lines when stdout is not a terminal (the bar is shown on a terminal).
 PROGRESS_EVERY = 30.0
+
+#: The most points one sweep may have. Every point's config is built and checked before the first run, so the
+#: count is checked before that: a grid of 10^8 points took gigabytes and printed nothing (issue 37). A larger
+#: study is several sweeps into one store.
+MAX_POINTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -59,10 +66,29 @@ class Point:
     run_dir: str
 
 
+@dataclass(frozen=True)
+class PointClaim:
+    """A claim that does not hold in every finished run of one grid point (the point's settings without the
+    seed): in how many of those ``runs`` it fails and is undecided. ``check``: a consistency check (a bug
+    when it does not hold)."""
+
+    experiment: str
+    settings: tuple[tuple[str, object], ...]
+    claim: str
+    runs: int
+    fails: int
+    undecided: int
+    check: bool = False
+
+
 @dataclass
 class SweepSummary:
     """What :func:`run_sweep` did: points in all, skipped (done before), this call's outcomes, the points
-    another sweep finished while this one waited (``elsewhere``), and each failure with its last line."""
+    another sweep finished while this one waited (``elsewhere``), and each failure with its last line.
+
+    ``claims``: read from the store after the sweep, over every finished run of the sweep's points (this
+    call's and earlier ones): each claim that fails or is undecided in some run of a grid point, as a
+    :class:`PointClaim`; ``finished``: how many finished runs that is over."""
 
     total: int
     skipped: int
@@ -71,6 +97,8 @@ class SweepSummary:
     seconds: float = 0.0
     elsewhere: int = 0
     failures: list = dataclasses.field(default_factory=list)
+    claims: list[PointClaim] = dataclasses.field(default_factory=list)
+    finished: int = 0
 
 
 def parse_grid(items: Iterable[str] | None) -> dict[str, list[str]]:
@@ -79,6 +107,10 @@ def parse_grid(items: Iterable[str] | None) -> dict[str, list[str]]:
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
+        count = values.count(",") + 1  # before splitting: the values would each become a string
+        if count > MAX_POINTS:
+            raise InputError(f"--grid {key}: {count:,} values, above the {MAX_POINTS:,} points one sweep may have; "
+                             "use fewer values, or several sweeps into one --store")
         parts = [v.strip() for v in values.split(",")]
         if not sep or not key or not all(parts):
             raise InputError(f"--grid: expected KEY=V1,V2,..., got {item!r}")
@@ -95,10 +127,11 @@ def grid_points(experiment: str, grid: Mapping[str, Iterable] | None = None, fix
     ``seeds == 1`` keeps the config's own seed; ``seeds > 1`` sets ``seed`` (the experiment must have one).
     Every point's config is built (and validated) here, before anything runs.
     """
-    grid = dict(grid or {})
+    grid = {key: list(values) for key, values in (grid or {}).items()}
     fixed = dict(fixed or {})
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
         raise InputError(f"--seeds: expected a positive integer, got {seeds!r}")
+    check_grid_size(grid, seeds)
     if seeds > 1 and ("seed" in grid or "seed" in fixed):
         raise InputError("--seeds N sets the seed of each run; do not also give seed in --grid or --set")
     _check_grid_keys(experiment, grid, fixed)
@@ -107,6 +140,21 @@ def grid_points(experiment: str, grid: Mapping[str, Iterable] | None = None, fix
         base = {**fixed, **dict(zip(grid, values, strict=True))}
         settings += [base] if seeds == 1 else [{**base, "seed": s} for s in range(seeds)]
     return make_points(experiment, settings, scale=scale, runs_dir=runs_dir)
+
+
+def grid_size(grid: Mapping[str, Sized], seeds: int = 1) -> int:
+    """The number of points of a grid: the product of its value counts, times ``seeds``."""
+    return math.prod(len(values) for values in grid.values()) * seeds
+
+
+def check_grid_size(grid: Mapping[str, Sized], seeds: int = 1) -> None:
+    """Refuse a grid of more than :data:`MAX_POINTS` points, naming its size, before any point is built."""
+    size = grid_size(grid, seeds)
+    if size > MAX_POINTS:
+        factors = [f"{key}: {len(values):,} values" for key, values in grid.items()]
+        factors += [f"{seeds:,} seeds"] if seeds > 1 else []
+        raise InputError(f"the sweep would have {size:,} points ({' × '.join(factors)}), above the {MAX_POINTS:,} one "
+                         "sweep may have; use fewer values, or several sweeps into one --store")
 
 
 def _check_grid_keys(experiment: str, grid: Mapping, fixed: Mapping) -> None:
@@ -164,7 +212,7 @@ def load_spec(path: str | Path, runs_dir: str | Path | None = None) -> list[Poin
     if not isinstance(tables, list) or not tables:
         raise InputError(f"--spec {path}: expected one or more [[sweep]] tables")
     runs_dir = runs_dir if runs_dir is not None else path.with_suffix("").name + "-runs"
-    points: list[Point] = []
+    sizes = []
     for i, table in enumerate(tables, start=1):
         unknown = set(table) - {"experiment", "scale", "seeds", "grid", "set"}
         if unknown or "experiment" not in table:
@@ -173,8 +221,16 @@ def load_spec(path: str | Path, runs_dir: str | Path | None = None) -> list[Poin
         grid = table.get("grid", {})
         if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
             raise InputError(f"--spec {path}: [[sweep]] #{i}: grid must map each setting to a non-empty list")
-        points += grid_points(table["experiment"], grid, table.get("set", {}), table.get("seeds", 1),
-                              table.get("scale", "quick"), runs_dir)
+        seeds = table.get("seeds", 1)  # a bad one is refused by grid_points, with its message
+        sizes.append(grid_size(grid, seeds if isinstance(seeds, int) and seeds > 1 else 1))
+    if sum(sizes) > MAX_POINTS:  # all tables counted before any point is built
+        raise InputError(f"--spec {path}: the sweep would have {sum(sizes):,} points ("
+                         + " + ".join(f"{n:,}" for n in sizes) + f" over its [[sweep]] tables), above the "
+                         f"{MAX_POINTS:,} one sweep may have; use fewer values, or several sweeps into one --store")
+    points: list[Point] = []
+    for table in tables:
+        points += grid_points(table["experiment"], table.get("grid", {}), table.get("set", {}),
+                              table.get("seeds", 1), table.get("scale", "quick"), runs_dir)
     keys = set()
     return [p for p in points if not (p.key in keys or keys.add(p.key))]
 
@@ -253,6 +309,8 @@ def run_sweep(points: list[Point], store: str | Path, *, workers: int | None = N
         while todo:
             runner(todo, ctx)
             todo = _wait_for_others(ctx, echo)
+        rows = st.rows_of([p.key for p in points])
+    summary.claims, summary.finished = point_claims(points, rows)
     summary.seconds = time.perf_counter() - t0
     echo(f"sweep: {summary.done} done, {summary.failed} failed, {summary.skipped} skipped"
          + (f" ({summary.elsewhere} finished by another sweep)" if summary.elsewhere else "")
@@ -261,7 +319,84 @@ def run_sweep(points: list[Point], store: str | Path, *, workers: int | None = N
         echo(f"  failed: {p.experiment} {_settings_text(p)}: {line}")
     if len(summary.failures) > FAILURES_SHOWN:
         echo(f"  ... and {len(summary.failures) - FAILURES_SHOWN} more")
+    for line in claims_lines(summary, points, store):
+        echo(line)
     return summary
+
+
+def _point_of(p: Point) -> tuple:
+    """The grid point of a run: its experiment, scale and config without the seed."""
+    config = {k: v for k, v in p.config.items() if k != "seed"}
+    return p.experiment, p.scale, json.dumps(config, sort_keys=True, default=str)
+
+
+def point_claims(points: list[Point], rows: Mapping[str, dict]) -> tuple[list[PointClaim], int]:
+    """The claims that fail or are undecided in some finished run of a grid point, and the number of finished
+    runs read. ``rows``: the store's rows of the points (:meth:`RunStore.rows_of`); a run that failed or did not
+    finish has no claims and is not counted. Points and claims keep their order."""
+    groups: dict[tuple, list[Point]] = {}
+    for p in points:
+        groups.setdefault(_point_of(p), []).append(p)
+    out, finished = [], 0
+    for members in groups.values():
+        claims = [rows[p.key]["claims"] or [] for p in members if (rows.get(p.key) or {}).get("status") == "done"]
+        finished += len(claims)
+        counts: dict[str, list] = {}  # name -> [fails, undecided, check]
+        for run in claims:
+            for c in run:
+                entry = counts.setdefault(c["name"], [0, 0, bool(c.get("check"))])
+                entry[0] += c.get("ok") is False
+                entry[1] += c.get("ok") is None
+        settings = tuple((k, v) for k, v in members[0].overrides if k != "seed")
+        out += [PointClaim(members[0].experiment, settings, name, len(claims), fails, undecided, check)
+                for name, (fails, undecided, check) in counts.items() if fails or undecided]
+    return out, finished
+
+
+#: Claims listed by point at the end of a sweep (the store has every run's: ``embgeo results``).
+CLAIMS_SHOWN = 30
+#: A claim's name is cut to this many characters in that list.
+CLAIM_WIDTH = 80
+
+
+def claims_lines(summary: SweepSummary, points: list[Point], store: str | Path) -> list[str]:
+    """The summary's claims as lines: "point lr=0.5, d=60: 'NAME' fails in 3/3 seeds" per claim that does not hold
+    in every run of a grid point, or that every claim holds in every finished run.
+
+    A point is named by the settings that vary between the sweep's points of its experiment (the seed left out;
+    the --set ones are the same everywhere), and with several experiments by the experiment too."""
+    if not summary.finished:
+        return []
+    if not summary.claims:
+        return [f"sweep: every claim holds in every finished run ({summary.finished})"]
+    experiments = {p.experiment for p in points}
+    varying = {e: _varying(p for p in points if p.experiment == e) for e in experiments}
+    lines = [f"sweep: claims that do not hold in every run of their grid point (of {summary.finished} finished "
+             "runs):"]
+    for pc in summary.claims[:CLAIMS_SHOWN]:
+        shown = [f"{k}={v}" for k, v in pc.settings if k in varying[pc.experiment]]
+        name = " ".join(([pc.experiment] if len(experiments) > 1 else []) + [", ".join(shown) or "(defaults)"])
+        # A point's runs differ only by their seed: one run is just "fails", several are counted.
+        counts = [word if pc.runs == 1 else f"{word} in {n}/{pc.runs} seeds"
+                  for word, n in (("fails", pc.fails), ("undecided", pc.undecided)) if n]
+        claim = pc.claim if len(pc.claim) <= CLAIM_WIDTH else pc.claim[:CLAIM_WIDTH - 1] + "…"
+        lines.append(f"  point {name}: '{claim}'" + (" (consistency check)" if pc.check else "") + " "
+                     + ", ".join(counts))
+    if len(summary.claims) > CLAIMS_SHOWN:
+        lines.append(f"  ... and {len(summary.claims) - CLAIMS_SHOWN} more: embgeo results --store {store} "
+                     "(columns ok.*)")
+    return lines
+
+
+def _varying(points: Iterable[Point]) -> set[str]:
+    """The settings (not the seed) whose values differ between ``points``; all of them when none differ."""
+    values: dict[str, set] = {}
+    for p in points:
+        for k, v in p.overrides:
+            if k != "seed":
+                values.setdefault(k, set()).add(json.dumps(v, sort_keys=True, default=str))
+    differ = {k for k, vs in values.items() if len(vs) > 1}
+    return differ or set(values)
 
 
 #: Failed points listed by name at the end of a sweep (the store has every traceback).

@@ -1,7 +1,9 @@
 """Figures of the NTP paper (Figs. 1-5) and of our extra experiments, with matplotlib.
 
 Every curve has its own line style and marker as well as its colour, so the figures read in
-grayscale. Functions draw into the axes they are given and return them.
+grayscale. Functions draw into the axes they are given and return them. Text is at least 8 pt (legends,
+:data:`LEGEND_PT`) and titles keep matplotlib's default size, so that a figure scaled down to the report's
+width (about 1250 px) still reads.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from embgeo.ntp.data import NTPData
 
 STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "x")]
+#: Legend text (pt); crowded legends (four panels, long labels) use 8.
+LEGEND_PT = 9
 
 
 def style(i: int) -> dict:
@@ -54,7 +58,7 @@ def toy_geometry(data: NTPData, W_mm: np.ndarray, ax: Axes) -> Axes:
     for j, h in enumerate(H):
         supp = ",".join(tokens[z] for z in data.supports[j])
         ax.plot(*h, "o", color="black", markersize=8)
-        ax.annotate(f"{labels[j]}\n{{{supp}}}", h, textcoords="offset points", xytext=(6, -22), fontsize=9)
+        ax.annotate(f"{labels[j]}\n{{{supp}}}", h, textcoords="offset points", xytext=(6, -22), fontsize=LEGEND_PT)
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
@@ -63,7 +67,7 @@ def toy_geometry(data: NTPData, W_mm: np.ndarray, ax: Axes) -> Axes:
     ax.set_xlabel("coordinate 1 (embedding units)")
     ax.set_ylabel("coordinate 2 (embedding units)")
     ax.set_title("contexts (•) and rows of $W^{mm}$ (★) with hyperplanes")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=LEGEND_PT, loc="upper right")
     return ax
 
 
@@ -73,7 +77,8 @@ def probability_matrix(data: NTPData, ax: Axes) -> Axes:
     shown = np.ma.masked_where(P == 0, P)
     im = ax.imshow(shown, cmap=plt.get_cmap("viridis").with_extremes(bad="black"), vmin=0, vmax=1)
     for j, z in zip(*np.nonzero(P), strict=True):
-        ax.text(z, j, f"{P[j, z]:.2g}", ha="center", va="center", fontsize=8, color="white" if P[j, z] < .5 else "k")
+        ax.text(z, j, f"{P[j, z]:.2g}", ha="center", va="center", fontsize=LEGEND_PT,
+                color="white" if P[j, z] < .5 else "k")
     ax.set_xticks(range(data.V), data.token_labels or range(data.V))
     ax.set_yticks(range(data.m), data.context_labels or range(data.m))
     ax.set_xlabel("next token z")
@@ -97,7 +102,7 @@ def token_rows(W: np.ndarray, ax: Axes, title: str, labels: Sequence[str] | None
     ax.set_xlabel("coordinate 1")
     ax.set_ylabel("coordinate 2")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=LEGEND_PT)
     return ax
 
 
@@ -128,7 +133,7 @@ def training_panels(frames: dict, entropy: float, axes: np.ndarray) -> None:
     for ax in (a_loss, a_norm, a_cos, a_sub):
         ax.set_xlabel("iteration k")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
 
 
 def next_token_examples(data: NTPData, contexts: Iterable[int], axes: np.ndarray | Sequence[Axes]) -> None:
@@ -137,7 +142,7 @@ def next_token_examples(data: NTPData, contexts: Iterable[int], axes: np.ndarray
         p = data.probs[j].toarray().ravel()
         ax.bar(np.arange(data.V), p, color="0.35", edgecolor="black")
         ax.set_xticks(np.arange(data.V))
-        ax.set_title(f"context {j}: $S_j$ = {{{', '.join(map(str, data.supports[j]))}}}", fontsize=9)
+        ax.set_title(f"context {j}: $S_j$ = {{{','.join(map(str, data.supports[j]))}}}")
         ax.set_xlabel("token z")
         ax.set_ylabel("$\\hat p_{j,z}$")
         ax.set_ylim(0, 1)
@@ -165,7 +170,7 @@ def probe_figure(result) -> plt.Figure:
     a_norm.set_title("row norms of W against frequency" + (f" (Spearman {rho:.2f})" if rho == rho else ""))
     a_norm.set_xlabel("next-token frequency $f_v = \\sum_j \\hat\\pi_j \\hat p_{j,v}$")
     a_norm.set_ylabel("$\\|w_v\\|$")
-    a_norm.legend(fontsize=7)
+    a_norm.legend(fontsize=8)
 
     logits_c, logp_c = arr["support_logits_centred"], arr["support_log_probs_centred"]
     multi = np.repeat(result.data.support_sizes > 1, result.data.support_sizes)
@@ -174,7 +179,7 @@ def probe_figure(result) -> plt.Figure:
         lo = float(min(logp_c[multi].min(), logits_c[multi].min()))
         hi = float(max(logp_c[multi].max(), logits_c[multi].max()))
         a_odds.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", label="eq. (4): logits = log-odds")
-        a_odds.legend(fontsize=7)
+        a_odds.legend(fontsize=8)
     else:
         a_odds.text(0.5, 0.5, "every context has one next token:\nno log-odds to fit", ha="center", va="center",
                     transform=a_odds.transAxes)
@@ -195,7 +200,7 @@ def probe_figure(result) -> plt.Figure:
     a_sv.set_title("spectrum of the logits")
     a_sv.set_xlabel("index i")
     a_sv.set_ylabel("singular value $s_i / s_1$")
-    a_sv.legend(fontsize=7)
+    a_sv.legend(fontsize=8)
     for ax in (a_norm, a_odds, a_sv):
         ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()

@@ -84,7 +84,10 @@ class NTPSVM:
         ‖W − W(Ψ)‖/‖W‖ with W(Ψ) the primal image of the dual point; ``complementarity``
         max μ_i · (margin_i − 1) / max μ.
     separability : Separability
-    iterations, rounds : int (dual iterations or Newton steps; working-set rounds or outer steps)
+    iterations : int
+        Dual iterations or Newton steps.
+    rounds : int
+        Working-set rounds or outer steps.
     seconds : float
     method : str
     note : str
@@ -102,8 +105,18 @@ class NTPSVM:
     method: str = ""
     rounds: int = 0
     note: str = ""
-    _pb: Problem | None = field(default=None, repr=False)
-    _out: SVMOutcome | None = field(default=None, repr=False)
+    # The solver's problem and outcome, for the lazy ``multipliers`` / ``active`` and a warm start: set by
+    # :meth:`_solved`, not constructor parameters (they are no part of the public signature).
+    _pb: Problem | None = field(default=None, init=False, repr=False)
+    _out: SVMOutcome | None = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def _solved(cls, *args, pb: Problem, out: SVMOutcome | None = None, **kwargs) -> NTPSVM:
+        """An NTPSVM of ``args``/``kwargs`` (the public fields) with the problem ``pb`` and outcome ``out``
+        it was solved from."""
+        svm = cls(*args, **kwargs)
+        svm._pb, svm._out = pb, out
+        return svm
 
     @cached_property
     def multipliers(self) -> sp.csr_matrix | None:
@@ -196,8 +209,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if sep is None and pb.coords.rank < data.m and lp_is_small(pb):
         sep = separability_by_lp(pb)
     if sep is not None and not sep:
-        return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0, sep.method,
-                      _pb=pb)
+        return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0,
+                              sep.method, pb=pb)
     if method == "auto":
         method = "dual" if pb.coords.rank == data.m else "alm"
     if method == "alm":
@@ -214,8 +227,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             except SolverError as err:
                 raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
             if not sep:
-                return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
-                              time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
+                return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
+                                      time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
             out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(
                 tol=tol, X0=_group_rows(pb, sep.W), progress=progress,
                 max_seconds=None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3))
@@ -227,8 +240,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                            max_seconds=max_seconds, progress=progress)
         if out.status == Status.INFEASIBLE:
             sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
-            return NTPSVM(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
-                          time.perf_counter() - t0, sep.method, out.rounds, _pb=pb)
+            return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
+                                  time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
         name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
                 "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
     if out.X is None:
@@ -240,8 +253,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         sep = separable_result(pb, out.X, out.t, "NTP-SVM: a feasible point")
     W = pb.token_w(out.X)
     norm_W = float(np.sqrt(2 * out.primal)) / pb.scale  # ‖W‖ in the caller's units
-    return NTPSVM(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations, time.perf_counter() - t0,
-                  name, out.rounds, out.reason, _pb=pb, _out=out)
+    return NTPSVM._solved(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations,
+                          time.perf_counter() - t0, name, out.rounds, out.reason, pb=pb, out=out)
 
 
 def _undecided_message(pb: Problem, out, max_seconds: float | None) -> str:
