@@ -1,11 +1,17 @@
-"""The command line: ``embgeo ntp analyze`` on synthetic data and on a token file."""
+"""The command line: ``embgeo ntp analyze`` on synthetic data and on a token file; the end of ``run`` and
+``reproduce``."""
 
+import dataclasses
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from embgeo.cli import main
+from embgeo.lab.claims import as_check, at_least, at_most, banded
+from embgeo.lab.context import DETACHED, RunContext
+from embgeo.lab.registry import Experiment, Paper, Result
 from embgeo.ntp import entropy, synthetic
 
 
@@ -171,3 +177,63 @@ def test_show_lists_every_setting_at_both_scales(capsys):
     out = capsys.readouterr().out
     assert "b_max" in out and "30.0" in out and "points" in out  # paper preset: b_max 30, 12 points
     assert main(["show", "ntp-nope"]) == 2
+
+
+# -- the end of `run` and `reproduce`: failing claims one per line, then a one-line tally -----------------------
+
+@dataclass
+class ManyClaimsConfig:
+    """How many claims fail (each with a long name)."""
+
+    failing: int = 3
+
+
+def run_many_claims(cfg: ManyClaimsConfig, ctx: RunContext = DETACHED) -> Result:
+    """``failing`` failing claims with 150-character names, one holding, one undecided, a failing check."""
+    long = " and a very long statement" * 5
+    claims = [at_least(f"claim {i}{long}", 0.0, 1.0) for i in range(cfg.failing)]
+    claims += [at_least("holds", 2.0, 1.0), banded("undecided one", 0.91, 0.02, 0.9),
+               as_check(at_most("identity", 1.0, 1e-10), "true by construction")]
+    return Result(claims)
+
+
+MANY = Paper(name="many", title="Many claims", citation="", order=9, experiments=[
+    Experiment("many-claims", "many", "Many claims", ManyClaimsConfig, run_many_claims)])
+
+
+def test_run_ends_with_failing_claims_one_per_line_and_a_tally(tmp_path, with_papers, capsys):
+    """No 600-character line: a head, one short indented line per failing claim (the check marked), the undecided
+    counted, and a last line that tallies holds / failing / undecided / checks."""
+    from embgeo.cli import LINE_WIDTH
+
+    with_papers(MANY)
+    assert main(["run", "many-claims", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = out.index("3 failing claims and 1 failing consistency check in 1 experiment:")
+    listed = out[head + 1:head + 5]
+    assert [line.split(":")[0] for line in listed] == ["  many-claims"] * 4
+    assert all(line.startswith(f"  many-claims: claim {i} and a very long") and line.endswith("…")
+               and len(line) == LINE_WIDTH for i, line in enumerate(listed[:3]))
+    assert listed[3] == "  many-claims: identity (consistency check, fails)"
+    assert out[head + 5:] == [
+        "1 undecided claim (a certified band straddles its level), listed in the lines above and claims.json",
+        "claims: 1 of 5 hold, 3 failing, 1 undecided; consistency checks: 0 of 1 pass"]
+    assert max(len(line) for line in out[head:]) <= LINE_WIDTH + len(" (consistency check, fails)")
+
+
+def test_reproduce_names_its_report_first_and_lists_at_most_twenty_failing_claims(tmp_path, with_papers, capsys):
+    from embgeo.lab.registry import paper
+
+    # 25 failing claims: 20 listed, the rest counted, pointing at the report that lists them all
+    with_papers(dataclasses.replace(MANY, experiments=[dataclasses.replace(
+        MANY.experiments[0], presets={"quick": {"failing": 25}})]))
+    assert paper("many").experiments[0].config("quick").failing == 25
+    out_dir = tmp_path / "rep"
+    assert main(["reproduce", "--paper", "many", "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"report: {(out_dir / 'report.html').resolve()} (rewritten as each experiment finishes)"
+    head = out.index("25 failing claims and 1 failing consistency check in 1 experiment:")
+    assert len([line for line in out[head + 1:] if line.startswith("  many-claims: ")]) == 20
+    assert out[-3:] == ["  ... and 6 more, listed in report.html",
+                        "1 undecided claim (a certified band straddles its level), listed in report.html",
+                        "claims: 1 of 27 hold, 25 failing, 1 undecided; consistency checks: 0 of 1 pass"]

@@ -36,6 +36,10 @@ def files(tmp_path):
     (tmp_path / "latin1.txt").write_bytes(b"1 2 3\n4 \xff 5\n")
     (tmp_path / "superscript.txt").write_text("1 2 3\n4 \u00b2 5\n", encoding="utf-8")
     (tmp_path / "ten.txt").write_text("".join(f"{i} {i + 1}\n" for i in range(10)), encoding="utf-8")
+    (tmp_path / "words.txt").write_text("the cat sat\non the mat\n", encoding="utf-8")
+    (tmp_path / "bigid.txt").write_text("1 2 3\n\n4 99999999999 6\n", encoding="utf-8")  # line 3, after a blank one
+    (tmp_path / "lm").mkdir()  # a model folder as far as its window goes: ntp probe reads it before loading the model
+    (tmp_path / "lm" / "config.json").write_text('{"model_type": "gpt2", "n_positions": 1024}', encoding="utf-8")
     return tmp_path
 
 
@@ -52,9 +56,69 @@ def files(tmp_path):
     (["run", "ntp-gd", "--set", "stepz=3"], ["did you mean 'steps'"]),
     (["run", "ntp-overparam", "--set", "ratios=[0.5,1]"], ["ratios=64,128"]),
     (["run", "ntp-gd", "--set", "lr=1e300", "--set", "steps=20"], ["diverged at step", "lower the step size"]),
+    # issue 37: sizes that hung, blew up or crashed, each refused in one line naming the size
+    (["ntp", "analyze", "--text", "words.txt", "-k", "1000000000"], ["context_length=1000000000", "longest: 3"]),
+    (["ntp", "analyze", "--tokens", "ten.txt", "-k", "1000000000", "--windows"], ["context_length=1000000000"]),
+    (["ntp", "probe", "--model", "lm", "--text", "words.txt", "-k", "1000000000"],
+     ["--context-length 1000000000", "window of 1024"]),
+    (["ntp", "analyze", "--tokens", "bigid.txt", "-k", "1"], ["bigid.txt:3", "token id 99999999999", "--max-vocab"]),
+    (["--threads", "100000", "list"], ["--threads 100000", "at most"]),
+    (["run", "ntp-gd", "--set", "steps=1000000000000"], ["ntp-gd would take", "138,889 h", "30-day limit"]),
+    (["sweep", "ntp-gd", "--seeds", "1000000000", "--store", "s.sqlite"], ["1,000,000,000 points", "100,000"]),
+    (["run", "ntp-gd", "--set", "lr=1e6"], ["diverged at step 1", "exceeds 10 × max(CE at step 0, log V)",
+                                            "lower the step size"]),
 ])
 def test_bad_input_is_one_line_and_exit_2(files, args, needles):
     _one_error_line(_run(args, files), *needles)
+
+
+def _limit_memory():
+    """An address-space limit of 3 GiB in the child: whatever allocates in proportion to the bad value (8 GB for
+    np.arange(10**9)) fails there with a MemoryError traceback instead of the one-line refusal."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 1024**3, 3 * 1024**3))
+
+
+def test_sizes_are_refused_before_anything_of_their_size_is_allocated(files):
+    """Issue 37: a context length of 10**9 (7.7 GB and minutes), a 103-million-point grid (4.3 GB and growing), a
+    token id of 10**11 (std::bad_alloc) and steps = 10**12 (started, ETA 430,883 h) are each refused in one line
+    under a 3 GiB memory limit, before anything is created (no store, no run folder)."""
+    values = ",".join(str(i) for i in range(1, 471))  # three grids of 470 values: 103,823,000 points
+    cases = [
+        (["ntp", "analyze", "--tokens", "ten.txt", "-k", "1000000000"], "context_length=1000000000"),
+        (["sweep", "ntp-gd", "--grid", f"lr={values}", "--grid", f"steps={values}", "--grid", f"m={values}",
+          "--store", "s.sqlite"], "103,823,000 points (lr: 470 values × steps: 470 values × m: 470 values)"),
+        (["ntp", "analyze", "--tokens", "bigid.txt", "-k", "1"], "token id 99999999999"),
+        (["run", "ntp-gd", "--set", "steps=1000000000000", "--out", "gd"], "30-day limit"),
+    ]
+    for args, needle in cases:
+        proc = subprocess.run([*EMBGEO, *args], cwd=files, capture_output=True, text=True, timeout=300,
+                              preexec_fn=_limit_memory)
+        _one_error_line(proc, needle)
+    assert not (files / "s.sqlite").exists() and not (files / "gd").exists()
+
+
+def test_autoregressive_context_length_beyond_every_line_is_handled(files):
+    """With --autoregressive a k above the longest line still gives every prefix: it runs (under a 3 GiB limit),
+    with the contexts of k = the longest line − 1, instead of padding every context to 10**9 tokens."""
+    proc = subprocess.run([*EMBGEO, "ntp", "analyze", "--tokens", "ten.txt", "-k", "1000000000", "--autoregressive"],
+                          cwd=files, capture_output=True, text=True, timeout=300, preexec_fn=_limit_memory)
+    assert proc.returncode == 0, proc.stderr
+    assert "k=1000000000" in proc.stdout and "m=10 contexts" in proc.stdout
+
+
+def test_a_single_grid_is_refused_from_its_count(files, monkeypatch, capsys):
+    """One --grid with more values than a sweep may have points is refused from its count, before its values are
+    split (an argument list cannot be that long on Linux, so in-process)."""
+    from embgeo import cli
+
+    monkeypatch.chdir(files)
+    values = ",".join(["1"] * 200_001)
+    assert cli.main(["sweep", "ntp-gd", "--grid", f"steps={values}", "--store", "s.sqlite"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["embgeo: error: --grid steps: 200,001 values, above the 100,000 points one sweep may have; use "
+                   "fewer values, or several sweeps into one --store"]
 
 
 def test_unwritable_out_is_refused_before_computing(files):

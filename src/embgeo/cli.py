@@ -98,11 +98,15 @@ def _check_answer_size(V: int, d: int) -> None:
 def _read_sequences(args) -> tuple[list[list[int]], list[str] | None, dict]:
     """Token-id sequences of --text or --tokens, the tokens' names (None for plain ids) and the
     reading counts (words, types, <unk>) of :func:`embgeo.ntp.data.limit_vocabulary`."""
+    from embgeo.core.validate import DENSE_BUDGET_BYTES
     from embgeo.ntp.data import limit_vocabulary, read_text_file, read_token_file
 
     if args.text:
         return read_text_file(args.text, max_vocab=args.max_vocab)
-    sequences = read_token_file(args.tokens)
+    # Without --max-vocab the ids are V's rows: an id whose V could not hold even one float64 per token (the
+    # smallest answer, V × 1) is refused at its line while reading; the analysis checks the real V × d later.
+    max_id = None if args.max_vocab is not None else DENSE_BUDGET_BYTES // 8 - 1
+    sequences = read_token_file(args.tokens, max_id=max_id)
     if args.max_vocab is None:
         return sequences, None, {}
     # Ids are renumbered by frequency to make V = N + 1; the labels keep the original ids.
@@ -324,14 +328,15 @@ def _context_text(data, j: int) -> str:
 def ntp_probe(args: argparse.Namespace) -> None:
     """The NTP geometry of a causal LM checkpoint on a text (:func:`embgeo.ntp.probe.probe_model`), printed
     stage by stage; --out gets summary.json, the arrays and the figure."""
-    from tqdm import tqdm
-
-    from embgeo.ntp.probe import probe_model
-
     if args.max_contexts is not None and args.max_contexts < 1:
         raise InputError(f"--max-contexts: expected an integer >= 1, got {args.max_contexts}")
     if args.batch_size < 1:
         raise InputError(f"--batch-size: expected an integer >= 1, got {args.batch_size}")
+    _check_probe_context_length(args.model, args.context_length)
+    from tqdm import tqdm
+
+    from embgeo.ntp.probe import probe_model  # torch and transformers: after the checks above
+
     bars = {}  # one bar per solver stage, opened when the solver first reports (a terminal only)
 
     def solver_progress(iteration, state):
@@ -355,6 +360,24 @@ def ntp_probe(args: argparse.Namespace) -> None:
     if args.out:
         written = result.save(args.out)
         print(f"written      {args.out}/" + ", ".join(written))
+
+
+def _check_probe_context_length(model: str, k: int | None) -> None:
+    """Refuse ``ntp probe -k`` below 1 or above the model's window, read from ``model``/config.json
+    (``max_position_embeddings`` or ``n_positions``, as :func:`embgeo.ntp.probe.probe_model` reads it) before
+    torch, the model and the tokenizer are loaded; a folder without a readable window is left to the probe."""
+    if k is None:  # --prefixes
+        return
+    if k < 1:
+        raise InputError(f"--context-length: expected an integer >= 1, got {k}")
+    try:
+        config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    window = (config.get("max_position_embeddings") or config.get("n_positions")) if isinstance(config, dict) else None
+    if isinstance(window, int) and k > window:
+        raise InputError(f"--context-length {k}: longer than the model's window of {window} positions "
+                         f"({Path(model) / 'config.json'}); use k <= {window}")
 
 
 def _print_probe_stage(stage: str, r) -> None:
@@ -466,12 +489,15 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def _print_claims(claims: list) -> None:
-    """One line per claim: its verdict, name, and the measured, paper and theory values."""
+    """One line per claim: its verdict, name, and the measured, paper and theory values (numbers to 4 significant
+    digits, as in the report; ``claims.json`` has them whole)."""
+    from embgeo.lab.report import cell_text
+
     for c in claims:
         word = "FAILS" if c.verdict == "fails" else c.verdict
-        print(f"  [{'check: ' + word if c.check else word}] {c.name}: measured {c.measured}"
-              + (f", paper {c.paper}" if c.paper is not None else "")
-              + (f", theory {c.theory}" if c.theory is not None else ""))
+        print(f"  [{'check: ' + word if c.check else word}] {c.name}: measured {cell_text(c.measured)}"
+              + (f", paper {cell_text(c.paper)}" if c.paper is not None else "")
+              + (f", theory {cell_text(c.theory)}" if c.theory is not None else ""))
 
 
 #: Runs estimated above this many seconds print their estimate before they start.
@@ -496,6 +522,33 @@ def _print_estimate(selected: list[str], scale: str, runs_each: int = 1) -> None
           flush=True)
 
 
+#: A run whose settings make it longer than this (estimated) is refused: --set steps=10**12 was accepted and ran
+#: with an ETA of 430,883 h (issue 37).
+REFUSE_ABOVE_S = 30 * 86400.0
+
+
+def _print_scaled_estimate(name: str, scale: str, overrides: dict) -> bool:
+    """The estimate of a run whose ``--set`` values change a setting its time grows with (steps, epochs, trials,
+    ...: :data:`embgeo.lab.registry.WORK_SETTINGS`, :func:`~embgeo.lab.registry.scaled_runtime`): printed above
+    ten minutes, refused above :data:`REFUSE_ABOVE_S` before anything runs. False when no such setting is changed
+    (or no time is known): the preset's estimate (:func:`_print_estimate`) applies."""
+    from embgeo.lab.registry import get, scaled_runtime
+
+    est = scaled_runtime(get(name), scale, overrides)
+    if est is None:
+        return False
+    about = "at most about" if est.upper_bound else "about"
+    if est.seconds > REFUSE_ABOVE_S:
+        hours, days = (f"{x:,.0f}" if x < 1e9 else f"{x:.3g}" for x in (est.seconds / 3600, est.seconds / 86400))
+        raise InputError(f"{name} would take {about} {hours} h ({days} days) "
+                         f"on one core with these settings ({est.how}), above the {REFUSE_ABOVE_S / 86400:.0f}-day "
+                         "limit; use a smaller value")
+    if est.seconds > ESTIMATE_ABOVE_S:
+        print(f"estimate: {about} {_duration(est.seconds)} on one core at {scale} scale, from the registry's run time "
+              f"scaled by the settings ({name}: {est.how}); Ctrl-C stops, the same command resumes", flush=True)
+    return True
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 else \
         f"{seconds:.0f} s"
@@ -506,26 +559,63 @@ def cmd_run(args: argparse.Namespace) -> None:
     from embgeo.lab.registry import parse_overrides
     from embgeo.lab.runner import run
 
-    _print_estimate([args.name], args.scale)
+    overrides = parse_overrides(args.set)
+    if not _print_scaled_estimate(args.name, args.scale, overrides):
+        _print_estimate([args.name], args.scale)
 
-    record = run(args.name, args.scale, parse_overrides(args.set), out=args.out, threads=args.threads,
+    record = run(args.name, args.scale, overrides, out=args.out, threads=args.threads,
                  workers=args.workers, scheduler=args.scheduler)
     print(f"{args.name} ({args.scale}): {record.summary()}, {record.seconds:.1f} s, written to {record.out}")
     _print_claims(record.claims)
-    print(_failing_line({args.name: record.claims}))
+    print("\n".join(_claims_summary({args.name: record.claims}, "the lines above and claims.json")))
 
 
-def _failing_line(claims_by_run: dict) -> str:
-    """The last line of ``run`` / ``reproduce``: the failing claims by name, then the undecided ones (whose
-    certified band straddles their level), or that all hold."""
-    def named(ok):  # a consistency check that fails is a bug: it is named with the failing claims
-        return [f"{run}: {c.name}" + (" (consistency check)" if c.check else "")
-                for run, claims in claims_by_run.items() for c in claims if c.ok is ok]
+#: Failing claims named at the end of ``run`` / ``reproduce``; the report lists every one.
+FAILING_SHOWN = 20
+#: A failing claim's line is cut to this many characters (the report has the whole name).
+LINE_WIDTH = 100
 
-    failing, undecided = named(False), named(None)
-    parts = (["failing claims: " + "; ".join(failing)] if failing else []) + \
-        (["undecided claims: " + "; ".join(undecided)] if undecided else [])
-    return " | ".join(parts) if parts else "all claims hold"
+
+def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
+    """The end of ``run`` / ``reproduce``: the failing claims, the undecided ones counted, and a last line.
+
+    The failing claims come under a head ("3 failing claims in 2 experiments:"), one indented line each
+    ("  EXPERIMENT: NAME", cut at :data:`LINE_WIDTH` characters, at most :data:`FAILING_SHOWN` of them); a
+    consistency check that does not hold is a bug and is listed with them, marked. Undecided claims (their
+    certified band straddles the level) are counted, with where they are listed (``listed_in``). The last
+    line tallies every run's claims: "claims: 27 of 31 hold, 3 failing, 1 undecided; consistency checks: 12
+    of 12 pass".
+    """
+    from embgeo.lab.claims import tally
+
+    def cut(text: str) -> str:
+        return text if len(text) <= LINE_WIDTH else text[:LINE_WIDTH - 1] + "…"
+
+    failing = [(run, c) for run, claims in claims_by_run.items() for c in claims
+               if (c.check and c.ok is not True) or (not c.check and c.ok is False)]
+    undecided = sum(not c.check and c.ok is None for claims in claims_by_run.values() for c in claims)
+    lines = []
+    if failing:
+        n_checks = sum(c.check for _, c in failing)
+        n_runs = len({run for run, _ in failing})
+        head = (f"{len(failing) - n_checks} failing claim{'' if len(failing) - n_checks == 1 else 's'}"
+                + (f" and {n_checks} failing consistency check{'' if n_checks == 1 else 's'}" if n_checks else "")
+                + f" in {n_runs} experiment{'' if n_runs == 1 else 's'}:")
+        lines.append(head)
+        for run, c in failing[:FAILING_SHOWN]:
+            mark = f" (consistency check, {c.verdict})" if c.check else ""
+            lines.append(cut(f"  {run}: {c.name}") + mark)
+        if len(failing) > FAILING_SHOWN:
+            lines.append(f"  ... and {len(failing) - FAILING_SHOWN} more, listed in {listed_in}")
+    if undecided:
+        lines.append(f"{undecided} undecided claim{'' if undecided == 1 else 's'} (a certified band straddles its "
+                     f"level), listed in {listed_in}")
+    t = tally(c for claims in claims_by_run.values() for c in claims)
+    total = t["holds"] + t["fails"] + t["undecided"]
+    last = f"claims: {t['holds']} of {total} hold, {t['fails']} failing, {t['undecided']} undecided"
+    if t["checks"]:
+        last += f"; consistency checks: {t['checks'] - t['checks failing']} of {t['checks']} pass"
+    return lines + [last]
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -537,11 +627,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise InputError(f"--seeds: expected a positive integer, got {args.seeds}")
     _print_estimate(names(args.paper), args.scale, args.seeds)
+    print(f"report: {(Path(args.out) / 'report.html').resolve()} (rewritten as each experiment finishes)", flush=True)
     made = reproduce(args.paper, args.scale, args.out, seeds=args.seeds, resume=not args.fresh, workers=args.workers,
                      scheduler=args.scheduler, threads=args.threads)
     print(f"report: {made.report.resolve()}")
-    print(_failing_line({r.name: r.claims for r in made.records if not r.error})
-          + (f"; experiments that failed to run: {', '.join(made.errors)}" if made.errors else ""))
+    lines = _claims_summary({r.name: r.claims for r in made.records if not r.error}, "report.html")
+    lines[-1] += f"; experiments that failed to run: {', '.join(made.errors)}" if made.errors else ""
+    print("\n".join(lines))
     return 1 if made.errors else 0
 
 
@@ -756,9 +848,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; bad input is one line ``embgeo: error: ...`` with exit 2, Ctrl-C one line with 130."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    import matplotlib
-
-    matplotlib.use("Agg")  # the CLI writes figures to files; library modules leave the backend to the user
+    # The CLI writes figures to files (Agg); library modules leave the backend to the user. matplotlib is not
+    # imported for this: it costs ~0.3 s of every command, and most draw nothing (list, show, every refusal);
+    # MPLBACKEND is read when a run first imports it.
+    if "matplotlib" in sys.modules:
+        sys.modules["matplotlib"].use("Agg")
+    else:
+        os.environ["MPLBACKEND"] = "Agg"
     import warnings
 
     # Warnings as one line each, without the source line they were raised from.
@@ -767,12 +863,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--threads: expected a positive integer, got {args.threads}")
     if getattr(args, "seed", 0) < 0:  # only ntp analyze has --seed (an int, default 0)
         parser.error(f"--seed: expected a non-negative integer, got {args.seed}")
-    from embgeo.core.threads import limit_threads, warn_if_oversubscribed
+    from embgeo.core.threads import check_thread_count, limit_threads, warn_if_oversubscribed
     from embgeo.errors import MissingDependencyError
 
-    warn_if_oversubscribed(args.threads)
-
     try:
+        check_thread_count(args.threads)  # an absurd count is refused (one line) rather than warned about
+        warn_if_oversubscribed(args.threads)
         _check_outputs(args)
         with limit_threads(args.threads):
             status = args.func(args)
@@ -780,9 +876,19 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, MissingDependencyError) as exc:
         print(f"embgeo: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("embgeo: interrupted (Ctrl-C); finished work and checkpoints are kept, run the same command "
-              "again to resume", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        # What the same command will do next, only as far as it is true: an experiment's own state comes from
+        # the runner (embgeo.lab.runner.RunInterrupted: its checkpoint and step, or none kept).
+        said = [exc.resume_hint] if hasattr(exc, "resume_hint") else []
+        if args.command == "reproduce":
+            said.insert(0, f"finished experiments in {args.out} are kept" + (
+                ", but --fresh runs them all again: leave it out to reuse them" if args.fresh else
+                " and reused by the same command"))
+        elif args.command == "sweep":
+            said.insert(0, f"every finished point is kept in {args.store}: the same command runs only the rest")
+        elif args.command == "run" and not said:  # stopped before or after the experiment's own work
+            said.append("the same command runs it again")
+        print("; ".join(["embgeo: interrupted (Ctrl-C)", *said]), file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (`embgeo list | head`): stop quietly, as Unix tools do. stdout is pointed at

@@ -45,24 +45,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
-from embgeo.attention import figures
 from embgeo.attention.data import PAPER_DELTAS, assumption1_data, posterior_difference, synthetic_levels
-from embgeo.attention.metrics import (
-    base_rate_centre,
-    direction_measures,
-    excess_signed_frequency,
-    lemma41_table,
-    level_statistics,
-    level_summary,
-    multiset_loss_floor,
-    rank_test,
-)
 from embgeo.attention.text import TokenizedCorpus
 from embgeo.attention.theory import compare_selections, lemma41_alpha, max_margin_selection, selection
 from embgeo.core.lazy import lazy
@@ -72,12 +60,25 @@ from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Paper, Result, finished
 
-# torch and the models built on it are imported by the first run, not by embgeo list / show (issue 24)
+if TYPE_CHECKING:
+    import pandas as pd
+
+# torch and the models built on it are imported by the first run, not by embgeo list / show (issue 24); so are
+# the metrics (pandas, scipy.stats), and matplotlib.pyplot, pandas and the figures inside the functions that use
+# them: every command imports this module, and `embgeo list` or a refusal must not pay for them (issue 37).
 OneLayerAttention = lazy("embgeo.attention.model", "OneLayerAttention")
 TwoLayerAttention = lazy("embgeo.attention.model", "TwoLayerAttention")
 embedding_update = lazy("embgeo.attention.train", "embedding_update")
 train_adamw = lazy("embgeo.attention.train", "train_adamw")
 two_stage = lazy("embgeo.attention.train", "two_stage")
+base_rate_centre = lazy("embgeo.attention.metrics", "base_rate_centre")
+direction_measures = lazy("embgeo.attention.metrics", "direction_measures")
+excess_signed_frequency = lazy("embgeo.attention.metrics", "excess_signed_frequency")
+lemma41_table = lazy("embgeo.attention.metrics", "lemma41_table")
+level_statistics = lazy("embgeo.attention.metrics", "level_statistics")
+level_summary = lazy("embgeo.attention.metrics", "level_summary")
+multiset_loss_floor = lazy("embgeo.attention.metrics", "multiset_loss_floor")
+rank_test = lazy("embgeo.attention.metrics", "rank_test")
 
 #: The paper's experiments, in its order (:data:`PAPER` lists them).
 EXPERIMENTS: list[Experiment] = []
@@ -169,6 +170,10 @@ def run_one_step(cfg: OneStepConfig, ctx: RunContext = DETACHED) -> Result:
     :func:`~embgeo.attention.metrics.lemma41_table`. Claims: :func:`one_step_claims`; figure
     ``lemma41`` (errors across d, the update against α_s at the largest d); trace: the table.
     """
+    import matplotlib.pyplot as plt
+
+    from embgeo.attention import figures
+
     data = synthetic_levels(cfg.n, seed=cfg.seed, T=cfg.T)
     n_tokens = int(data.levels.size)
     alpha = lemma41_alpha(data.X, data.y, n_tokens)
@@ -370,6 +375,10 @@ def run_synthetic(cfg: SyntheticConfig, ctx: RunContext = DETACHED) -> Result:
     :func:`level_claims` and :func:`score_claims` (⟨E_s, p⟩'s V centred on the corpus base rate);
     figure ``fig2_synthetic``; trace: the AdamW trace.
     """
+    import matplotlib.pyplot as plt
+
+    from embgeo.attention import figures
+
     sizes = None if cfg.level_size == 0 else [cfg.level_size] * len(PAPER_DELTAS)
     data = synthetic_levels(cfg.n, seed=cfg.seed, T=cfg.T, n_irrelevant=cfg.n_irrelevant, sizes=sizes)
     V = int(data.levels.size)
@@ -505,6 +514,11 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: R
     """Figs. 1 and 3: rank claims of ⟨E_s, v⟩ and ⟨E_s, p⟩ against (18) and of ⟨E_s, p⟩ against |α_s − α⁰_s|,
     gated on convergence (:func:`gated`); with a review file the final-loss order of magnitude; for the
     two-layer model, its loss against the one-layer model's on the same corpus (also gated)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from embgeo.attention import figures
+
     corpus, described = _load_corpus(cfg)
     model, df = _train_on_corpus(cfg, corpus, architecture, ctx)
     V = len(corpus.vocab)
@@ -778,6 +792,11 @@ def run_selection(cfg: SelectionConfig, ctx: RunContext = DETACHED) -> Result:
     the theorem, and the first claim fails). Claims: :func:`selection_claims`; figure ``selection``;
     notes: the settings, per-seed numbers and an exhaustive Lemma 4.5 check on a small instance.
     """
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from embgeo.attention import figures
+
     if isinstance(cfg.seeds, (str, bytes)) or not cfg.seeds:
         raise InputError(f"seeds: expected a non-empty list of integer seeds, got {cfg.seeds!r}")
     n = 2 * cfg.n_pairs

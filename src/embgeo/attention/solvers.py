@@ -75,7 +75,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-from scipy.optimize import nnls
 from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
 
 from embgeo.core.status import Status
@@ -617,6 +616,8 @@ def farkas_finish(space: EmbeddingSpace, edges: np.ndarray, lam: np.ndarray) -> 
     support, min_{u ≥ 0} ‖[Gᵀ; 1ᵀ]u − e_last‖ (G the support's rows f_i − f_j), is solved exactly
     by NNLS: zero residual means u/Σu is a Farkas vector. Tried on the 1e-6 and 1e-10 supports.
     """
+    from scipy.optimize import nnls  # imported where used: `embgeo list` loads this package, not the solvers
+
     F = space.F
     for cut in (1e-6, 1e-10):
         support = np.flatnonzero(lam >= cut * lam.max())

@@ -34,26 +34,12 @@ import json
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
-from embgeo.collapse import figures
 from embgeo.collapse.data import CollapseData, generate, make_freqs
-from embgeo.collapse.metrics import (
-    direction_spread,
-    equiangular_distance,
-    norm_frequency_correlation,
-    norm_spread,
-    norm_stats,
-    pca_singular_values,
-    plane_direction_spread,
-    sigma_gap,
-    variance_ratio,
-    variance_ratio_se,
-)
 from embgeo.collapse.theory import (
     Type1Constants,
     full_latent_space,
@@ -69,14 +55,29 @@ from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.record import load
 from embgeo.lab.registry import Experiment, Paper, Result, finished
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: The paper's experiments, in its order (:data:`PAPER` lists them).
 EXPERIMENTS: list[Experiment] = []
 register = EXPERIMENTS.append
 
-# torch and the model built on it are imported by the first run, not by embgeo list / show (issue 24)
+# torch and the model built on it are imported by the first run, not by embgeo list / show (issue 24); so are
+# the metrics (scipy.stats), and matplotlib.pyplot, pandas and the figures inside the functions that use them:
+# every command imports this module, and `embgeo list` or a refusal must not pay for them (issue 37).
 CollapseNet = lazy("embgeo.collapse.model", "CollapseNet")
 minimize_true_risk = lazy("embgeo.collapse.solvers", "minimize_true_risk")
 train = lazy("embgeo.collapse.train", "train")
+direction_spread = lazy("embgeo.collapse.metrics", "direction_spread")
+equiangular_distance = lazy("embgeo.collapse.metrics", "equiangular_distance")
+norm_frequency_correlation = lazy("embgeo.collapse.metrics", "norm_frequency_correlation")
+norm_spread = lazy("embgeo.collapse.metrics", "norm_spread")
+norm_stats = lazy("embgeo.collapse.metrics", "norm_stats")
+pca_singular_values = lazy("embgeo.collapse.metrics", "pca_singular_values")
+plane_direction_spread = lazy("embgeo.collapse.metrics", "plane_direction_spread")
+sigma_gap = lazy("embgeo.collapse.metrics", "sigma_gap")
+variance_ratio = lazy("embgeo.collapse.metrics", "variance_ratio")
+variance_ratio_se = lazy("embgeo.collapse.metrics", "variance_ratio_se")
 
 #: The paper's accuracy table (Sec. 3-4, %): (frequencies, n_spl) -> (h, h*).
 PAPER_ACCURACY = {("uniform", 5): (100, 100), ("zipf", 500): (100, 100), ("zipf", 5): (45, 100)}
@@ -108,6 +109,10 @@ def _minimize_exact(cfg: FullySampledConfig, layernorm: bool):
 
 def run_theorem2(cfg: FullySampledConfig, ctx: RunContext = DETACHED) -> Result:
     """Minimize the exact risk of h (Zipf, K = n_c^L) and compare with the Theorem 2 system (7)-(8)."""
+    import matplotlib.pyplot as plt
+
+    from embgeo.collapse import figures
+
     mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=False)
     theory = type3_magnitudes(mu, cfg.n_concepts, cfg.length, cfg.weight_decay)
     norms = np.linalg.norm(W, axis=1).reshape(cfg.n_concepts, cfg.words_per_concept)
@@ -142,6 +147,10 @@ def run_theorem2(cfg: FullySampledConfig, ctx: RunContext = DETACHED) -> Result:
 
 def run_theorem3(cfg: FullySampledConfig, ctx: RunContext = DETACHED) -> Result:
     """Minimize the exact risk of h* (Zipf, K = n_c^L): full collapse with c = τ*/√(KL) (Theorem 3)."""
+    import matplotlib.pyplot as plt
+
+    from embgeo.collapse import figures
+
     mu, Z, W, U, grad, iters = _minimize_exact(cfg, layernorm=True)
     const = type2_constants(cfg.n_concepts, cfg.length, len(Z), cfg.dim, cfg.weight_decay)
     phi = layer_norm(W)
@@ -231,12 +240,40 @@ EQUIANGULAR_GAP = max(1 - b / a for a, b in AUTHORS_SIGMA_GAPS.values())
 #: on an equilateral triangle: σ1² + σ2² = KL·c²): the tolerance of the scale claim.
 AUTHORS_FIG4C_U = (8.387, 8.377, 0.115)
 FIG4C_PLANARITY = AUTHORS_FIG4C_U[2] / AUTHORS_FIG4C_U[0]
-_FIG4C_SCALE = type2_constants(3, 15, 1000, 100, 1e-3).tau / np.sqrt(2)  # τ*/√2 = 8.448 at Fig. 4c's sizes
-FIG4C_SCALE_TOL = max(abs(a / _FIG4C_SCALE - 1) for a in AUTHORS_FIG4C_U[:2])
 #: Fig. 3's PCA σ1, σ2 against Theorem 1's √(τ/2) = 34.835: the largest relative deviation among the authors'
 #: values, printed (34.9, 34.7, 34.9, 34.6, each ±0.05) and saved (35.05, 34.46, 35.07, 34.48): 1.08% (34.46).
 _FIG3_SIGMAS = [v + e for v in (34.9, 34.7, 34.9, 34.6) for e in (-0.05, 0.05)] + [35.05, 34.46, 35.07, 34.48]
-SIGMA_TAU_TOL = max(abs(v / float(np.sqrt(type1_constants(3, 1200, 15, 1000, 1e-3).tau / 2)) - 1) for v in _FIG3_SIGMAS)
+
+
+# τ* and τ solve Theorems 1 and 3 numerically (scipy.optimize): the constants that need them are computed on first
+# use, not when `embgeo list` imports this module (issue 37). The module attributes _FIG4C_SCALE,
+# FIG4C_SCALE_TOL and SIGMA_TAU_TOL read them (__getattr__ below); this module's own code calls the functions.
+@functools.cache
+def _fig4c_scale() -> float:
+    """τ*/√2 = 8.448 at Fig. 4c's sizes (Theorem 3)."""
+    return type2_constants(3, 15, 1000, 100, 1e-3).tau / np.sqrt(2)
+
+
+@functools.cache
+def _fig4c_scale_tol() -> float:
+    """:data:`FIG4C_SCALE_TOL`: the larger relative deviation of the authors' σ1, σ2 from τ*/√2."""
+    return max(abs(a / _fig4c_scale() - 1) for a in AUTHORS_FIG4C_U[:2])
+
+
+@functools.cache
+def _sigma_tau_tol() -> float:
+    """:data:`SIGMA_TAU_TOL`: the largest relative deviation of the authors' Fig. 3 σ's from √(τ/2)."""
+    return max(abs(v / float(np.sqrt(type1_constants(3, 1200, 15, 1000, 1e-3).tau / 2)) - 1) for v in _FIG3_SIGMAS)
+
+
+_LAZY_CONSTANTS = {"_FIG4C_SCALE": _fig4c_scale, "FIG4C_SCALE_TOL": _fig4c_scale_tol, "SIGMA_TAU_TOL": _sigma_tau_tol}
+
+
+def __getattr__(name: str):
+    """The constants of :data:`_LAZY_CONSTANTS`, computed on first access (PEP 562)."""
+    if name in _LAZY_CONSTANTS:
+        return _LAZY_CONSTANTS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def point_collapse_claims(what: str, X: ArrayLike, labels: ArrayLike, *, norms: bool = True, note: str = "") -> list:
@@ -365,10 +402,10 @@ def fig4c_u_claims(U: ArrayLike, tau_star: float, note: str = "") -> list:
                             f"the blocks' spread has no standard from the authors"))]
     for i in (0, 1):
         claims.append(close(f"h*: PCA σ{i + 1} of the u_{{k,ℓ}} = τ*/√2 (Theorem 3's scale)", float(s[i]), target,
-                            FIG4C_SCALE_TOL, relative=True, theory=target,
+                            _fig4c_scale_tol(), relative=True, theory=target,
                             note=(f"τ* = {tau_star:.5g} minimizes H*(t) (Theorem 3), c = τ*/√(KL); tolerance: the "
                                   f"authors' saved run, σ = {AUTHORS_FIG4C_U[0]} / {AUTHORS_FIG4C_U[1]} against "
-                                  f"τ*/√2 = {_FIG4C_SCALE:.4g} at the paper's sizes (up to {FIG4C_SCALE_TOL:.2%})"
+                                  f"τ*/√2 = {_fig4c_scale():.4g} at the paper's sizes (up to {_fig4c_scale_tol():.2%})"
                                   f"{extra}")))
     return claims
 
@@ -570,6 +607,10 @@ def _scatter_figure(data, model, df, title: str):
     Zipf data colour the words by frequency (Fig. 4: the norm grows with frequency); uniform data by
     concept. Every panel has equal aspect, so an equilateral frame looks equilateral.
     """
+    import matplotlib.pyplot as plt
+
+    from embgeo.collapse import figures
+
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     name = "φ(W) (LayerNormed)" if model.layernorm else "W"
     if data.meta.get("freqs") == "uniform":
@@ -652,9 +693,9 @@ def _pca_claims(cfg: SGDConfig, const: Type1Constants, model: CollapseNet, data:
         s = pca_singular_values(X)
         paper = printed[name] if cfg.paper_numbers else (None, None, None)
         for i in (0, 1):
-            claims.append(close(f"PCA σ{i + 1} of {name} = √(τ/2)", float(s[i]), target, SIGMA_TAU_TOL,
+            claims.append(close(f"PCA σ{i + 1} of {name} = √(τ/2)", float(s[i]), target, _sigma_tau_tol(),
                                 relative=True, paper=paper[i], theory=target,
-                                note=(f"tolerance {SIGMA_TAU_TOL:.2%}: the largest deviation from √(τ/2) = 34.835 "
+                                note=(f"tolerance {_sigma_tau_tol():.2%}: the largest deviation from √(τ/2) = 34.835 "
                                       "among the authors' Fig. 3 values, printed 34.9/34.7 and 34.9/34.6 (±0.05) and "
                                       "their saved notebook run 35.05/34.46 (W) and 35.07/34.48 (U)")))
         if cfg.paper_numbers:  # the printed σ3, at its printed precision
@@ -674,6 +715,8 @@ def run_uniform(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     on W and U, no LayerNorm, uniform frequencies, else an :class:`InputError` before training), then h*
     on the same data (:func:`_train_hstar`) for ``epochs_hstar`` epochs and checked for point collapse.
     """
+    import pandas as pd
+
     const = theorem1_constants(cfg)
     data, model, df = _train(cfg, ctx)
     claims = _accuracy_claims(cfg, df, "h", ("uniform", 5))
@@ -711,6 +754,8 @@ def run_zipf_large(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     u_{k,ℓ}'s point collapse is claimed against the paper-size standard (:data:`POINT_RATIO`) only at the
     paper's sizes; elsewhere collapse-zipf-small claims it relatively (:func:`u_contrast_claim`).
     """
+    import pandas as pd
+
     data, model, df = _train(cfg, ctx)
     W = model.word_embeddings()
     U = model.u_blocks().reshape(-1, cfg.dim)
@@ -783,6 +828,10 @@ def run_zipf_small(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     (:func:`_fig4b_relative_claims`). Fig. 4c: h*'s accuracy, φ(W)'s point collapse and the u_{k,ℓ} against
     the authors' saved run and Theorem 3's scale (:func:`fig4c_u_claims`).
     """
+    import matplotlib.pyplot as plt
+
+    from embgeo.collapse import figures
+
     data, model, df = _train(cfg, ctx)
     net = "h*" if cfg.layernorm else "h"
     name = "collapse-zipf-small-ln" if cfg.layernorm else "collapse-zipf-small"
@@ -822,6 +871,8 @@ def run_norms(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     Trains h with ``cfg`` and compares the mean word norm with Theorem 1's c
     (:func:`theorem1_constants`, which refuses configs the theorem does not cover before training).
     """
+    import matplotlib.pyplot as plt
+
     const = theorem1_constants(cfg)
     _, model, df = _train(cfg, ctx)
     claims, note = _norm_claims(const, model, printed=0.61, known=_known("collapse-norms", cfg, "norm"),
@@ -898,6 +949,8 @@ def read_accuracy(run_dir: str | PathLike, name: str, net: str | None, scale: st
     The run must be finished (``claims.json``), have a ``trace.csv`` with ``test_acc`` (rows of
     ``net`` when given), and have been made at ``scale`` with that scale's preset (no ``--set``).
     """
+    import pandas as pd
+
     path = Path(run_dir)
     record = load(path)
     if record is None or not (path / "trace.csv").exists():
@@ -944,6 +997,10 @@ def run_accuracy_table(cfg: AccuracyTableConfig, ctx: RunContext = DETACHED) -> 
     of the preset", with the source run's verdict in the note; a missing or differently configured run
     fails its check with a note saying why.
     """
+    import pandas as pd
+
+    from embgeo.collapse import figures
+
     if cfg.scale not in ("quick", "paper"):
         raise InputError(f"scale: expected 'quick' or 'paper', got {cfg.scale!r}")
     if cfg.runs_dir is not None:

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 from scipy.special import logsumexp
 
 from embgeo.core.validate import as_float_array, check_bool, check_float, check_positive_int, make_rng
@@ -129,6 +128,8 @@ def _minus_dlog_partition(a, n_concepts: int, length: int, log_q: float) -> np.n
 
 def _argmin_convex(dfun, what: str) -> float:
     """Minimiser over t >= 0 of a convex function from its derivative ``dfun`` (bracket by doubling)."""
+    from scipy.optimize import brentq  # imported where used: `embgeo list` loads this package, not the solvers
+
     if dfun(0.0) >= 0:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -333,6 +334,8 @@ def _type3_p(c: float, mu: np.ndarray, n_c: int, L: int, lam: float) -> np.ndarr
     Each equation is solved for u = log p by brentq on u + logaddexp(log(n_c−1), (1+γ)c²e^u) = log(Lμ/λ),
     bracketed explicitly: at p = Lμ/(λ n_c) the left side is too large, and slope >= 1 in u.
     """
+    from scipy.optimize import brentq  # imported where used: `embgeo list` loads this package, not the solvers
+
     k = (n_c / (n_c - 1)) * c * c
     log_nm1 = math.log(n_c - 1)
     out = np.empty_like(mu)
@@ -359,6 +362,8 @@ def type3_magnitudes(freqs: ArrayLike, n_concepts: int, length: int, weight_deca
 
     ``freqs``: (s_c,) positive, sum 1, in the word order β used by W. Returns r of shape (s_c,).
     """
+    from scipy.optimize import brentq  # imported where used: `embgeo list` loads this package, not the solvers
+
     mu = _check_freqs(freqs)
     n_c = _check_concepts(n_concepts)
     L = check_positive_int("length", length)

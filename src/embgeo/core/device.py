@@ -26,12 +26,24 @@ _DEVICE_RE = re.compile(r"cpu|cuda(?::(\d+))?")
 DEFAULT_DEVICE: ContextVar[str] = ContextVar("embgeo_device", default="cpu")
 
 
+def check_device_name(device: object) -> str:
+    """``device`` as a lower-case name if it reads as a device ("cpu", "cuda", "cuda:N"), without importing
+    torch: a misspelt ``--set device=...`` is refused in one line before torch's ~2 s import (issue 37); whether
+    this machine has that device is :func:`resolve_device`'s question.
+
+    Raises :class:`InputError` naming the value otherwise.
+    """
+    if not isinstance(device, str) or not _DEVICE_RE.fullmatch(device.strip().lower()):
+        raise InputError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return device.strip().lower()
+
+
 def resolve_device(device: object = None) -> torch.device:
     """``device`` ("cpu", "cuda", "cuda:N" or a torch.device; None: :data:`DEFAULT_DEVICE`) as a torch.device
     this machine has.
 
-    Raises :class:`InputError` naming the device when the name is not one of those, when CUDA is not
-    available (a CPU-only torch build, no driver, no GPU) or when the index is out of range.
+    Raises :class:`InputError` naming the device when the name is not one of those (:func:`check_device_name`),
+    when CUDA is not available (a CPU-only torch build, no driver, no GPU) or when the index is out of range.
     """
     import torch
 
@@ -39,9 +51,7 @@ def resolve_device(device: object = None) -> torch.device:
         device = DEFAULT_DEVICE.get()
     if isinstance(device, torch.device):
         device = str(device)
-    if not isinstance(device, str) or not _DEVICE_RE.fullmatch(device.strip().lower()):
-        raise InputError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    name = device.strip().lower()
+    name = check_device_name(device)
     if name == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():

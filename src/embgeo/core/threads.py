@@ -25,8 +25,13 @@ from contextvars import ContextVar
 
 from threadpoolctl import threadpool_limits
 
+from embgeo.errors import InputError
+
 #: Threads of embgeo's trainers and solvers when neither the caller nor the environment says otherwise.
 DEFAULT_THREADS = 1
+
+#: ``--threads`` above this many per usable core is refused (:func:`check_thread_count`).
+MAX_THREADS_PER_CORE = 4
 
 #: The thread count of the enclosing :func:`limit_threads` block (None outside any).
 _CURRENT: ContextVar[int | None] = ContextVar("embgeo_threads", default=None)
@@ -48,6 +53,21 @@ def default_threads() -> int:
         return current
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     return int(env) if env.isdigit() and int(env) > 0 else DEFAULT_THREADS
+
+
+def check_thread_count(threads: int) -> None:
+    """Refuse ``--threads`` above :data:`MAX_THREADS_PER_CORE` × the cores this process may use, in one line.
+
+    Up to that, more threads than cores is a warning (:func:`warn_if_oversubscribed`): slow, but it runs. Far beyond
+    it nothing is gained and the runtimes fail: ``--threads 100000`` gave "can't start new thread" and a segfault
+    (exit 139) inside the OpenMP/BLAS pools (issue 37).
+    """
+    cores = available_cores()
+    cap = MAX_THREADS_PER_CORE * cores
+    if threads > cap:
+        raise InputError(f"--threads {threads}: at most {cap} ({MAX_THREADS_PER_CORE} per core; this process can use "
+                         f"{cores} core{'s' if cores > 1 else ''}); threads beyond the cores only wait, use --threads "
+                         f"{cores} or fewer")
 
 
 def warn_if_oversubscribed(threads: int) -> None:

@@ -56,15 +56,18 @@ def finished(trace: Trace) -> Trace:
     a diverged one (``trace.meta["diverged_at_step"]``) is an :class:`InputError` saying so.
 
     Training functions return a partial trace on Ctrl-C or divergence; an experiment must not turn it
-    into results (or into figures of non-finite values).
+    into results (or into figures of non-finite values). Whether a checkpoint was kept is not known here (a
+    trainer keeps one only when given a path, inside a run): the runner says it
+    (:class:`embgeo.lab.runner.RunInterrupted`).
     """
     if getattr(trace, "interrupted", False):
-        raise KeyboardInterrupt("training interrupted; its checkpoint is kept, run again to resume")
+        raise KeyboardInterrupt("training interrupted by Ctrl-C; a partial training is not turned into results")
     step = getattr(trace, "meta", {}).get("diverged_at_step")
     if step is not None:
-        raise InputError(f"training diverged at step {step} (the iterate or the loss is no longer finite, "
-                         f"lr = {trace.meta.get('lr')}); lower the step size (--set lr=...) or an oversized "
-                         "weight decay")
+        # The trainer says why when it has a rule of its own (embgeo.ntp.train: the loss grew tenfold).
+        why = trace.meta.get("diverged_reason", "the iterate or the loss is no longer finite")
+        raise InputError(f"training diverged at step {step} ({why}, lr = {trace.meta.get('lr')}); lower the step "
+                         "size (--set lr=...) or an oversized weight decay")
     return trace
 
 
@@ -286,3 +289,52 @@ def runtime_estimate(names_: list[str], scale: str) -> tuple[float, list[str]]:
         else:
             total += seconds
     return total, unknown
+
+
+#: The settings a run's time grows in proportion to: the length of its training (steps, epochs) and the number of
+#: things it repeats (trials: random instances; entropy_seeds: realizations; points: path points). A run that
+#: changes one is estimated from the registry's time of a preset scaled by value / preset value
+#: (:func:`scaled_runtime`; above the preset, an upper bound when part of the time is fixed), so that
+#: ``--set steps=10**12`` is not started blind (issue 37). Iteration caps (max_iter) are left out: a solver
+#: usually stops well before its cap.
+WORK_SETTINGS = ("steps", "epochs", "trials", "entropy_seeds", "points")
+
+
+@dataclass(frozen=True)
+class ScaledRuntime:
+    """:func:`scaled_runtime`: ``seconds`` of the run; ``upper_bound`` when reckoned from a paper preset that differs
+    from the quick one (whose other sizes are at most the paper's); ``how`` says it in words ("5 s at paper scale ×
+    1e+08 for steps = 1000000000000 against 10000")."""
+
+    seconds: float
+    upper_bound: bool
+    how: str
+
+
+def scaled_runtime(exp: Experiment, scale: str, overrides: dict | None) -> ScaledRuntime | None:
+    """The run time of ``exp`` at ``scale`` with ``overrides`` (``--set`` values) that change a setting of
+    :data:`WORK_SETTINGS`: the registry's time of the preset (:func:`runtime_seconds`) times value / preset value of
+    each. A quick run whose registry entry has no quick time is reckoned from the paper preset's time and values: an
+    upper bound, since a quick preset is no larger than the paper's. None when the overrides change no such setting,
+    or no time is known to scale. The work settings are typed and range-checked here (:meth:`Experiment.config`)."""
+    changed = {k: v for k, v in (overrides or {}).items() if k in WORK_SETTINGS}
+    if not changed:
+        return None
+    cfg = exp.config(scale, changed)
+    ref_scale = scale
+    seconds = runtime_seconds(exp, scale)
+    if seconds is None and scale == "quick":
+        ref_scale, seconds = "paper", runtime_seconds(exp, "paper")
+    if seconds is None:
+        return None
+    ref = exp.config(ref_scale)
+    factor, parts = 1.0, []
+    for key in changed:
+        given, preset = getattr(cfg, key), getattr(ref, key)
+        if isinstance(given, int) and isinstance(preset, int) and preset > 0:
+            factor *= given / preset
+            parts.append(f"{key} = {given} against {preset}")
+    if not parts:
+        return None
+    how = f"{seconds:g} s at {ref_scale} scale × {factor:.3g} for {', '.join(parts)}"
+    return ScaledRuntime(seconds * factor, ref_scale != scale and exp.config(scale) != ref, how)

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from embgeo.core.validate import as_float_array, check_dense_size, check_positive_int, make_rng
-from embgeo.errors import DistributionError, InputError, ShapeError
+from embgeo.errors import DistributionError, InputError, ShapeError, TooLargeError
 from embgeo.text.reading import WORD_PATTERN, WORD_RE, read_utf8
 from embgeo.text.reading import split_words as split_words  # re-exported: the words of read_text_file
 
@@ -171,19 +171,28 @@ class NTPData:
         raised only when no pair is left.
 
         Cost: O(n k) numpy work for n pairs plus O(n log n) to deduplicate contexts; nothing of
-        size m × V is built (probs is sparse).
+        size m × V is built (probs is sparse). The sizes are checked before anything is built: a k
+        that gives no pair (longer than every sequence) is an :class:`InputError`; an (n, k) array of
+        contexts, or V = largest id + 1, above the dense budget a :class:`~embgeo.errors.TooLargeError`;
+        nothing of size k is allocated first (k = 10⁹ was 7.7 GB and minutes, issue 37).
         """
         k = check_positive_int("context_length", context_length)
         if autoregressive and windows:
             raise InputError("windows, autoregressive: choose one way to form training pairs, not both")
         flat, lengths = _as_flat_sequences(tokens)
         mode = "autoregressive" if autoregressive else "windows" if windows else "last"
-        ctx, nxt, n_skipped = _training_pairs(flat, lengths, k, mode)
-        if nxt.size == 0:
+        n_pairs = int(_pairs_per_sequence(lengths, k, mode).sum())
+        if n_pairs == 0:
             need = 2 if autoregressive else k + 1
             setting = "the autoregressive setting" if autoregressive else f"context_length={k}"
             raise InputError(f"tokens: no training pairs: all {lengths.size} sequence(s) have fewer than the {need} "
                              f"tokens that {setting} needs (longest: {lengths.max()})")
+        # Prefixes are padded to one width, and beyond the longest sequence that is padding only: the width is
+        # capped there (the same contexts, without an (n, k) array of -1 for a large k).
+        width = min(k, int(lengths.max()) - 1) if mode == "autoregressive" else k
+        check_dense_size(f"the training contexts ({n_pairs} pairs × k = {width} tokens)", (n_pairs, width),
+                         "use a smaller context_length")
+        ctx, nxt, n_skipped = _training_pairs(flat, lengths, width, mode)
         max_token = int(flat.max())
         if vocab_size is not None:
             V = check_positive_int("vocab_size", vocab_size, 2)
@@ -195,6 +204,10 @@ class NTPData:
             V = limit = max_token + 1
         if max_token >= V:
             raise InputError(f"tokens: token id {max_token} is out of range for {limit}")
+        # Building probs takes work arrays over the V tokens (the sparse product below), before any answer of
+        # size V × d exists to be checked: an id of 10^11 was a MemoryError (std::bad_alloc) here (issue 37).
+        check_dense_size(f"tokens: V = {V} tokens (largest id + 1)", (V,),
+                         "renumber the ids by frequency (limit_vocabulary; --max-vocab N on the command line)")
         if token_labels is not None and len(token_labels) != V:
             raise ShapeError(f"token_labels: expected {V} labels (one per token), got {len(token_labels)}")
 
@@ -283,9 +296,16 @@ def limit_vocabulary(sequences: Sequence[Sequence], max_vocab: int | None = None
 _ASCII_INT = re.compile(r"-?[0-9]+")
 
 
-def read_token_file(path: str | PathLike) -> list[list[int]]:
+def read_token_file(path: str | PathLike, max_id: int | None = None) -> list[list[int]]:
     """Read integer token sequences from a UTF-8 text file: one sequence per line, ids separated
-    by whitespace; blank lines are skipped. Errors name the file, line and offending text."""
+    by whitespace; blank lines are skipped. Errors name the file, line and offending text.
+
+    ``max_id``: the largest id accepted. Ids define the vocabulary (V = largest id + 1) and every
+    answer has V rows, so the caller passes the largest V its memory allows minus one; a larger id
+    is a :class:`~embgeo.errors.TooLargeError` naming its line, before anything of size V exists.
+    """
+    if max_id is not None:
+        max_id = check_positive_int("max_id", max_id, 0)
     seqs = []
     for lineno, line in enumerate(read_utf8(path, "tokens file").splitlines(), start=1):
         fields = line.split()
@@ -298,6 +318,10 @@ def read_token_file(path: str | PathLike) -> list[list[int]]:
         seq = [int(f) for f in fields]
         if min(seq) < 0:
             raise InputError(f"{path}:{lineno}: negative token id {min(seq)}")
+        if max_id is not None and max(seq) > max_id:
+            raise TooLargeError(f"{path}:{lineno}: token id {max(seq)} would make V = {max(seq) + 1:,} tokens (V = "
+                                f"the largest id + 1; every answer has V rows), above the {max_id + 1:,} that fit the "
+                                "memory budget; renumber the ids by frequency with --max-vocab N")
         seqs.append(seq)
     if not seqs:
         raise InputError(f"{path}: no token sequences (the file is empty)")
@@ -554,6 +578,16 @@ def _as_flat_sequences(tokens) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
+def _pairs_per_sequence(lengths: np.ndarray, k: int, mode: str) -> np.ndarray:
+    """The number of training pairs each sequence of ``lengths`` gives with context length ``k`` in ``mode``
+    (see :func:`_training_pairs`): O(number of sequences), nothing of size k."""
+    if mode == "autoregressive":
+        return np.clip(np.minimum(k, lengths - 1), 0, None)  # pairs t = 1..min(k, len-1)
+    if mode == "windows":
+        return np.clip(lengths - k, 0, None)
+    return (lengths >= k + 1).astype(np.int64)
+
+
 def _training_pairs(flat: np.ndarray, lengths: np.ndarray, k: int, mode: str) -> tuple[np.ndarray, np.ndarray, int]:
     """All training pairs of the sequences ``flat`` split by ``lengths``, in reading order.
 
@@ -564,12 +598,7 @@ def _training_pairs(flat: np.ndarray, lengths: np.ndarray, k: int, mode: str) ->
     "autoregressive" (prefixes of length 1..k).
     """
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    if mode == "autoregressive":
-        per_seq = np.clip(np.minimum(k, lengths - 1), 0, None)  # pairs t = 1..min(k, len-1)
-    elif mode == "windows":
-        per_seq = np.clip(lengths - k, 0, None)
-    else:
-        per_seq = (lengths >= k + 1).astype(np.int64)
+    per_seq = _pairs_per_sequence(lengths, k, mode)
     n_skipped = int(np.count_nonzero(per_seq == 0))
     # Pair i comes from sequence seq[i]; its rank within that sequence is r[i] = 0, 1, ...
     seq = np.repeat(np.arange(lengths.size), per_seq)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from embgeo.errors import SolverError
 
@@ -43,6 +42,8 @@ def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: n
     supports of contexts without off pairs are tied too). ``time_limit`` (seconds) is passed to
     HiGHS; reaching it returns None (undecided).
     """
+    from scipy.optimize import linprog  # here, not at the top: importing the package must stay light (`embgeo list`)
+
     G, m = support.shape
     r = K.shape[1]
     ctx = np.unique(oj if contexts is None else np.concatenate([oj, contexts]))

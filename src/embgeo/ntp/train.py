@@ -45,6 +45,14 @@ OPTIMIZERS = ("gd", "ngd", "adam", "sgd")
 #: The paper's step sizes for normalized GD and Adam (App. A, Fig. 5).
 PAPER_LR = {"ngd": 0.01, "adam": 0.01}
 
+#: A training has diverged when its loss CE exceeds this factor times the larger of the loss at step 0 and log V
+#: (the loss of W = 0, which predicts every token uniformly). GD with lr ≤ 2/L never increases CE (the descent
+#: lemma on an L-smooth convex loss), and no working optimizer ends ten times worse than both its start and the
+#: trivial predictor. The loss's gradient is bounded (‖∇CE‖ ≤ √2 max_j ‖h̄_j‖), so an oversized step does not
+#: overflow: at lr = 1e6 on the Fig. 4 data CE jumps from 2.6 to 2.8e5 at step 1 and stays there, finite, for
+#: 10⁴ steps; the finiteness check alone never fires (issue 37).
+DIVERGENCE_FACTOR = 10.0
+
 
 class StepSizeWarning(UserWarning):
     """The step size is outside the range where the theory guarantees descent."""
@@ -207,6 +215,11 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         (L), ``entropy`` (𝓗) and ``reference`` (status). Ctrl-C stops the loop: the current step
         is recorded, ``trace.interrupted`` is set, a :class:`TrainingInterrupted` warning is
         issued and the partial trace is returned.
+
+        Divergence stops the loop at the first recorded step where W or CE is no longer finite, or CE
+        exceeds :data:`DIVERGENCE_FACTOR` × max(CE at step 0, log V): ``meta["diverged_at_step"]`` is
+        that step, ``meta["diverged_reason"]`` says which, a :class:`StepSizeWarning` is issued and the
+        trace ends at the last good record (:func:`embgeo.lab.registry.finished` makes it an error).
     """
     check_ntp_data(data)
     if optimizer not in OPTIMIZERS:
@@ -278,6 +291,7 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
     opt = torch.optim.Adam([W], lr=lr, betas=betas, eps=eps) if optimizer == "adam" else None
     gen = torch.Generator().manual_seed(seed) if optimizer == "sgd" else None
     to_record = set(schedule)
+    ce_limit = []  # DIVERGENCE_FACTOR × max(CE at step 0, log V), set by the first record
 
     def step(_k: int) -> None:
         W.grad = None
@@ -298,10 +312,20 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
         with np.errstate(over="ignore", invalid="ignore"):
             values = trace_metrics(data, Wn, ref) if np.all(np.isfinite(Wn)) else None
         if values is None or not (np.isfinite(values["ce"]) and np.isfinite(values["norm"])):
+            reason = "the iterate or the loss is no longer finite"
+        elif ce_limit and values["ce"] > ce_limit[0]:
+            reason = (f"the loss CE = {values['ce']:.3g} exceeds {DIVERGENCE_FACTOR:g} × max(CE at step 0, log V) "
+                      f"= {ce_limit[0]:.3g}")
+        else:
+            reason = None
+        if reason is not None:
             trace.meta["diverged_at_step"] = done
-            warnings.warn(StepSizeWarning(f"training diverged: W or the loss is no longer finite at step {done} "
-                                          f"(lr={lr:g}); stopping"), stacklevel=5)
+            trace.meta["diverged_reason"] = reason
+            warnings.warn(StepSizeWarning(f"training diverged at step {done}: {reason} (lr={lr:g}); stopping"),
+                          stacklevel=5)
             return None
+        if not ce_limit:
+            ce_limit.append(DIVERGENCE_FACTOR * max(values["ce"], float(np.log(data.V))))
         row = trace.record(done, **values)
         trace.W = Wn
         return {"kl_gap": row["kl_gap"], "norm": row["norm"]}

@@ -12,22 +12,26 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 
 from embgeo.core.lazy import lazy
 from embgeo.lab.claims import as_check, at_least, at_most, close, holds
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
-from embgeo.ntp import figures
 from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.metrics import Reference, compute_reference
-from embgeo.ntp.regpath import regularization_path
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
 
-train = lazy("embgeo.ntp.train", "train")  # torch is imported by the first run, not by embgeo list
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Every command imports this module (`embgeo list` and every refusal read the registry), so what only a run needs
+# is imported by the run: matplotlib.pyplot, pandas and the figures inside the functions that draw or tabulate,
+# torch (the trainer) and scipy.optimize (the regularization path) on the first call (issue 37).
+train = lazy("embgeo.ntp.train", "train")
+regularization_path = lazy("embgeo.ntp.regpath", "regularization_path")
 
 #: This module's experiments, in the paper's order (:data:`embgeo.ntp.experiments.PAPER` lists them).
 EXPERIMENTS: list[Experiment] = []
@@ -149,6 +153,8 @@ def calibrate_levels(seeds=range(1, 21), steps: int = 10_000, optimizers=tuple(O
     Fig. 4 generator (m = 50, d = 60, V = 10, S = 6; LeCun init, Adam's β = (0.9, 0.99)), one row per
     (optimizer, seed). The levels (:data:`LEVELS`) come from this spread over seeds 1–20 — the experiments' own
     seed 0 is out of sample — not from the runs they judge. About 10 s of one core per training of 10⁴ steps."""
+    import pandas as pd
+
     rows = []
     for seed in seeds:
         data = synthetic(50, 10, 60, 6, seed=seed)
@@ -280,6 +286,8 @@ def slightly_faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFram
 
 
 def _trace_frame(traces: dict) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.concat([t.to_frame().assign(run=label) for label, t in traces.items()], ignore_index=True)
 
 
@@ -294,6 +302,10 @@ class Toy2dConfig:
 
 
 def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
+    import matplotlib.pyplot as plt
+
+    from embgeo.ntp import figures
+
     data = toy2d(cfg.seed)
     F = subspace(data)
     svm = ntp_svm(data, subspace_=F)
@@ -446,6 +458,10 @@ class ExamplesConfig(Fig4Data):
 
 
 def run_examples(cfg: ExamplesConfig, ctx: RunContext = DETACHED) -> Result:
+    import matplotlib.pyplot as plt
+
+    from embgeo.ntp import figures
+
     data = cfg.make_data()
     picks = np.sort(np.random.default_rng(cfg.seed).choice(cfg.m, size=min(8, cfg.m), replace=False))
     fig, axes = plt.subplots(2, 4, figsize=(13, 5.5), sharey=True, layout="constrained")
@@ -473,6 +489,10 @@ class GDConfig(Fig4Data):
 
 
 def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
+    import matplotlib.pyplot as plt
+
+    from embgeo.ntp import figures
+
     data = cfg.make_data()
     ref = compute_reference(data)
     trace = finished(train(data, "gd", cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=True,
@@ -496,6 +516,10 @@ class NGDAdamConfig(Fig4Data):
 
 
 def run_ngd_adam(cfg: NGDAdamConfig, ctx: RunContext = DETACHED) -> Result:
+    import matplotlib.pyplot as plt
+
+    from embgeo.ntp import figures
+
     data = cfg.make_data()
     ref = compute_reference(data)
     runs = {"GD": ("gd", cfg.lr_gd), "NGD": ("ngd", cfg.lr_ngd), "Adam": ("adam", cfg.lr_adam)}
@@ -526,6 +550,11 @@ class SGDConfig(Fig4Data):
 def run_sgd(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     """Footnote 8 (NeurIPS): SGD over distinct contexts is expected to have the same implicit bias as GD. Thm. 2's
     levels for SGD (calibrated on seeds 1–20 like GD's) and GD on the same data, side by side."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from embgeo.ntp import figures
+
     data = cfg.make_data()
     ref = compute_reference(data)
     frames = {}
@@ -551,6 +580,10 @@ class RegPathConfig(Fig4Data):
 
 
 def run_regpath(cfg: RegPathConfig, ctx: RunContext = DETACHED) -> Result:
+    import matplotlib.pyplot as plt
+
+    from embgeo.ntp import figures
+
     data = cfg.make_data()
     ref = compute_reference(data)
     norms = np.geomspace(cfg.b_min, cfg.b_max, cfg.points)
@@ -621,6 +654,11 @@ def run_overparam(cfg: OverparamConfig, ctx: RunContext = DETACHED) -> Result:
     Separability is decided by the LP (``method="lp"``), never by Lemma 1's own closed form, so that
     the claim is checked independently of the statement it checks.
     """
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from embgeo.ntp import figures
+
     rows = []
     for ratio in cfg.ratios:
         d = max(1, int(round(ratio * cfg.m)))
@@ -674,6 +712,8 @@ class SequenceLengthConfig:
 def entropy_by_length(data: NTPData) -> pd.DataFrame:
     """Per context length t (prefix data, ``data.contexts`` of lengths 1..T): 𝓗_t = Σ_{j ∈ [m_t]} π_{t,j} H(p̂_{t,j})
     with π_{t,j} the share of the length-t pairs (Remark 2's 𝓗_t), the contexts m_t and the mean support size."""
+    import pandas as pd
+
     lengths = np.array([len(c) for c in data.contexts])
     P = data.probs
     rows = np.repeat(np.arange(data.m), data.support_sizes)
@@ -693,6 +733,9 @@ def run_sequence_length(cfg: SequenceLengthConfig, ctx: RunContext = DETACHED) -
     stationary source; the 𝓗_t of sentence prefixes (position t+1 given the first t words) are entropies of
     different positions, so the ordering is a statement about text that can fail (a corpus whose second word is
     fixed and whose third varies has 𝓗_1 = 0 < 𝓗_2)."""
+    import matplotlib.pyplot as plt
+
+    from embgeo.ntp import figures
     from embgeo.ntp.corpus import build_corpus, read_lines
 
     lines, source = read_lines(cfg.text, cfg.n_lines)

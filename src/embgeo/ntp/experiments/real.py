@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 
 from embgeo.errors import InputError
 from embgeo.lab.claims import Claim, at_least, at_most, banded, holds
@@ -33,6 +32,12 @@ from embgeo.ntp import geometry
 from embgeo.ntp.corpus import build_corpus, read_lines
 from embgeo.ntp.experiments.paper import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL
 from embgeo.ntp.theory import entropy
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# matplotlib.pyplot and pandas are imported inside the functions that use them: every command imports this module
+# (`embgeo list` and every refusal read the registry), and only a run needs them (issue 37).
 
 #: "Until the loss is near the empirical entropy": CE − 𝓗 at most this fraction of 𝓗 at the last step [our ε].
 LOSS_LEVEL = 0.05
@@ -117,6 +122,8 @@ def _measure(corpus, groups: np.ndarray, cfg: RealConfig):
 
 def run_real(kind: str, cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
     """Train one model on the corpus, tracking the paper's objects for its embeddings; claims at the last step."""
+    import pandas as pd
+
     from embgeo.ntp.learned import train_learned
 
     lines, source = read_lines(cfg.text, cfg.n_lines)
@@ -232,6 +239,9 @@ def _structure_note(df: pd.DataFrame, m: int, V: int) -> str:
 
 
 def _figure(df: pd.DataFrame, kind: str):
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
     fig, axes = plt.subplots(1, 5, figsize=(22, 3.8))
     steps = df["step"].clip(lower=1)
     a = axes[0]

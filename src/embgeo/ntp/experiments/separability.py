@@ -16,19 +16,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
-from scipy import stats
 
 from embgeo.errors import InputError
-from embgeo.lab.claims import at_least, holds
+from embgeo.lab.claims import Claim, at_least, holds
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result
 from embgeo.lab.store import RunStore
 from embgeo.lab.sweep import make_points, run_sweep
-from embgeo.ntp import phase
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# matplotlib.pyplot, pandas, scipy.stats and the phase module (scipy.optimize) are imported inside the functions
+# that use them: every command imports this module (`embgeo list` and every refusal read the registry), and only a
+# run needs them (issue 37).
 
 #: This module's experiments (:data:`embgeo.ntp.experiments.PAPER` lists them).
 EXPERIMENTS: list[Experiment] = []
@@ -59,6 +63,8 @@ def point_dimension(m: int, ratio: float) -> int:
 
 def run_point(cfg: SeparabilityPointConfig, ctx: RunContext = DETACHED) -> Result:
     """Count separable / compatible instances at one (m, d, V, S); the counts are the run's scalars."""
+    from embgeo.ntp import phase
+
     if cfg.m < 2 or cfg.trials < 1 or not cfg.ratio > 0:
         raise InputError(f"ntp-separability-point: need m >= 2, trials >= 1 and ratio > 0, got m={cfg.m}, "
                          f"trials={cfg.trials}, ratio={cfg.ratio}")
@@ -113,6 +119,8 @@ def counts_table(store, keys: list[str]) -> pd.DataFrame:
 
     A point that failed is an error here (its traceback's last line quoted): the diagram needs all.
     """
+    import pandas as pd
+
     with RunStore(store) as st:
         rows = [st.get(k) for k in keys]
     missing = [r for r in rows if r is None or r["status"] != "done"]
@@ -137,6 +145,10 @@ def cover_fit(table: pd.DataFrame) -> tuple[float, int]:
     Only points with n·P ≥ 5 and n·(1 − P) ≥ 5 enter (:data:`MIN_EXPECTED`); the others, P near 0 or 1,
     are where the χ² approximation fails.
     """
+    from scipy import stats
+
+    from embgeo.ntp import phase
+
     p = np.array([phase.cover_probability(int(m), int(d)) for m, d in zip(table["m"], table["d"], strict=True)])
     n, k = table["n"].to_numpy(float), table["separable"].to_numpy(float)
     inside = (n * p >= MIN_EXPECTED) & (n * (1 - p) >= MIN_EXPECTED)
@@ -148,14 +160,20 @@ def cover_fit(table: pd.DataFrame) -> tuple[float, int]:
 
 def thresholds(table: pd.DataFrame, column: str = "separable") -> pd.DataFrame:
     """Per (S, V, m): the probit 50 % threshold of ``column`` in d/m with its interval and 10–90 % width."""
+    import pandas as pd
+
+    from embgeo.ntp import phase
+
     out = []
     for (s, v, m), g in table.groupby(["S", "V", "m"]):
         row = {"S": s, "V": v, "m": m}
         try:
             t = phase.threshold(g["ratio"], g[column], g["n"], level=LEVEL)
-            row.update(threshold=t.ratio, low=t.low, high=t.high, width=t.width, converged=t.converged)
+            row.update(threshold=t.ratio, low=t.low, high=t.high, width=t.width, converged=t.converged,
+                       decrement=t.decrement)
         except InputError as exc:  # all 0 or all 1: no transition inside the grid
-            row.update(threshold=np.nan, low=np.nan, high=np.nan, width=np.nan, converged=False, why=str(exc))
+            row.update(threshold=np.nan, low=np.nan, high=np.nan, width=np.nan, converged=False,
+                       decrement=np.nan, why=str(exc))
         out.append(row)
     return pd.DataFrame(out)
 
@@ -197,21 +215,34 @@ def _claims(table: pd.DataFrame, sep: pd.DataFrame) -> list:
     cover = table[(table["S"] == 1) & (table["V"] == 2)]
     for m, g in cover.groupby("m"):
         row = sep[(sep["S"] == 1) & (sep["V"] == 2) & (sep["m"] == m)].iloc[0]
-        claims.append(holds(f"S=1, V=2, m={m}: Cover's 1/2 inside the {LEVEL:.0%} interval of the 50% threshold",
-                            [row["threshold"], row["low"], row["high"]],
-                            bool(row["converged"] and row["low"] <= 0.5 <= row["high"]), theory=0.5,
-                            note="measured: threshold d*/m, interval low, high (probit fit, profile likelihood)"))
+        claims.append(_threshold_claim(
+            f"S=1, V=2, m={m}: Cover's 1/2 inside the {LEVEL:.0%} interval of the 50% threshold", row,
+            lambda r: r["low"] <= 0.5 <= r["high"], theory=0.5,
+            note="measured: threshold d*/m, interval low, high (probit fit, profile likelihood)"))
         pval, used = cover_fit(g)
         claims.append(at_least(f"S=1, V=2, m={m}: separable fraction follows Cover's exact curve (χ² p-value)",
                                pval, GOF_LEVEL, theory="2^(1-m) Σ_{k<d} C(m-1,k)",
                                note=f"χ² over the {used} grid points with n·P and n·(1 − P) ≥ {MIN_EXPECTED}, each of "
                                     f"n={int(g['n'].iloc[0])}"))
     for _, row in sep[~((sep["S"] == 1) & (sep["V"] == 2))].iterrows():
-        claims.append(holds(f"S={row['S']}, V={row['V']}, m={row['m']}: separability sets in below d = m "
-                            "(Lemma 1's d > m is sufficient, not necessary)",
-                            [row["threshold"], row["low"], row["high"]], bool(row["converged"] and row["high"] < 1),
-                            note="measured: threshold d*/m and its interval; a new measurement (Remark 1's question)"))
+        claims.append(_threshold_claim(
+            f"S={row['S']}, V={row['V']}, m={row['m']}: separability sets in below d = m (Lemma 1's d > m is "
+            "sufficient, not necessary)", row, lambda r: r["high"] < 1,
+            note="measured: threshold d*/m and its interval; a new measurement (Remark 1's question)"))
     return claims
+
+
+def _threshold_claim(name: str, row, statement, *, theory=None, note: str = ""):
+    """A claim on a fitted threshold: ``statement(row)`` when the fit is certified the maximum with a finite
+    interval (``row["converged"]``, :func:`embgeo.ntp.phase.threshold`), else undecided, saying why — an
+    uncertified fit decides nothing either way."""
+    measured = [row["threshold"], row["low"], row["high"]]
+    if row["converged"]:
+        return holds(name, measured, bool(statement(row)), theory=theory, note=note)
+    why = row.get("why") if isinstance(row.get("why"), str) else (
+        f"the probit fit is not certified (Newton decrement {row.get('decrement', float('nan')):.1e} nats, or ŝ at "
+        "its bound, or an open interval)")
+    return Claim(name, measured, None, None, theory, "exact statement", f"undecided: {why}; {note}")
 
 
 def _notes(table: pd.DataFrame, sep: pd.DataFrame, comp: pd.DataFrame) -> list[str]:
@@ -236,17 +267,29 @@ def _notes(table: pd.DataFrame, sep: pd.DataFrame, comp: pd.DataFrame) -> list[s
 
 
 def _phase_figure(table: pd.DataFrame, sep: pd.DataFrame):
+    import matplotlib.pyplot as plt
+    from scipy import stats
+
+    from embgeo.ntp import phase
+
     families = list(table.groupby(["S", "V"]).groups)
-    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.6), squeeze=False, sharey=True)
-    for ax, (s, v) in zip(axes[0], families, strict=True):
+    # At most three panels a row (four families: 2 x 2), so the figure is not scaled down to unreadable text
+    # in the report; each m has its own marker as well as its colour (grayscale).
+    nrows = int(np.ceil(len(families) / 3))
+    ncols = int(np.ceil(len(families) / nrows))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.8 * nrows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(families):]:
+        fig.delaxes(ax)
+    markers = ["o", "s", "^", "D", "v", "x"]
+    for ax, (s, v) in zip(axes.flat, families, strict=False):
         sub = table[(table["S"] == s) & (table["V"] == v)]
         for i, (m, g) in enumerate(sub.groupby("m")):
             color = f"C{i}"
             frac = g["separable"] / g["n"]
             lo, hi = np.array([phase.binomial_interval(int(k), int(n), LEVEL)
                                for k, n in zip(g["separable"], g["n"], strict=True)]).T
-            ax.errorbar(g["ratio"], frac, yerr=[frac - lo, hi - frac], fmt="o", ms=3, color=color, capsize=2,
-                        label=f"m={m}")
+            ax.errorbar(g["ratio"], frac, yerr=[frac - lo, hi - frac], fmt=markers[i % len(markers)], ms=4,
+                        color=color, capsize=2, label=f"m={m}")
             ax.plot(g["ratio"], g["compatible"] / g["n"], ":", color=color, lw=1)
             row = sep[(sep["S"] == s) & (sep["V"] == v) & (sep["m"] == m)].iloc[0]
             if np.isfinite(row["threshold"]):
@@ -257,8 +300,9 @@ def _phase_figure(table: pd.DataFrame, sep: pd.DataFrame):
                         label="Cover (exact)" if i == 0 else None)
         ax.axvline(1.0, color="grey", lw=0.6)
         ax.set(title=f"S={s}, V={v}", xlabel="d / m")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("fraction NTP-separable (dotted: compatible)")
+        ax.legend(fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("fraction NTP-separable\n(dotted: compatible)")
     fig.suptitle(f"NTP-separability phase diagram ({LEVEL:.0%} Clopper–Pearson bars, probit fits)")
     fig.tight_layout()
     return fig
@@ -279,20 +323,24 @@ def width_exponent(g: pd.DataFrame) -> float:
 
 
 def _threshold_figure(sep: pd.DataFrame):
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
     ms = np.array(sorted(sep["m"].unique()), float)
+    markers = ["o", "s", "^", "D", "v", "x"]  # one per family, besides its colour (grayscale)
     for i, ((s, v), g) in enumerate(sep.groupby(["S", "V"])):
         g = g[np.isfinite(g["threshold"])]
         yerr = [g["threshold"] - g["low"], g["high"] - g["threshold"]]
-        ax.errorbar(g["m"] * (1 + 0.02 * i), g["threshold"], yerr=yerr, fmt="o-", capsize=3, label=f"S={s}, V={v}")
-        bx.plot(g["m"], g["width"], "o-", label=f"S={s}, V={v}")
+        fmt = markers[i % len(markers)] + "-"
+        ax.errorbar(g["m"] * (1 + 0.02 * i), g["threshold"], yerr=yerr, fmt=fmt, capsize=3, label=f"S={s}, V={v}")
+        bx.plot(g["m"], g["width"], fmt, label=f"S={s}, V={v}")
     ax.axhline(0.5, color="k", ls="--", lw=0.8, label="Cover: 1/2")
     ax.set(xscale="log", xlabel="m (contexts)", ylabel="threshold d*/m", title="50% threshold against m")
     bx.plot(ms, [cover_width(int(m)) for m in ms], "k--", lw=0.8, label="Cover (normal approx.)")
     bx.set(xscale="log", yscale="log", xlabel="m (contexts)", ylabel="10–90% width in d/m",
            title="finite-size scaling of the transition width")
-    ax.legend(fontsize=7)
-    bx.legend(fontsize=7)
+    ax.legend(fontsize=8)
+    bx.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
