@@ -611,7 +611,11 @@ def _scatter_figure(data, model, df, title: str):
 
     from embgeo.collapse import figures
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
+    # Two rows (the PCA panels side by side, the accuracy curves below across the width): ~1250 px wide at the
+    # report's 120 dpi, so the text is not shrunk below ~9 px as a 15-inch row of three was.
+    fig, axd = plt.subplot_mosaic([["words", "u"], ["accuracy", "accuracy"]], figsize=(10.5, 7.5),
+                                  height_ratios=(3, 2), layout="constrained")
+    axes = [axd["words"], axd["u"], axd["accuracy"]]
     name = "φ(W) (LayerNormed)" if model.layernorm else "W"
     if data.meta.get("freqs") == "uniform":
         figures.pca_scatter(model.word_representations(), data.word_concept, axes[0], f"{title}: words, {name}")

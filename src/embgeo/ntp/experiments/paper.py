@@ -342,7 +342,7 @@ def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
     claims.append(c)
     claims += gd_loss_claim(data, ref, df, lr) + convergence_claims("GD", df, "Thm. 2")
 
-    fig1, axd = plt.subplot_mosaic([["geometry", "upper"], ["geometry", "lower"]], figsize=(12, 6),
+    fig1, axd = plt.subplot_mosaic([["geometry", "upper"], ["geometry", "lower"]], figsize=(10.5, 5.5),
                                    layout="constrained")
     figures.toy_geometry(data, W_mm, axd["geometry"])
     # The paper's right panel: upper graph Lemma 2 (loss and norm), lower graph Theorem 2.
@@ -358,10 +358,12 @@ def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
     low.set_xlabel("iteration k")
     low.set_title("Theorem 2")
     low.legend(fontsize=8)
-    fig2, axes = plt.subplots(1, 3, figsize=(14, 4.3), layout="constrained")
-    figures.probability_matrix(data, axes[0])
-    figures.token_rows(W_mm, axes[1], "rows of $W^{mm}$", data.token_labels)
-    figures.token_rows(Ws, axes[2], "rows of $W^*$", data.token_labels)
+    # Two rows (P across the top, the two sets of rows below): a 14-inch row of three was shrunk to ~0.7 in the report.
+    fig2, axd2 = plt.subplot_mosaic([[".", "P", "P", "."], ["W_mm", "W_mm", "W_star", "W_star"]], figsize=(10, 7.5),
+                                    height_ratios=(2, 3), layout="constrained")
+    figures.probability_matrix(data, axd2["P"])
+    figures.token_rows(W_mm, axd2["W_mm"], "rows of $W^{mm}$", data.token_labels)
+    figures.token_rows(Ws, axd2["W_star"], "rows of $W^*$", data.token_labels)
     notes = [f"This realization has 𝓗 = {entropy(data):.4f} nats (paper: {PAPER_H_TOY}); GD step η = {lr:.3g} "
              "= 1/(2L) since the paper does not print it."]
     return Result(claims, {"fig1_toy": fig1, "fig2_toy": fig2}, df, notes)
@@ -464,7 +466,7 @@ def run_examples(cfg: ExamplesConfig, ctx: RunContext = DETACHED) -> Result:
 
     data = cfg.make_data()
     picks = np.sort(np.random.default_rng(cfg.seed).choice(cfg.m, size=min(8, cfg.m), replace=False))
-    fig, axes = plt.subplots(2, 4, figsize=(13, 5.5), sharey=True, layout="constrained")
+    fig, axes = plt.subplots(2, 4, figsize=(12, 5), sharey=True, layout="constrained")
     figures.next_token_examples(data, picks, axes)
     S = cfg.support_size
     theory_h = float(sum(1 / k for k in range(2, S + 1)))  # E 𝓗 of Dirichlet(1) on S tokens = H_S − 1
@@ -500,7 +502,7 @@ def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     df = trace.to_frame()
     L = smoothness(data)
     claims = gd_loss_claim(data, ref, df, cfg.lr) + convergence_claims("GD", df, "Thm. 2")
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), layout="constrained")
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"GD η={cfg.lr:g}": df}, entropy(data), axes)
     notes = [f"Smoothness L = {L:.3f}: η = {cfg.lr:g} vs 1/(2L) = {1 / (2 * L):.3f} (the proofs' condition) and "
              f"2/L = {2 / L:.3f} (monotone descent). The paper does not state the embedding scale (digest §8)."]
@@ -533,7 +535,7 @@ def run_ngd_adam(cfg: NGDAdamConfig, ctx: RunContext = DETACHED) -> Result:
     # The paper: "Adam slightly faster than NGD": faster, and by how much
     claims += faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"])
     claims += slightly_faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"])
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), layout="constrained")
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"{k} η={runs[k][1]:g}": v for k, v in frames.items()}, entropy(data), axes)
     return Result(claims, {"fig5_ngd_adam": fig}, _trace_frame(traces))
 
@@ -562,7 +564,7 @@ def run_sgd(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
         frames[label] = finished(train(data, opt, cfg.lr, cfg.steps, init="lecun", seed=cfg.seed, progress=True,
                                        reference=ref, batch_size=batch)).to_frame()
     claims = convergence_claims("SGD", frames["SGD"], "fn. 8: the same bias as GD")
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), layout="constrained")
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"SGD η={cfg.lr:g}, batch {cfg.batch_size}": frames["SGD"],
                              f"GD η={cfg.lr:g}": frames["GD"]}, entropy(data), axes)
     trace = pd.concat([f.assign(run=k) for k, f in frames.items()], ignore_index=True)
