@@ -241,6 +241,28 @@ def test_readme_is_short_and_keeps_the_quick_start():
         assert name in readme
 
 
+def test_readme_python_examples_run_and_print_what_their_comments_say(tmp_path):
+    """Every ```python block of the README runs as written (a fresh process, as a reader pastes it) and prints one
+    line per ``print``; where a print's comment gives a number, the printed line starts with it (example 3 printed
+    nothing as written, issue 37)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert len(blocks) == 3
+    for i, code in enumerate(blocks):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, f"block {i + 1}:\n{proc.stderr[-2000:]}"
+        printed = proc.stdout.splitlines()
+        prints = [line for line in code.splitlines() if line.startswith("print(")]
+        assert len(printed) == len(prints) >= 1, f"block {i + 1} printed {printed!r}"
+        for line, out in zip(prints, printed, strict=True):
+            comment = line.partition("#")[2]
+            for number in re.findall(r"\d+\.\d{4,}", comment):  # "= 2.38748", "optimal 2.0317914..."
+                half = 0.5 * 10.0 ** -len(number.partition(".")[2])  # the comment's number is rounded to its digits
+                values = [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", out)]
+                assert any(abs(v - float(number)) <= half * (1 + 1e-9) for v in values), (line, out)
+
+
 # -- API pages ---------------------------------------------------------------------------------------------------
 
 API_CONF = """import runpy
