@@ -231,7 +231,8 @@ def test_reproduce_names_its_report_first_and_lists_at_most_twenty_failing_claim
     out_dir = tmp_path / "rep"
     assert main(["reproduce", "--paper", "many", "--out", str(out_dir)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"report: {(out_dir / 'report.html').resolve()} (rewritten as each experiment finishes)"
+    assert out[0].startswith("estimate: none (no registered run time at quick scale for many-claims)")
+    assert out[1] == f"report: {(out_dir / 'report.html').resolve()} (rewritten as each experiment finishes)"
     head = out.index("25 failing claims and 1 failing consistency check in 1 experiment:")
     assert len([line for line in out[head + 1:] if line.startswith("  many-claims: ")]) == 20
     assert out[-3:] == ["  ... and 6 more, listed in report.html",

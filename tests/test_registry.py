@@ -237,3 +237,15 @@ def test_no_import_cycle_through_the_lab_and_the_lab_imports_no_paper():
     assert cycles == []
     experiments = [m for m in graph if m.endswith(".experiments") or ".experiments." in m]
     assert sorted(m for m in experiments if reaches(m, m)) == []
+
+
+def test_every_reproduced_experiment_has_a_measured_quick_time_within_the_readmes_ten_minutes():
+    """The quick reproduction's promise (README: at most 10 minutes on one quiet core) is the sum of the measured
+    ``quick_seconds`` (not a timed test: the numbers are measurements committed with their date,
+    ``registry.QUICK_MEASURED``); a new experiment must bring its measured time."""
+    from embgeo.lab.registry import QUICK_MEASURED, experiments, names, runtime_estimate
+
+    total, unknown = runtime_estimate(names(), "quick")
+    assert unknown == [] and 0 < total <= 600, (total, unknown)
+    assert all(e.quick_seconds is None for e in experiments().values() if e.sweep_point)
+    assert "taskset -c 0" in QUICK_MEASURED

@@ -307,9 +307,13 @@ def test_runs_estimated_above_ten_minutes_print_the_estimate_first(monkeypatch, 
     from embgeo.lab.registry import get, runtime_seconds
 
     assert runtime_seconds(get("collapse-zipf-small"), "paper") == 75 * 60  # "about 60-75 min"
-    assert runtime_seconds(get("ntp-real-ufm"), "quick") == 2.4 * 60  # "(...; quick: 2.4 min)"
+    assert runtime_seconds(get("ntp-real-ufm"), "quick") == get("ntp-real-ufm").quick_seconds  # measured
+    unmeasured = dataclasses.replace(get("ntp-real-ufm"), quick_seconds=None, paper_runtime="52 min (quick: 2.4 min)")
+    assert runtime_seconds(unmeasured, "quick") == 2.4 * 60  # without a measured time: the text after "quick:"
+
     assert runtime_seconds(get("attention-two-layer"), "paper") == 1.5 * 3600  # "about 1.5 h on one core (...)"
-    days = dataclasses.replace(get("attention-two-layer"), paper_runtime="days on 2 cores (estimate)")
+    days = dataclasses.replace(get("attention-two-layer"), paper_runtime="days on 2 cores (estimate)",
+                               quick_seconds=None)
     assert runtime_seconds(days, "paper") == 86400 and runtime_seconds(days, "quick") is None
 
     def stop(*args, **kwargs):
@@ -319,7 +323,7 @@ def test_runs_estimated_above_ten_minutes_print_the_estimate_first(monkeypatch, 
     monkeypatch.setattr(embgeo.lab.runner, "run", stop)
     assert cli.main(["reproduce", "--paper", "ntp", "--scale", "paper", "--out", str(tmp_path / "r")]) == 130
     first = capsys.readouterr().out.splitlines()[0]
-    assert re.match(r"estimate: about 4\.\d h on one core at paper scale, from the registry's run times "
-                    r"\(ntp-real-ufm-gd 60 min, ntp-separability 59 min, ntp-real-ufm 52 min\)", first), first
+    assert re.match(r"estimate: about 4\.\d h on one core at paper scale, from the registry's run times \(the longest: "
+                    r"ntp-real-ufm-gd 60 min, ntp-separability 59 min, ntp-real-ufm 52 min\)", first), first
     assert cli.main(["run", "ntp-gd", "--out", str(tmp_path / "gd")]) == 130
     assert "estimate" not in capsys.readouterr().out

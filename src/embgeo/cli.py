@@ -504,21 +504,28 @@ def _print_claims(claims: list) -> None:
 ESTIMATE_ABOVE_S = 600.0
 
 
-def _print_estimate(selected: list[str], scale: str, runs_each: int = 1) -> None:
-    """The estimated run time of ``selected`` at ``scale`` (the registry's measured times), when above ten
-    minutes: printed before anything starts, so that an hour-long preset is not a surprise."""
+def _print_estimate(selected: list[str], scale: str, runs_each: int = 1, *, always: bool = False) -> None:
+    """The estimated run time of ``selected`` at ``scale`` (the registry's measured times), printed before anything
+    starts when above ten minutes, so that an hour-long preset is not a surprise, or ``always`` (``reproduce``:
+    the total of a reproduction is its first line)."""
     from embgeo.lab.registry import get, runtime_estimate, runtime_seconds
 
     total, unknown = runtime_estimate(selected, scale)
     total *= runs_each
-    if total <= ESTIMATE_ABOVE_S:
+    if total <= ESTIMATE_ABOVE_S and not always:
+        return
+    after = ("Ctrl-C stops, the same command resumes from the finished experiments" if len(selected) > 1 else
+             "Ctrl-C stops and says what the same command resumes")
+    if len(unknown) == len(selected):
+        print(f"estimate: none (no registered run time at {scale} scale for {', '.join(unknown[:3])}"
+              + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "") + f"); {after}", flush=True)
         return
     longest = sorted(((runtime_seconds(get(n), scale) or 0.0, n) for n in selected), reverse=True)[:3]
     parts = ", ".join(f"{n} {_duration(t)}" for t, n in longest if t)
     print(f"estimate: about {_duration(total)} on one core at {scale} scale"
           + (f" ({runs_each} runs each)" if runs_each > 1 else "")
-          + f", from the registry's run times ({parts}"
-          + (f"; {len(unknown)} more without one" if unknown else "") + "); Ctrl-C stops, the same command resumes",
+          + f", from the registry's run times (the longest: {parts}"
+          + (f"; {len(unknown)} more without one" if unknown else "") + f"); {after}",
           flush=True)
 
 
@@ -545,7 +552,8 @@ def _print_scaled_estimate(name: str, scale: str, overrides: dict) -> bool:
                          "limit; use a smaller value")
     if est.seconds > ESTIMATE_ABOVE_S:
         print(f"estimate: {about} {_duration(est.seconds)} on one core at {scale} scale, from the registry's run time "
-              f"scaled by the settings ({name}: {est.how}); Ctrl-C stops, the same command resumes", flush=True)
+              f"scaled by the settings ({name}: {est.how}); Ctrl-C stops and says what the same command resumes",
+              flush=True)
     return True
 
 
@@ -626,7 +634,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise InputError(f"--seeds: expected a positive integer, got {args.seeds}")
-    _print_estimate(names(args.paper), args.scale, args.seeds)
+    _print_estimate(names(args.paper), args.scale, args.seeds, always=True)
     print(f"report: {(Path(args.out) / 'report.html').resolve()} (rewritten as each experiment finishes)", flush=True)
     made = reproduce(args.paper, args.scale, args.out, seeds=args.seeds, resume=not args.fresh, workers=args.workers,
                      scheduler=args.scheduler, threads=args.threads)

@@ -275,6 +275,19 @@ def test_divergence_stops(tiny):
     assert 0 < at < 100 and trace.last["step"] < at
 
 
+def test_a_finite_loss_ten_times_its_start_is_divergence(tiny):
+    # GD at lr = 100 takes CE from 1.8 to 344, finite: the finiteness check alone would train on (ntp-real-ufm-gd
+    # at lr 30 on the quick corpus ended at CE = 7.6e15, reported as a run with failing claims; issue 37).
+    with pytest.warns(StepSizeWarning, match="exceeds 10 × max"):
+        trace = train_learned(UFM(tiny.m, tiny.V, 4), tiny, optimizer="gd", lr=100.0, steps=100, record_every=1,
+                              progress=False)
+    assert trace.meta["diverged_at_step"] == 1 and "exceeds" in trace.meta["diverged_reason"]
+    assert trace.last["step"] == 0
+    calm = train_learned(UFM(tiny.m, tiny.V, 4), tiny, optimizer="gd", lr=1.0, steps=100, record_every=1,
+                         progress=False)  # negative control: a step size that descends is not stopped
+    assert "diverged_at_step" not in calm.meta and calm.last["step"] == 100
+
+
 def test_ctrl_c_returns_partial_trace(tiny):
     state = {"raised": False}
 

@@ -40,6 +40,10 @@ def test_record_steps():
     assert record_steps(1000) == [*range(10), *range(10, 100, 10), *range(100, 1000, 100), 1000]
     assert record_steps(250) == [*range(10), *range(10, 100, 10), 100, 200, 250]
     assert record_steps(20, 7) == [0, 7, 14, 20]
+    assert record_steps(1000, "log125") == [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
+    assert record_steps(300, "log125") == [0, 1, 2, 5, 10, 20, 50, 100, 200, 300]
+    with pytest.raises(InputError, match="record_every"):
+        record_steps(10, "log2")
     assert record_steps(0) == [0]
 
 

@@ -92,6 +92,9 @@ class Experiment:
     #: registry's common test runs every experiment with them (tests/test_registry.py). Not a scale: its
     #: claims need not hold.
     smoke: dict = field(default_factory=dict)
+    #: Seconds of a quick run measured on one quiet core (``taskset -c 0 embgeo reproduce``, :data:`QUICK_MEASURED`):
+    #: ``reproduce`` adds them up into its estimate before it starts, and the README's time is their sum.
+    quick_seconds: float | None = None
 
     def config(self, scale: str = "quick", overrides: dict | None = None) -> Any:
         """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``), its settings checked
@@ -260,10 +263,17 @@ _UNITS = {"s": 1.0, "sec": 1.0, "min": 60.0, "h": 3600.0, "hour": 3600.0, "hours
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(?:\s*[-–]\s*(\d+(?:\.\d+)?))?\s*(s|sec|min|hours|hour|h)\b")
 
 
+#: When and how the registry's ``quick_seconds`` were measured.
+QUICK_MEASURED = "2026-11-28, taskset -c 0 embgeo reproduce --out runs/quick (one core, the other idle)"
+
+
 def runtime_seconds(exp: Experiment, scale: str) -> float | None:
-    """Seconds a run of ``exp`` at ``scale`` takes, read from its ``paper_runtime`` text: at paper scale the first
-    duration before any parenthesis ("about 60-75 min (measured)" → 4500, the upper end of a range; "hours" →
-    7200, "days" → 86400), at quick scale the one after "quick:" inside it; None where it says nothing."""
+    """Seconds a run of ``exp`` at ``scale`` takes: at quick scale its measured ``quick_seconds``; otherwise read
+    from its ``paper_runtime`` text: at paper scale the first duration before any parenthesis ("about 60-75 min
+    (measured)" → 4500, the upper end of a range; "hours" → 7200, "days" → 86400), at quick scale the one after
+    "quick:" inside it; None where it says nothing."""
+    if scale == "quick" and exp.quick_seconds is not None:
+        return float(exp.quick_seconds)
     text = exp.paper_runtime or ""
     if scale == "quick":
         found = re.search(r"quick:\s*([^;)]*)", text)

@@ -119,8 +119,8 @@ def run(name: str, scale: str = "quick", overrides: dict | None = None, out: str
         raise RunInterrupted(name, out, _checkpoints_of(out)) from exc
     finally:
         DEFAULT_DEVICE.reset(device_token)
-    seconds = time.perf_counter() - t0
     figures = _save_figures(result.figures, out)
+    seconds = time.perf_counter() - t0  # with the figures' files: a few seconds of a quick run are PNG and PDF
     claims = paper_column(result.claims, scale == "paper" and at_paper_config(exp, cfg))
     claims = [Claim.from_dict(c.to_dict()) for c in claims]  # the values claims.json holds: a reused run reads alike
     if result.trace is not None:

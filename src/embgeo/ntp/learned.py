@@ -21,6 +21,7 @@ closed-form gradient of the UFM objective.
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 from collections.abc import Callable, Iterator
 from os import PathLike
@@ -46,7 +47,7 @@ from embgeo.core.validate import (
 from embgeo.errors import InputError, ShapeError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
-from embgeo.ntp.train import StepSizeWarning, record_steps
+from embgeo.ntp.train import DIVERGENCE_FACTOR, StepSizeWarning, record_steps
 
 OPTIMIZERS = ("gd", "adam", "sgd")
 #: Adam's (β1, β2) and ε: the paper's values, as in :func:`embgeo.ntp.train.train`.
@@ -354,7 +355,7 @@ def _plain(value: object) -> object:
 def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | None = None, *,
                   optimizer: str = "adam", lr: float = 1e-3, steps: int = 1000, weight_decay_embed: float = 0.0,
                   weight_decay_decoder: float = 0.0, batch_size: int | None = None,
-                  record_every: int | Literal["log"] = "log",
+                  record_every: int | Literal["log", "log125"] = "log",
                   measure: Callable[[np.ndarray, np.ndarray, int], dict] | None = None, seed: int = 0,
                   threads: int | None = None, checkpoint: str | PathLike | None = None,
                   progress: bool = True, device: str | torch.device | None = None) -> Trace:
@@ -387,7 +388,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
         λ_e and λ_W (≥ 0).
     batch_size : int, optional
         SGD batch size (default 1); only valid with ``optimizer="sgd"``.
-    record_every : "log" | int
+    record_every : "log" | "log125" | int
         Recorded steps, :func:`embgeo.ntp.train.record_steps`.
     measure : callable, optional
         ``measure(H, W, step) -> dict`` of scalar metrics, called at every recorded step with the current
@@ -550,6 +551,12 @@ def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | 
                   "norm_W": float(torch.linalg.vector_norm(W)), "norm_H": float(torch.linalg.vector_norm(H))}
         if not all(np.isfinite(v) for v in values.values()):
             return None
+        if trace.rows:  # the rule of embgeo.ntp.train: a loss far above its start and the trivial predictor's
+            limit = DIVERGENCE_FACTOR * max(trace.rows[0]["ce"], math.log(data.V))
+            if ce > limit:
+                run["reason"] = (f"the loss CE = {ce:.3g} exceeds {DIVERGENCE_FACTOR:g} × max(CE at step 0, log V) = "
+                                 f"{limit:.3g}")
+                return None
         if measure is not None:
             extra = measure(H.cpu().numpy().copy(), W.cpu().numpy().copy(), done)
             if not isinstance(extra, dict) or any(k in BASE_METRICS for k in extra):
@@ -559,9 +566,11 @@ def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | 
         return values
 
     def diverge(at: int) -> None:
+        reason = run.get("reason") or "the loss or the parameters are no longer finite"
         trace.meta["diverged_at_step"] = at
-        warnings.warn(StepSizeWarning(f"training diverged: the loss or the parameters are no longer finite at step "
-                                      f"{at} (optimizer={optimizer}, lr={lr:g}); stopping"), stacklevel=5)
+        trace.meta["diverged_reason"] = reason
+        warnings.warn(StepSizeWarning(f"training diverged at step {at}: {reason} (optimizer={optimizer}, lr={lr:g}); "
+                                      "stopping"), stacklevel=5)
 
     def record(done: int, save: bool = True) -> dict | None:
         """Append the row after ``done`` updates and checkpoint; None (stop) on divergence."""

@@ -60,20 +60,26 @@ class StepSizeWarning(UserWarning):
 
 # -- train -----------------------------------------------------------------------------------------
 
-def record_steps(steps: int, record_every: int | Literal["log"] = "log") -> list[int]:
+#: The multiples of each power of ten that a logarithmic record grid takes (:func:`record_steps`).
+LOG_GRIDS = {"log": tuple(range(1, 10)), "log125": (1, 2, 5)}
+
+
+def record_steps(steps: int, record_every: int | Literal["log", "log125"] = "log") -> list[int]:
     """The steps :func:`train` records, sorted: always 0 and ``steps``.
 
     ``"log"``: 0, 1, ..., 9, 10, 20, ..., 90, 100, 200, ... (the 1-9 × 10^k grid, ~10 points per
-    decade); an int k: 0, k, 2k, ... .
+    decade); ``"log125"``: 0, 1, 2, 5, 10, 20, 50, ... (3 per decade, for runs whose records are costly);
+    an int k: 0, k, 2k, ... .
     """
     steps = check_positive_int("steps", steps, 0)
     if isinstance(record_every, str):
-        if record_every != "log":
-            raise InputError(f"record_every: expected 'log' or a positive integer, got {record_every!r}")
+        if record_every not in LOG_GRIDS:
+            raise InputError(f"record_every: expected one of {', '.join(map(repr, LOG_GRIDS))} or a positive integer, "
+                             f"got {record_every!r}")
         grid = {0, steps}
         decade = 1
         while decade <= steps:
-            grid.update(k * decade for k in range(1, 10) if k * decade <= steps)
+            grid.update(k * decade for k in LOG_GRIDS[record_every] if k * decade <= steps)
             decade *= 10
         return sorted(grid)
     k = check_positive_int("record_every", record_every)
