@@ -312,7 +312,7 @@ def run_transformer(cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
 
 
 #: Quick presets (the defaults): 150 tweets, V = 501 (m ≈ 1800 contexts), d = 64, records on the 1-2-5 grid and
-#: W^mm(H_t) at the last step only. Chosen by run time alone, before their claims were seen at this size: the
+#: W^mm(H_t) at the last step only. Chosen by run time alone (the claims' outcomes played no part): the
 #: reproduction of every experiment must take at most 10 minutes on one quiet core (issue 37), and these four took
 #: 14-35 minutes at 250 tweets, V = 1001 with a record of the exact solvers at every 1-9 × 10^k step. They still test
 #: every claim at the last step (the loss, separability of H_T, the alignment with W^mm(H_T), W*(H_T) on F, the
