@@ -75,7 +75,7 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_pairs: int | Non
         bounds = [(0, None)] * (Pj.size + Nj.size) + [(None, None)] * Ej.size
         res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs",
                       options={"time_limit": left})
-        if res.status != 0:
+        if res.status != 0:  # (status 1: HiGHS stopped at its time limit, the budget's rest: the loop ends next)
             continue  # the pair is separable (or HiGHS could not tell): no certificate from it
         z = _polish_vertex(A, rhs, res.x, Pj.size + Nj.size)
         rho = (z * sign) @ K[ctx]
@@ -129,10 +129,18 @@ def _polish_vertex(A: np.ndarray, rhs: np.ndarray, x: np.ndarray, n_signed: int)
     return polished if ok else x
 
 
-def pair_farkas(K: np.ndarray, r: int, P: sp.csr_matrix):
-    """(grp, ctx, Ψ, perp) from two groups tied on > r contexts spanning R^r, or None."""
+def pair_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float | None = None):
+    """(grp, ctx, Ψ, perp) from two groups tied on > r contexts spanning R^r, or None.
+
+    Cost per pair: a least-squares solve in |J| × r (|J| up to m); at most heavy_pairs' ``limit`` pairs within
+    ``max_seconds`` (at most PAIR_LP_SECONDS, checked before every pair: at m = 10,000, r = 576 one pair is about a
+    second)."""
+    max_seconds = PAIR_LP_SECONDS if max_seconds is None else min(max_seconds, PAIR_LP_SECONDS)
+    start = time.perf_counter()
     scale = farkas_scale(K)
     for u, v, J in heavy_pairs(P, r):
+        if time.perf_counter() - start > max_seconds:
+            return None
         Ju, Jv = P.indices[P.indptr[u]:P.indptr[u + 1]], P.indices[P.indptr[v]:P.indptr[v + 1]]
         only_u = np.setdiff1d(Ju, J)
         if only_u.size == 0:

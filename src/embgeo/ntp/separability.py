@@ -3,7 +3,8 @@ certificate either way: a separating W, or a Farkas matrix Ψ.
 
 Routes, cheapest first: Lemma 1's closed form when rank H̄ = m, the pair certificates of
 :mod:`embgeo.ntp.pair_certificates` when rank H̄ < m, the LP of :mod:`embgeo.ntp.separability_lp` on small
-problems, the NTP-SVM dual of :mod:`embgeo.ntp.svm_dual` otherwise. :class:`Problem` is what these routes
+problems, the squared hinge of :mod:`embgeo.ntp.squared_hinge` otherwise (a real LM's size); the NTP-SVM
+dual of :mod:`embgeo.ntp.svm_dual` on request. :class:`Problem` is what these routes
 and the NTP-SVM (:mod:`embgeo.ntp.svm`) share for one dataset.
 """
 
@@ -76,7 +77,7 @@ class Separability:
         return self.separable
 
 
-SEPARABILITY_METHODS = ("auto", "dual", "lp")
+SEPARABILITY_METHODS = ("auto", "hinge", "dual", "lp")
 #: Up to this many nonzeros in the separability LP, "auto" asks HiGHS first.
 LP_SMALL_NNZ = 100_000
 
@@ -132,11 +133,15 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
       in milliseconds per pair, within ``max_seconds``.
     * ``method="lp"``: the LP max s s.t. (6a), x_gᵀk_j − t_j + s ≤ 0 off the supports, s ≤ 1, over
       token groups, solved by HiGHS; s* = 1 separable, s* = 0 not (its dual values give μ).
+    * ``method="hinge"``: L-BFGS on the squared hinge φ ≥ 0 of :mod:`~embgeo.ntp.squared_hinge` (zero exactly
+      at the separators) in whitened coordinates, until an iterate, tie-projected, separates every
+      constraint, or φ stalls above zero and the LP on the pairs it leaves violated is infeasible (its
+      duals are a Farkas matrix of the whole problem); within ``max_seconds`` (then :class:`SolverError`).
     * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.svm_dual.SVMDual`)
       until a point separates every constraint or a Farkas matrix appears; at most ``max_iter``
       iterations and ``max_seconds`` seconds (then :class:`SolverError`).
     * ``method="auto"``: the closed form / pair certificate above when they decide, else "lp" when
-      the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "dual". An explicit "lp" or "dual" skips
+      the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "hinge". An explicit method skips
       the shortcuts (an independent check of Lemma 1, e.g.).
     * ``candidate`` (V, d), with "auto" only: a W to try first, e.g. a trained decoder. P_⊥(W) ties
       every support exactly; if its smallest (6b) margin γ is > 0, P_⊥(W)/γ is the certificate
@@ -154,16 +159,21 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         sep = separable_from_candidate(pb, candidate)
         if sep is not None:
             return sep
+    start = time.perf_counter()
     if method == "auto":
-        start = time.perf_counter()
         sep = decide_cheaply(pb, max_seconds)
         if sep is not None:
             return sep
-        method = "lp" if lp_is_small(pb) else "dual"
+        method = "lp" if lp_is_small(pb) else "hinge"
         if max_seconds is not None:
             max_seconds = max(max_seconds - (time.perf_counter() - start), 1e-3)
     if method == "lp":
-        return separability_by_lp(pb)
+        sep = separability_by_lp(pb, max_seconds)
+        if sep is None:
+            raise SolverError(f"is_separable: the LP reached its time limit ({max_seconds:.3g} s): undecided")
+        return sep
+    if method == "hinge":
+        return separability_by_hinge(pb, max_seconds, progress)
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
     if out.status == Status.INFEASIBLE:
@@ -209,10 +219,12 @@ def decide_cheaply(pb: Problem, max_seconds: float | None = None) -> Separabilit
         if sep and sep.residuals["equality"] <= MARGIN_ATOL:
             return sep
         return None  # K too ill-conditioned for the closed form: decide numerically
-    pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern)
+    start = time.perf_counter()
+    pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
-    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds)
+    left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - start), 0.0)
+    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=left)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups whose contexts no direction separates (pair LP)")
     return None
@@ -264,14 +276,60 @@ def lp_is_small(pb: Problem) -> bool:
     return _lp_nnz(pb) <= LP_SMALL_NNZ
 
 
-def separability_by_lp(pb: Problem) -> Separability:
-    """The LP of :func:`is_separable` over (X, t, s) on every off-support pair, solved by HiGHS."""
+def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separability | None:
+    """The LP of :func:`is_separable` over (X, t, s) on every off-support pair, solved by HiGHS within
+    ``max_seconds`` (its time limit); None when it reaches it (undecided)."""
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     gi, ji = np.nonzero(pb.groups.pattern.toarray() == 0)
-    lp = separability_lp(pb.K, pb.groups.pattern, gi, ji, contexts=np.arange(pb.data.m))
+    lp = separability_lp(pb.K, pb.groups.pattern, gi, ji, contexts=np.arange(pb.data.m), time_limit=max_seconds)
+    if lp.status == Status.TIME_LIMIT:
+        return None
     method = "LP (HiGHS) over token groups"
     if lp.separable:
         # Remove the LP's rounding-level F component exactly (weighted projection), then rescale.
         return separable_result(pb, *solver.primal_from(lp.X), method)
     farkas = solver.farkas_from(gi, ji, lp.mu / lp.mu.sum(), accept_any=True)
     return farkas_result(pb, farkas, method, lp_value=lp.value)
+
+
+def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
+                          progress: Callable[[int, dict], object] | None = None) -> Separability:
+    """The squared-hinge route of :func:`is_separable` (:mod:`embgeo.ntp.squared_hinge`), certified either way.
+
+    Every CHECK_EVERY L-BFGS steps the iterate is tie-projected exactly and scanned in full: a positive smallest
+    margin γ makes it the certificate (scaled by 1/γ). When φ stalls above zero, the off-support pairs it still
+    violates (at most LP_PAIRS, the largest residuals) go into the separability LP: infeasible there is
+    infeasible everywhere, and its duals complete to a Farkas matrix; feasible there, the minimisation goes on.
+    """
+    from embgeo.ntp import squared_hinge as sh
+
+    deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+    hp = sh.whiten(pb.K, pb.groups.pattern)
+    found: dict = {}
+
+    def check(Y: np.ndarray, t: np.ndarray) -> bool:
+        gamma, X, tt = sh.separating_margin(pb, solver, hp, Y)
+        if gamma > 0:
+            found["sep"] = separable_result(pb, X, tt, "squared hinge (L-BFGS), tie-projected and scaled to margin 1")
+        return gamma > 0
+
+    start, steps = None, 0
+    while True:
+        run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start)
+        steps += run.steps
+        if "sep" in found:
+            return found["sep"]
+        if run.value == 0.0 and check(run.Y, run.t):
+            return found["sep"]
+        if not run.stalled or (deadline is not None and time.perf_counter() >= deadline):
+            raise SolverError(f"is_separable: undecided after {steps} L-BFGS steps of the squared hinge "
+                              f"(φ = {run.value:.3g}) within max_seconds = {max_seconds} s")
+        g, j, lam = sh.off_residuals(hp, run.Y, run.t, sh.LP_PAIRS)
+        left = None if deadline is None else deadline - time.perf_counter()
+        lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=left)
+        if lp.status == Status.OPTIMAL and not lp.separable:
+            farkas = solver.farkas_from(g, j, lp.mu / lp.mu.sum(), accept_any=True)
+            return farkas_result(pb, farkas, f"squared hinge stalled at φ = {run.value:.3g}; the LP on its "
+                                 f"{len(g)} violated pairs is infeasible (HiGHS)", lp_value=lp.value)
+        start = (run.Y, run.t)  # the subsystem is feasible: the stall was not the minimum

@@ -6,26 +6,33 @@ NTP-separable, s* = 0 when not, and then its dual values are the Farkas weights 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
+from embgeo.core.status import Status
 from embgeo.errors import SolverError
 
 
 @dataclass
 class LPResult:
     """:func:`separability_lp`: ``value`` s* ∈ {0, 1}; X (G, r), t (m) when separable (rows and
-    contexts outside the LP are 0); ``mu`` (≥ 0, one per given off pair) the dual values when not."""
+    contexts outside the LP are 0); ``mu`` (≥ 0, one per given off pair) the dual values when not.
+    ``status`` "optimal", or "time_limit" when HiGHS stopped at its time limit (or none was left): then
+    ``value`` is NaN, nothing else is set, and the LP decided nothing (``separable`` raises)."""
 
     value: float
     X: np.ndarray | None
     t: np.ndarray | None
     mu: np.ndarray | None
+    status: Status = Status.OPTIMAL
 
     @property
     def separable(self) -> bool:
+        if self.status != Status.OPTIMAL:
+            raise SolverError(f"separability LP: undecided ({self.status}), it has no verdict")
         return self.value > 0.5
 
 
@@ -40,10 +47,12 @@ def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: n
     Size: (groups involved · r + |C| + 1) variables, one row per pair; for small problems or
     small subsets only. ``contexts`` adds contexts to C (all of them for the full LP, so that the
     supports of contexts without off pairs are tied too). ``time_limit`` (seconds) is passed to
-    HiGHS; reaching it returns None (undecided).
+    HiGHS; reaching it (or none left, ≤ 0: HiGHS is not called) returns status "time_limit" (undecided).
     """
     from scipy.optimize import linprog  # here, not at the top: importing the package must stay light (`embgeo list`)
 
+    if time_limit is not None and not time_limit > 0:
+        return _timed_out()
     G, m = support.shape
     r = K.shape[1]
     ctx = np.unique(oj if contexts is None else np.concatenate([oj, contexts]))
@@ -73,7 +82,7 @@ def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: n
                   b_eq=np.zeros(len(ge)), bounds=bounds, method="highs",
                   options={} if time_limit is None else {"time_limit": float(time_limit)})
     if res.status == 1 and time_limit is not None:  # HiGHS stopped at the time limit
-        return None
+        return _timed_out()
     if res.status != 0:
         raise SolverError(f"separability LP: HiGHS ended with status {res.status} ({res.message})")
     value = float(-res.fun)
@@ -84,3 +93,7 @@ def separability_lp(K: np.ndarray, support: sp.csr_matrix, og: np.ndarray, oj: n
         t[ctx] = res.x[nx:nx + nt]
         return LPResult(value, X, t, None)
     return LPResult(value, None, None, np.maximum(-res.ineqlin.marginals, 0.0))
+
+
+def _timed_out() -> LPResult:
+    return LPResult(math.nan, None, None, None, Status.TIME_LIMIT)

@@ -37,6 +37,12 @@ from embgeo.ntp.separability import (
 from embgeo.ntp.subspace import Subspace, context_gram
 from embgeo.ntp.svm_dual import SVMDual, SVMOutcome
 
+#: Under ``max_seconds``, the final re-scan of the returned point's margins (the separability certificate's and the
+#: residuals', each a full pass over the logits) runs only when expected to end within this fraction of
+#: ``max_seconds`` past the limit (by the solver's last certificate cost); else the solver's own certifying scan
+#: stands (its point is scaled to smallest margin exactly 1) and ``note`` says so (issue 38).
+RESCAN_GRACE = 0.05
+
 
 class SVMResiduals(TypedDict, total=False):
     """:attr:`NTPSVM.residuals`: the KKT residuals of W^mm; when infeasible, the Farkas matrix's
@@ -191,8 +197,13 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     multipliers and W start the ALM). Only the ALM uses it. ``progress(iteration, info)`` is called
     after every check / outer step with ``info["gap"]`` and ``info["working_set"]``. A
     ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
+
+    ``max_seconds`` is a wall for the whole call (issue 38): each stage gets the time left (HiGHS as its time
+    limit), the solvers stop early enough to certify their last point by then, and the final re-scan of the margins
+    is skipped when it would end past it (RESCAN_GRACE; ``note`` says so).
     """
     t0 = time.perf_counter()
+    deadline = None if max_seconds is None else t0 + max_seconds
     if not (0 < tol < 1):
         raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
     if method not in SVM_METHODS:
@@ -207,7 +218,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if sep is None:  # the pair LPs get at most a quarter of max_seconds
         sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
     if sep is None and pb.coords.rank < data.m and lp_is_small(pb):
-        sep = separability_by_lp(pb)
+        sep = separability_by_lp(pb, None if deadline is None else deadline - time.perf_counter())
     if sep is not None and not sep:
         return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0,
                               sep.method, pb=pb)
@@ -236,25 +247,65 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                 f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
     else:
         solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+        left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
         out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
-                           max_seconds=max_seconds, progress=progress)
+                           max_seconds=left, progress=progress)
         if out.status == Status.INFEASIBLE:
             sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
             return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                                   time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
         name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
                 "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
+    if out.X is None and out.status == Status.TIME_LIMIT and sep is not None and sep.W is not None:
+        out = _certificate_point(pb, sep, out)  # stopped before a certified point of its own: the separator
     if out.X is None:
         raise SolverError(_undecided_message(pb, out, max_seconds))
     status = out.status if out.status in (Status.OPTIMAL, Status.TIME_LIMIT) else Status.OPTIMAL_INACCURATE
     if out.status == Status.OPTIMAL and out.gap > tol:  # an exact active-set solve accepted as a KKT point
         status = Status.OPTIMAL
+    scans = 2 if sep is None else 1  # full passes left: the certificate's (when undecided) and the residuals'
+    rescan = deadline is None or (time.perf_counter() + scans * out.check_seconds
+                                  <= deadline + RESCAN_GRACE * max_seconds)
+    note = out.reason
+    if not rescan:
+        note = "; ".join(filter(None, [note, (
+            "the final re-scan of the margins was skipped at the time limit (about "
+            f"{scans * out.check_seconds:.2g} s): min_margin is the solver's, whose certifying scan scaled the "
+            "point to smallest margin exactly 1")]))
     if sep is None:
-        sep = separable_result(pb, out.X, out.t, "NTP-SVM: a feasible point")
+        sep = (separable_result(pb, out.X, out.t, "NTP-SVM: a feasible point") if rescan
+               else _separable_as_certified(pb, out.X, out.t, "NTP-SVM: a feasible point"))
     W = pb.token_w(out.X)
     norm_W = float(np.sqrt(2 * out.primal)) / pb.scale  # ‖W‖ in the caller's units
-    return NTPSVM._solved(W, 1.0 / norm_W, status, _svm_residuals(pb, out), sep, out.iterations,
-                          time.perf_counter() - t0, name, out.rounds, out.reason, pb=pb, out=out)
+    return NTPSVM._solved(W, 1.0 / norm_W, status, _svm_residuals(pb, out, rescan), sep, out.iterations,
+                          time.perf_counter() - t0, name, out.rounds, note, pb=pb, out=out)
+
+
+def _certificate_point(pb: Problem, sep: Separability, out: SVMOutcome) -> SVMOutcome:
+    """The separability certificate W (in F⊥, smallest margin 1, checked on every constraint) as the point of an
+    outcome that a time limit stopped before a certified point of its own; without a dual point, the zero
+    multipliers (dual value 0, relative gap 1)."""
+    X = _group_rows(pb, sep.W)
+    coo = pb.groups.pattern.tocoo()
+    first = np.full(pb.data.m, -1)
+    first[coo.col[::-1]] = coo.row[::-1]  # each context's first support group: its tie value
+    out.X, out.t = X, row_dots(X, pb.K, first, np.arange(pb.data.m))
+    out.primal = 0.5 * float(np.sum(pb.groups.size * np.einsum("ij,ij->i", X, X)))
+    if out.dual_point is None:
+        out.dual = max(out.dual, 0.0)
+        out.dual_point = (coo.row.astype(np.int64), coo.col.astype(np.int64), np.zeros(len(coo.row)))
+    out.reason = "; ".join(filter(None, [out.reason, "the time limit came before the solver's first certified point: "
+                                         f"the point is the separability certificate ({sep.method})"]))
+    return out
+
+
+def _separable_as_certified(pb: Problem, X: np.ndarray, t: np.ndarray, method: str) -> Separability:
+    """:func:`~embgeo.ntp.separability.separable_result` of a solver's point, already scaled by its certifying
+    full scan to smallest margin 1, without scanning again (the ties (6a) are re-checked: O(support pairs · r))."""
+    coo = pb.groups.pattern.tocoo()
+    eq = row_dots(X, pb.K, coo.row, coo.col) - t[coo.col]
+    return Separability(True, pb.token_w(X), None, {"min_margin": 1.0, "equality": float(np.max(np.abs(eq),
+                        initial=0.0))}, method + " (margins as certified by the solver's scan)")
 
 
 def _undecided_message(pb: Problem, out, max_seconds: float | None) -> str:
@@ -303,8 +354,9 @@ def _error_bound(gap: float) -> float:
     return float(np.sqrt(gap / (1.0 - gap))) if gap < 1 else math.inf
 
 
-def _svm_residuals(pb: Problem, out: SVMOutcome) -> SVMResiduals:
-    """The KKT residuals of (X, t) and the dual point, all from the definitions (group level, weighted)."""
+def _svm_residuals(pb: Problem, out: SVMOutcome, rescan: bool = True) -> SVMResiduals:
+    """The KKT residuals of (X, t) and the dual point, all from the definitions (group level, weighted); without
+    ``rescan``, ``min_margin`` is the solver's (0: its certifying scan scaled the point to smallest margin 1)."""
     K, n = pb.K, pb.groups.size.astype(float)
     coo = pb.groups.pattern.tocoo()
     eq = row_dots(out.X, K, coo.row, coo.col) - out.t[coo.col]
@@ -314,10 +366,10 @@ def _svm_residuals(pb: Problem, out: SVMOutcome) -> SVMResiduals:
     off = ~in_support(pb.groups.pattern, g, j)
     mu = -np.minimum(psi[off], 0.0)
     margins = out.t[j[off]] - row_dots(out.X, K, g[off], j[off])
-    scan = scan_off_support(out.X, out.t, K, pb.groups.pattern.tocsc())
+    min_margin = scan_off_support(out.X, out.t, K, pb.groups.pattern.tocsc()).min_margin if rescan else 1.0
     return {
         "equality": float(np.max(np.abs(eq), initial=0.0)),
-        "min_margin": float(scan.min_margin - 1.0),
+        "min_margin": float(min_margin - 1.0),
         "duality_gap": float(out.gap),
         "error_bound": _error_bound(out.gap),
         "stationarity": float(np.sqrt(np.sum(n * np.sum((out.X - Xpsi) ** 2, axis=1))) / norm_W),

@@ -181,6 +181,11 @@ HEAVY_ROWS_BYTES = 2**28
 #: 1.0 / 2.2 / 5.7 ms for 2000 / 500 / 200 / 100 / 10 blocks of 2 / 8 / 16 / 32 / 128 rows. Over every call of a
 #: paper-planted solve (m = 15,012, r = 128; both ways timed on the same stacks): 4.13 s against 5.93 s.
 LAPACK_BLOCK = 16
+#: Under ``max_seconds``, the certificate of an outer step (a tie projection and a full scan) is still computed when
+#: it is expected to end within this fraction of ``max_seconds`` past the deadline (its cost estimated by the last
+#: one measured); else the solve stops with the bounds of the previous outer step and says so in its ``reason``.
+#: The inner Newton steps stop early enough to leave the certificate its time (issue 38: every limit a wall).
+CERTIFICATE_GRACE = 0.05
 
 
 # -- the Newton matrix ----------------------------------------------------------------------------------
@@ -222,6 +227,10 @@ class NewtonSystem:
         self.cg_iterations = 0
         self.refactored = 0  # factored again in double precision where the single-precision factor did not do
         self.inexact = False  # the last solve stopped short of rtol (allowed only where T cannot be factored)
+        #: a time.perf_counter() value: the Jacobi / borrowed conjugate gradients stop there with their last
+        #: iterate (``timed_out``), a descent direction all the same; None: no limit (set by :class:`SVMALM`)
+        self.deadline: float | None = None
+        self.timed_out = False
         q = np.bincount(gc, minlength=G)
         light = q[gc] <= r
         # light groups: C_g⁻¹ batched by q, assembled into a block-diagonal matrix over their pairs
@@ -424,7 +433,7 @@ class NewtonSystem:
         """T⁻¹ rhs: the Cholesky factor when there is one, else Jacobi-preconditioned conjugate gradients
         (:class:`CGFailed` if they do not reach ``rtol`` in ``maxiter`` iterations, or, with ``inexact_ok``,
         their last iterate: it still lowers the quadratic model, so the step is a descent direction)."""
-        self.inexact = False
+        self.inexact = self.timed_out = False
         if self.chol is not None:
             if self.chol[0].dtype == np.float64:
                 return _cho_solve(self.chol, rhs)
@@ -436,16 +445,18 @@ class NewtonSystem:
             return _cho_solve(self.chol, rhs)
         if not hasattr(self, "_diag"):
             self._diag = self._tdiag()
-        x, done = self._cg(rhs, self.precondition, rtol, maxiter)
-        if done:
+        x, done = self._cg(rhs, self.precondition, rtol, maxiter, self.deadline)
+        if done or self.timed_out:  # (cut by the deadline: the last iterate still lowers the quadratic model)
             return x
         if inexact_ok:
             self.inexact = True
             return x
         raise CGFailed
 
-    def _cg(self, rhs: np.ndarray, precond: Callable, rtol: float, maxiter: int) -> tuple[np.ndarray, bool]:
-        """(x, converged): preconditioned conjugate gradients on T x = rhs from 0, to ‖r‖ ≤ rtol ‖rhs‖."""
+    def _cg(self, rhs: np.ndarray, precond: Callable, rtol: float, maxiter: int,
+            deadline: float | None = None) -> tuple[np.ndarray, bool]:
+        """(x, converged): preconditioned conjugate gradients on T x = rhs from 0, to ‖r‖ ≤ rtol ‖rhs‖; stopped
+        (``timed_out`` set) at ``deadline`` (a time.perf_counter() value), checked before every product with T."""
         norm = float(np.linalg.norm(rhs))
         x = np.zeros_like(rhs)
         if norm == 0:
@@ -455,6 +466,9 @@ class NewtonSystem:
         p = z.copy()
         rz = float(r @ z)
         for _ in range(maxiter):
+            if deadline is not None and time.perf_counter() > deadline:
+                self.timed_out = True
+                return x, False
             self.cg_iterations += 1
             q = self._tmul(p)
             alpha = rz / float(p @ q)
@@ -525,6 +539,10 @@ class BlockCache:
 
 class CGFailed(Exception):
     """The conjugate gradients on T did not converge: factor T instead."""
+
+
+class _OutOfTime(Exception):
+    """A factorization of T would end past the inner loop's deadline (estimated from the last one measured)."""
 
 
 def _cho_solve(chol: tuple, r: np.ndarray) -> np.ndarray:
@@ -778,6 +796,9 @@ class SVMALM:
         self.cg_solves = 0
         self.inexact_solves = 0  # Newton directions from unconverged conjugate gradients (T too large to factor)
         self._cg_failed: set[float] = set()  # penalties at which the conjugate gradients failed
+        self._deadline: float | None = None  # the current inner loop's deadline (time.perf_counter()), or None
+        self._factor_rate: float | None = None  # flops per second (c³/3 over its time) of the last factorization
+        self._start_point: tuple | None = None  # (X, t) of the start when it separates (set by :meth:`start`)
 
     # -- pieces ------------------------------------------------------------------------------------
     def _a(self, X, t, ptr, j):
@@ -829,13 +850,24 @@ class SVMALM:
             self._cache = (key, system)
         system = self._cache[1]
         if factor and not system.dense:
+            flops = max(system.c, 1) ** 3 / 3.0
+            if self._deadline is not None:  # a factorization cannot be interrupted: not begun where it would overrun
+                now = time.perf_counter()
+                if self._factor_rate is not None and now + flops / self._factor_rate > self._deadline:
+                    raise _OutOfTime
+            tic = time.perf_counter() if self._deadline is not None else None
             system.factor(single=True)
+            if tic is not None:
+                self._factor_rate = flops / max(time.perf_counter() - tic, 1e-9)
             self.factorizations += 1
             self._factored = system
         return system
 
     def _newton_direction(self, st: _State, act: np.ndarray, gx: np.ndarray, gt: np.ndarray):
+        """(ΔX, Δt): the Newton direction of the inner loop; :class:`_OutOfTime` where a factorization of T would
+        end past the inner loop's deadline (its conjugate gradients stop there with their last iterate)."""
         system = self._system(st, act)
+        system.deadline = self._deadline
         if not system.dense:
             borrowed = system._borrowed is not None
             try:  # where T is too large to factor, an inexact direction rather than an exception
@@ -848,16 +880,20 @@ class SVMALM:
                 if not borrowed:
                     self._cg_failed.add(st.rho)
                 system = self._system(st, act, factor=True)
+                system.deadline = self._deadline
         before = system.refactored  # a single-precision factor that did not do is replaced: one more factorization
         out = system.solve(-gx, -gt)
         self.factorizations += system.refactored - before
         return out
 
     def _inner(self, st: _State, gtol: float, deadline: float | None) -> int:
-        """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken."""
+        """Minimise φ over (X, t) for fixed multipliers; returns the Newton steps taken. ``deadline`` (a
+        time.perf_counter() value): checked after every step, and inside the steps (the conjugate gradients stop
+        there; a factorization expected to end past it is not begun, and the loop ends)."""
         X, t = st.X, st.t
         steps, a, zero, kept, last_gnorm = 0, None, 0, False, np.inf
         self._stuck = False
+        self._deadline = deadline
         for _ in range(MAX_NEWTON):
             aS, aW, wS, wW = self._weights(st, X, t, a)
             if a is None:
@@ -873,7 +909,10 @@ class SVMALM:
                 break  # a Newton step on an unchanged P that did not halve ‖∇φ‖: the gradient is at rounding
             last_gnorm = gnorm
             act = wW > 0
-            dx, dt = self._newton_direction(st, act, gx, gt)
+            try:
+                dx, dt = self._newton_direction(st, act, gx, gt)
+            except _OutOfTime:
+                break
             steps += 1
             dS = self._a(dx, dt, self.sptr, self.sj)
             alpha, dW, near = self._off_step(st, X, t, aW, bounded, dx, dt,
@@ -897,6 +936,7 @@ class SVMALM:
                 break
         st.X, st.t = X, t
         st.a = a
+        self._deadline = None
         return steps
 
     def _off_step(self, st: _State, X, t, aW, bounded, dx, dt, step_length: Callable):
@@ -1024,8 +1064,10 @@ class SVMALM:
         X0, t0 = self.tie(X0)
         # one full pass for both: the smallest margins of each context are the same pairs after a positive scaling
         scan = scan_off_support(X0, t0, self.K, self.support_csc, below=np.inf, top=INITIAL_PER_CONTEXT)
+        self._start_point = None  # the start, tied and scanned in full: certified when it separates
         if dual is None and scan.min_margin > 0:
             X0, t0 = X0 / scan.min_margin, t0 / scan.min_margin
+            self._start_point = (X0, t0)
         keys, first = np.unique(np.concatenate([off_g * self.m + off_j, scan.groups * self.m + scan.contexts]),
                                 return_index=True)
         mu = np.concatenate([off_mu, np.zeros(len(scan.groups))])[first]
@@ -1046,15 +1088,29 @@ class SVMALM:
         condition. On synthetic-100k (m = 100,000, r = 128, T over c ≈ 22,000 contexts: 3.7 GiB, beyond the 1.8 GiB
         left under an 8 GiB cap) the conjugate gradients first fell short at ρ = 10⁷ (4 of 30 directions, violation
         0.25 → 0.16); in session 32 the solve then ran to its 900 s limit while the violation grew to 3.6 at
-        ρ = 10⁸–10⁹, ending at gap 1.0 all the same; now it stops at the first growth (0.16 → 0.50, 626 s)."""
+        ρ = 10⁸–10⁹, ending at gap 1.0 all the same; now it stops at the first growth (0.16 → 0.50, 626 s).
+
+        ``max_seconds`` is a wall (issue 38): each outer step's certificate (a tie projection and a full scan) is
+        budgeted by the last one measured (``check_seconds`` of the outcome); the Newton steps stop that long
+        before the deadline, inside their conjugate gradients too, and begin no factorization expected to end past
+        it; no outer step begins whose certificate could not end by the deadline; a certificate expected to end
+        more than CERTIFICATE_GRACE · max_seconds past it is skipped (``reason`` says so) unless there is no certified
+        point yet. The first outer step always runs (at least one Newton step: its multipliers are the dual bound)."""
         start = time.perf_counter()
         deadline = None if max_seconds is None else start + max_seconds
+        grace = 0.0 if max_seconds is None else CERTIFICATE_GRACE * max_seconds
         st = self.start(X0, dual)
+        # the start's tie projection and full scan are what a certificate costs (its first tie also builds the
+        # projection's system: an overestimate, for the first outer step only)
+        cert_cost = time.perf_counter() - start
         best = SVMOutcome(Status.MAX_ITER, mode="augmented Lagrangian")
         if X0 is not None or dual is not None:  # a separating start (e.g. a trained decoder) is certified as is
+            tic = time.perf_counter()
             Xf, tf, _, _ = self.feasible_point(st.X)
+            cert_cost = time.perf_counter() - tic
             if Xf is not None:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
+        scan_cost = cert_cost  # the scan for violated pairs far from feasibility: measured when it runs
         best_dual = None
         prev_violation, gtol, history, at_max = np.inf, None, [], 0
         gamma = -np.inf  # the tied iterate's smallest margin at the previous outer step
@@ -1067,7 +1123,7 @@ class SVMALM:
                     gtol = 1e-2 * xnorm
                 saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
                 inexact_before = self.inexact_solves
-                best.iterations += self._inner(st, gtol, deadline)
+                best.iterations += self._inner(st, gtol, None if deadline is None else deadline - cert_cost)
                 if self._stuck and st.rho > RHO0:
                     # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
                     # below it for the rest of the solve
@@ -1080,18 +1136,26 @@ class SVMALM:
                 # the violation on the pairs of the previous outer step: S and W as it was then (~fresh; W only grows)
                 same = _violation(aS, aW[~st.fresh])
                 dual_value, nu_bal, dual_scale = self.dual_point(st)
+                if dual_value > best.dual:  # (a valid lower bound whatever the primal point: kept before the check)
+                    best.dual = dual_value
+                    best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
+                                 -dual_scale * np.concatenate([nu_bal, st.mu]))
+                if deadline is not None and best.X is not None and time.perf_counter() + cert_cost > deadline + grace:
+                    best.status = Status.TIME_LIMIT
+                    best.reason = (f"the time limit came before the certificate of outer step {outer} (a tie "
+                                   f"projection and a full scan, about {cert_cost:.2g} s): the primal bound is that "
+                                   "of an earlier outer step")
+                    break
                 # once the iterate is nearly feasible, the pairs that join W come from the same full scan (selected
                 # only where it was so at the previous step: far from feasible, nearly every pair is below 1)
                 select = late if gamma > 0.5 else {}
+                tic = time.perf_counter()
                 Xf, tf, gamma, scan = self.feasible_point(st.X, **select)
+                cert_cost = time.perf_counter() - tic
                 if Xf is not None:
                     primal = 0.5 * self._norm2(Xf)
                     if primal < best.primal:
                         best.X, best.t, best.primal = Xf, tf, primal
-                if dual_value > best.dual:
-                    best.dual = dual_value
-                    best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
-                                 -dual_scale * np.concatenate([nu_bal, st.mu]))
                 best.rounds, best.working_set = outer, len(st.wg)
                 history.append(best.gap)
                 if progress is not None:
@@ -1101,7 +1165,10 @@ class SVMALM:
                 if best.gap <= tol:
                     best.status = Status.OPTIMAL
                     break
-                if deadline is not None and time.perf_counter() > deadline:
+                # the next outer step: its inner loop, the scan for violated pairs far from feasibility and its
+                # certificate; none begins whose certificate could not end by the deadline
+                if deadline is not None and (time.perf_counter() + cert_cost + (scan_cost if gamma <= 0.5 else 0.0)
+                                             > deadline):
                     best.status = Status.TIME_LIMIT
                     break
                 if st.rho < rho_cap:
@@ -1119,7 +1186,9 @@ class SVMALM:
                 # the tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on
                 # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
                 if gamma <= 0.5:  # far from feasible: the iterate's violated pairs
+                    tic = time.perf_counter()
                     scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=ADD_PER_CONTEXT)
+                    scan_cost = time.perf_counter() - tic
                 elif not select:  # nearly feasible for the first time: the tied iterate's pairs
                     scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
                 # else the certifying scan above selected them already
@@ -1149,7 +1218,15 @@ class SVMALM:
             if best_dual is None:  # stopped before the first outer step: the zero multipliers, dual value 0
                 best.dual = max(best.dual, 0.0)
                 best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
+        if best.status == Status.TIME_LIMIT:
+            if best.X is None and self._start_point is not None:  # stopped before any certified step: the start
+                best.X, best.t = self._start_point
+                best.primal = 0.5 * self._norm2(best.X)
+            if best.X is not None and best_dual is None:  # stopped before the first outer step: the zero multipliers
+                best.dual = max(best.dual, 0.0)
+                best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
         best.factorizations = self.factorizations
+        best.check_seconds = cert_cost
         return self._in_caller_units(best, best_dual)
 
     def _in_caller_units(self, out: SVMOutcome, dual: tuple | None) -> SVMOutcome:

@@ -55,6 +55,9 @@ LP_MAX_PAIRS = 5000
 POLISH_ITERATIONS = 50
 #: The exact active-set solve is first tried at this relative duality gap, then at every 100-fold decrease.
 POLISH_FIRST_GAP = 1e-2
+#: Under ``max_seconds``, the full scan that certifies the last candidate is still run when it is expected to end
+#: within this fraction of ``max_seconds`` past the deadline (by the last scan measured); else skipped and said so.
+CERTIFICATE_GRACE = 0.05
 
 
 #: The inner loop's request for an exact active-set solve (a control signal, not a :class:`Status`).
@@ -88,6 +91,7 @@ class SVMOutcome:
     mode: str = "working set"  # or "dense": how the dual was stored; "augmented Lagrangian" (svm_alm)
     factorizations: int = 0
     reason: str = ""  # why the solve stopped short of tol, where the status alone does not say (svm_alm)
+    check_seconds: float = 0.0  # the last certificate's measured cost (a tie projection and a full scan)
 
     @property
     def gap(self) -> float:
@@ -169,8 +173,15 @@ class SVMDual:
         ``separate_only``: return as soon as a point separates every constraint (status "separable",
         for :func:`~embgeo.ntp.theory.is_separable`). ``progress(iteration, info)`` is called at
         every check with a dict (gap, working_set, rounds).
+
+        ``max_seconds`` is a wall (issue 38): a check (a tie projection and, in the working-set mode, the full
+        scan that certifies its candidate) is forced early enough to end by the deadline, by the costs last
+        measured; after the deadline no exact active-set solve, working-set growth or further round begins, and
+        the LP of :meth:`_infeasibility` gets the time left as HiGHS's limit.
         """
         deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+        self._grace = 0.0 if max_seconds is None else CERTIFICATE_GRACE * max_seconds
+        self._check_cost = self._scan_cost = 0.0  # measured costs of a check and of a full scan (none yet)
         self.next_polish = POLISH_FIRST_GAP
         self._failed_checks, self._next_lp = 0, 4
         if self.G * self.m <= DENSE_DUAL_MAX:
@@ -192,21 +203,34 @@ class SVMDual:
                 best.status, best.farkas = Status.INFEASIBLE, res["farkas"]
                 return best
             cand = res.get("candidate")  # (X̃, t̃) tied on the supports, working-set margins ≥ 1
+            timed_out = res["status"] == Status.TIME_LIMIT
             if cand is not None:
-                if not separate_only:
-                    polished = self._polish(lay, *cand)
+                if not separate_only and not timed_out and not _past(deadline):
+                    polished = self._polish(lay, *cand, deadline=deadline)
                     if polished is not None and polished.gap <= max(tol, 1e-10):
                         polished.iterations, polished.rounds = best.iterations, best.rounds
                         polished.working_set = best.working_set
                         return polished
+                if (deadline is not None and best.X is not None
+                        and time.perf_counter() + self._scan_cost > deadline + self._grace):
+                    best.status = Status.TIME_LIMIT
+                    best.reason = (f"the time limit came before the full scan (about {self._scan_cost:.2g} s) that "
+                                   f"would certify round {best.rounds}'s point: the bounds are an earlier round's")
+                    return best
+                tic = time.perf_counter()
                 scan = scan_off_support(cand[0], cand[1], self.K, self.support_csc, below=1.0 - 1e-9,
                                         top=ADD_PER_CONTEXT)
+                self._scan_cost = time.perf_counter() - tic
+                best.check_seconds = self._check_cost + self._scan_cost
                 self._offer(best, lay, psi, cand, scan.min_margin)
                 if separate_only and scan.min_margin > 0:
                     best.status = Status.SEPARABLE
                     return best
                 if scan.groups.size == 0 and res["status"] == Status.OPTIMAL:
                     best.status = Status.OPTIMAL
+                    return best
+                if timed_out or _past(deadline):  # no growth (a new layout) and no further round after the deadline
+                    best.status = Status.TIME_LIMIT
                     return best
                 if scan.groups.size:
                     lay, psi = self._grow(lay, psi, scan.groups, scan.contexts)
@@ -242,6 +266,7 @@ class SVMDual:
         best_x = None
         gaps: list[tuple[int, float]] = []  # (iteration, relative gap) at the checks
         next_check = check_every
+        stop_at = deadline  # a check is forced from here on: the deadline less the last check's cost
         for it in range(1, max_iter + 1):
             x_new, tau = project_dual_dense(gradient_step(y), w, off, tau)
             step = np.subtract(x_new, x, out=x)  # x is not needed any more: reuse its memory
@@ -254,16 +279,23 @@ class SVMDual:
                 y = np.add(x_new, step, out=y)
                 tk = t_next
             x = x_new
-            # a check (and with it the certified best point) as soon as the time is up, not at the next check
-            if it < next_check and it != max_iter and not (deadline is not None and time.perf_counter() > deadline):
+            # a check (and with it the certified best point) as soon as the time is up, not at the next check: from
+            # the deadline less the last check's cost on, so that it ends by the deadline
+            if it < next_check and it != max_iter and not (stop_at is not None and time.perf_counter() > stop_at):
                 continue
             next_check = it + _check_interval(gaps, check_every, tol)
             best.iterations = it
+            tic = time.perf_counter() if deadline is not None else 0.0
             Xd = (x / n[:, None]) @ K
             dual = -(0.5 * float(np.sum(n * np.sum(Xd * Xd, axis=1))) + float(np.sum(x[off])))
             Xp, tp = self.primal_from(Xd)
             gamma = scan_off_support(Xp, tp, K, self.support_csc).min_margin
-            timed_out = deadline is not None and time.perf_counter() > deadline
+            timed_out = False
+            if deadline is not None:
+                now = time.perf_counter()
+                timed_out = tic > stop_at or now > deadline
+                best.check_seconds = now - tic
+                stop_at = deadline - best.check_seconds
             if progress is not None:
                 progress(it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
                               "working_set": best.working_set, "rounds": 1})
@@ -293,7 +325,7 @@ class SVMDual:
             if gap <= tol:
                 best.status = Status.OPTIMAL
                 return _with_dual_point(best, best_x)
-            if gap <= self.next_polish:
+            if gap <= self.next_polish and not timed_out:  # (no exact solve begins after the deadline)
                 self.next_polish = gap / 100
                 # Guessed active set: the support of the dual point, and the tight pairs of the primal one.
                 # Worth it when its (about three) rounds cost less than POLISH_ITERATIONS iterations;
@@ -305,7 +337,7 @@ class SVMDual:
                 if 3 * self._polish_cost(ag) <= budget:
                     ag, aj = np.nonzero(in_dual | (off & (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL)))
                 if 3 * self._polish_cost(ag) <= budget:
-                    polished = self._polish_pairs(ag, aj)
+                    polished = self._polish_pairs(ag, aj, deadline=deadline)
                     if polished is not None and polished.gap <= max(tol, 1e-10):
                         polished.iterations, polished.rounds, polished.working_set = it, 1, best.working_set
                         polished.mode = "dense"
@@ -364,8 +396,11 @@ class SVMDual:
                 y = x_new + ((tk - 1) / t_next) * (x_new - x)
                 tk = t_next
             x = x_new
-            if it % check_every and it != max_iter and not (deadline is not None and time.perf_counter() > deadline):
+            # a check as soon as it and the full scan after it would otherwise end past the deadline (last costs)
+            stop_at = None if deadline is None else deadline - self._check_cost - self._scan_cost
+            if it % check_every and it != max_iter and not (stop_at is not None and time.perf_counter() > stop_at):
                 continue
+            tic = time.perf_counter() if deadline is not None else 0.0
             X = self._rows(lay, x)
             dual = -self._objective(lay, x, X)
             Xp, tp = self.primal_from(X)
@@ -374,7 +409,11 @@ class SVMDual:
             if progress is not None:
                 progress(best.iterations + it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
                                                 "working_set": int(np.sum(off)), "rounds": best.rounds})
-            timed_out = deadline is not None and time.perf_counter() > deadline
+            timed_out = False
+            if deadline is not None:
+                now = time.perf_counter()
+                timed_out = tic > stop_at or now > deadline
+                self._check_cost = now - tic
             if not gamma > 0:
                 if detect_infeasible:
                     far = self._infeasibility(lay["g"][off], j[off], (last_check - x)[off], deadline)
@@ -415,22 +454,25 @@ class SVMDual:
         if dual > best.dual:
             best.dual, best.dual_point = dual, (lay["g"].copy(), lay["j"].copy(), psi.copy())
 
-    def _polish(self, lay: dict, Xc: np.ndarray, tc: np.ndarray) -> SVMOutcome | None:
+    def _polish(self, lay: dict, Xc: np.ndarray, tc: np.ndarray, deadline: float | None = None) -> SVMOutcome | None:
         """Exact solve with the working-set pairs that are (nearly) tight at (Xc, tc) as equalities."""
         off = lay["off"]
         wg, wj = lay["g"][off], lay["j"][off]
         act = tc[wj] - row_dots(Xc, self.K, wg, wj) <= 1.0 + ACTIVE_RTOL
-        return self._polish_pairs(wg[act], wj[act])
+        return self._polish_pairs(wg[act], wj[act], deadline=deadline)
 
-    def _polish_pairs(self, ag: np.ndarray, aj: np.ndarray, rounds: int = 6) -> SVMOutcome | None:
+    def _polish_pairs(self, ag: np.ndarray, aj: np.ndarray, rounds: int = 6,
+                      deadline: float | None = None) -> SVMOutcome | None:
         """Solve min ½Σ n_g‖x_g‖² with (6a) and the pairs (ag, aj) tight as equalities; accept it only
         as a KKT point of the full problem (multipliers of the sign of (6b), every margin ≥ 1).
 
         A guessed active set is usually right up to a few weakly active pairs: pairs whose
         multiplier comes out with the wrong sign are dropped and violated pairs added, and the
-        solve repeated (a primal-dual active-set step), at most ``rounds`` times.
+        solve repeated (a primal-dual active-set step), at most ``rounds`` times, none begun after ``deadline``.
         """
         for _ in range(rounds):
+            if _past(deadline):
+                return None
             g = np.concatenate([self.pg, ag])
             j = np.concatenate([self.pj, aj])
             c = np.concatenate([np.zeros(len(self.pg)), -np.ones(len(ag))])
@@ -508,7 +550,7 @@ class SVMDual:
         # its columns through the ties of contexts that carry no off-support weight.
         contexts = np.unique(self.support[np.unique(g[order])].indices)
         lp = separability_lp(self.K, self.support, g[order], j[order], contexts=contexts, time_limit=time_limit)
-        if lp is None or lp.separable:
+        if lp.status == Status.TIME_LIMIT or lp.separable:
             return None
         return self.farkas_from(g[order], j[order], lp.mu / lp.mu.sum(), accept_any=True)
 
@@ -574,6 +616,11 @@ def _sigma_max(K: np.ndarray) -> float:
     op = LinearOperator((n, n), matvec=lambda v: small @ (small.T @ v), dtype=np.float64)
     lam = eigsh(op, k=1, which="LA", tol=1e-10, return_eigenvectors=False)[0]
     return float(np.sqrt(lam * (1 + 1e-6)))
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether the deadline (a time.perf_counter() value, None: none) has passed."""
+    return deadline is not None and time.perf_counter() > deadline
 
 
 def _with_dual_point(out: SVMOutcome, Psi: np.ndarray | None) -> SVMOutcome:

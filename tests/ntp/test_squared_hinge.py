@@ -1,0 +1,131 @@
+"""The squared-hinge route to NTP-separability (:mod:`embgeo.ntp.squared_hinge`, issue 38) against
+independent computations: φ and its gradient against the definition and central differences, the
+whitened coordinates against the logits they must keep, and every verdict against cvxpy + Clarabel
+(``reference.py``) with its certificate checked from the definitions (margins and ties of W, or a
+Farkas matrix by the dense projector onto F)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from embgeo.errors import SolverError
+from embgeo.ntp import is_separable, pair_certificates, separability, squared_hinge, synthetic
+from embgeo.ntp.constraints import coordinates, token_groups
+
+from .reference import INFEASIBLE, kesler_values, logits, pair_values, ref_ntp_svm
+from .test_solvers import assert_farkas_certificate
+
+
+def _problem(seed: int, m: int = 9, G: int = 6, r: int = 4):
+    rng = np.random.default_rng(seed)
+    K = rng.standard_normal((m, r))
+    pat = np.zeros((G, m), dtype=bool)
+    for j in range(m):  # one to three groups in each support
+        pat[rng.choice(G, size=rng.integers(1, 4), replace=False), j] = True
+    return K, sp.csr_matrix(pat.astype(float))
+
+
+def phi_by_definition(K: np.ndarray, pattern: sp.csr_matrix, X: np.ndarray, t: np.ndarray) -> float:
+    """φ summed pair by pair in K's coordinates (the whitening must not change it)."""
+    P = pattern.toarray() > 0
+    total = 0.0
+    for g in range(P.shape[0]):
+        for j in range(P.shape[1]):
+            logit = X[g] @ K[j]
+            total += 0.5 * ((logit - t[j]) ** 2 if P[g, j] else max(0.0, 1.0 - t[j] + logit) ** 2)
+    return total
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_phi_and_gradient_against_definition_and_differences(seed, monkeypatch):
+    K, pattern = _problem(seed)
+    hp = squared_hinge.whiten(K, pattern)
+    rng = np.random.default_rng(10 + seed)
+    Y, t = rng.standard_normal((pattern.shape[0], K.shape[1])), rng.standard_normal(K.shape[0])
+    value, gY, gt = squared_hinge.value_and_grad(hp, Y, t)
+    X = squared_hinge.to_k_rows(hp, Y)
+    np.testing.assert_allclose(X @ K.T, Y @ hp.Q.T, rtol=0, atol=1e-12)  # the same logits
+    assert value == pytest.approx(phi_by_definition(K, pattern, X, t), rel=1e-12)
+    assert value > 0
+    h = 1e-6
+    for idx in [(0, 0), (2, 3), (5, 1)]:
+        E = np.zeros_like(Y)
+        E[idx] = h
+        fd = (squared_hinge.value_and_grad(hp, Y + E, t)[0] - squared_hinge.value_and_grad(hp, Y - E, t)[0]) / (2 * h)
+        assert gY[idx] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+    for j in [0, 4, 8]:
+        e = np.zeros_like(t)
+        e[j] = h
+        fd = (squared_hinge.value_and_grad(hp, Y, t + e)[0] - squared_hinge.value_and_grad(hp, Y, t - e)[0]) / (2 * h)
+        assert gt[j] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+    monkeypatch.setattr(squared_hinge, "BLOCK_ENTRIES", 7)  # one or two contexts per block
+    v2, gY2, gt2 = squared_hinge.value_and_grad(hp, Y, t)
+    assert v2 == pytest.approx(value, rel=1e-13)
+    np.testing.assert_allclose(gY2, gY, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(gt2, gt, rtol=1e-12, atol=1e-13)
+
+
+def test_phi_vanishes_exactly_at_a_separator():
+    """At the LP's separator (ties exact, margins ≥ 1) φ is zero to rounding; lowering every tie by 1.5 makes
+    margins < 1 and φ > 0 (a negative control), as does breaking one tie."""
+    data = synthetic(8, 8, 6, 2, seed=0)
+    sep = is_separable(data, method="lp")
+    assert sep
+    coords, groups = coordinates(data.embeddings), token_groups(data)
+    X = coords.to_coords(sep.W)[groups.representative]
+    hp = squared_hinge.whiten(coords.K, groups.pattern)
+    Y = X @ hp.R.T / hp.s  # the inverse of to_k_rows
+    np.testing.assert_allclose(squared_hinge.to_k_rows(hp, Y), X, rtol=1e-10, atol=1e-12)
+    first = groups.pattern.tocsc()
+    t = np.array([X[first.indices[first.indptr[j]]] @ coords.K[j] for j in range(data.m)])
+    assert squared_hinge.value_and_grad(hp, Y, t)[0] <= 1e-20
+    assert squared_hinge.value_and_grad(hp, Y, t - 1.5)[0] > 0.5
+    Y2 = Y.copy()
+    Y2[first.indices[first.indptr[0]]] *= 1.01
+    assert squared_hinge.value_and_grad(hp, Y2, t)[0] > 0
+
+
+SEPARABLE = [(6, 6, 4, 2, 2), (8, 8, 6, 2, 0), (12, 10, 6, 2, 3), (20, 30, 8, 1, 1)]
+NOT_SEPARABLE = [(10, 5, 3, 2, 0), (7, 6, 5, 3, 0), (6, 6, 4, 2, 0)]
+
+
+@pytest.mark.parametrize("case", SEPARABLE)
+def test_hinge_route_certifies_separable_data(case):
+    """cvxpy finds W^mm; the hinge route returns a W with every (6b) margin ≥ 1 and (6a) ties exact, checked
+    from the definitions on the token level."""
+    m, V, d, Ssz, seed = case
+    data = synthetic(m, V, d, Ssz, seed=seed)
+    assert ref_ntp_svm(data)[0] == "optimal"
+    sep = is_separable(data, method="hinge")
+    assert sep and "squared hinge" in sep.method
+    assert kesler_values(data, sep.W).min() >= 1 - 1e-9
+    scale = max(1.0, np.abs(logits(data, sep.W)).max())
+    assert np.abs(pair_values(data, sep.W)).max(initial=0.0) <= 1e-9 * scale
+
+
+@pytest.mark.parametrize("case", NOT_SEPARABLE)
+def test_hinge_route_certifies_non_separable_data(case):
+    """cvxpy: infeasible; the hinge route stalls at φ > 0 and the LP on its violated pairs gives a Farkas matrix,
+    valid for the whole problem by the dense projector onto F."""
+    m, V, d, Ssz, seed = case
+    data = synthetic(m, V, d, Ssz, seed=seed)
+    assert ref_ntp_svm(data)[0] in INFEASIBLE
+    sep = is_separable(data, method="hinge")
+    assert not sep and "squared hinge stalled" in sep.method
+    assert_farkas_certificate(data, sep, atol=1e-7)
+
+
+def test_auto_takes_the_hinge_route_when_the_lp_is_large(monkeypatch):
+    monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)
+    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
+    data = synthetic(12, 10, 6, 2, seed=3)
+    sep = is_separable(data)
+    assert sep and "squared hinge" in sep.method
+
+
+def test_hinge_route_reports_undecided_at_its_time_limit():
+    data = synthetic(20, 30, 8, 1, seed=1)
+    with pytest.raises(SolverError, match="undecided after"):
+        is_separable(data, method="hinge", max_seconds=1e-9)

@@ -1,0 +1,335 @@
+"""Every limit a wall (issue 38): the NTP solvers stop at ``max_seconds`` plus at most one iteration, and HiGHS
+always gets the time left.
+
+No timed assertions: the clock is fake (``time.perf_counter`` replaced by a counter that the test advances at
+chosen events: a Newton direction, a gradient iteration, a check), so each test asserts *which* stages ran after
+the deadline, and how many iterations ran before it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from embgeo.core.status import Status
+from embgeo.ntp import ntp_svm, separability, synthetic
+from embgeo.ntp import separability_lp as L
+from embgeo.ntp import svm as S
+from embgeo.ntp import svm_alm as A
+from embgeo.ntp import svm_dual as D
+
+from .reference import kesler_values
+from .test_svm_alm import newton_instance, planted
+
+
+class FakeClock:
+    """A time.perf_counter() that moves only when told (``advance``), and a log of (event, time)."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.log: list[tuple[str, float]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def at(self, event: str) -> list[float]:
+        return [t for e, t in self.log if e == event]
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", c)
+    return c
+
+
+def spy(monkeypatch, clock: FakeClock, owner, name: str, cost: float = 0.0, event: str | None = None):
+    """Wrap owner.name: log its start time on the fake clock, then let it cost ``cost`` fake seconds."""
+    real = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        clock.log.append((event or name, clock.now))
+        clock.advance(cost)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapped)
+
+
+def _problem(data):
+    return separability.make_problem(data, None)
+
+
+# == the augmented Lagrangian ===================================================================================
+
+def test_alm_begins_no_newton_step_or_certificate_after_its_deadline(clock, monkeypatch):
+    """Each Newton direction costs 1 s (everything else nothing): with max_seconds = 40.5 the directions begin at
+    0, 1, ..., 40 s, the step that ends at 41 s is the last, and no certificate (full scan) begins after
+    40.5 s + CERTIFICATE_GRACE · 40.5 s (the one at 41 s is within it)."""
+    pb = _problem(planted(60, 12, 5, seed=0))
+    spy(monkeypatch, clock, A.SVMALM, "_newton_direction", cost=1.0)
+    spy(monkeypatch, clock, A, "scan_off_support")
+    t0 = clock.now
+    out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=1e-14, max_seconds=40.5)
+    assert out.status == Status.TIME_LIMIT
+    starts = [t - t0 for t in clock.at("_newton_direction")]
+    assert starts == [float(k) for k in range(41)]
+    assert all(t - t0 <= 40.5 * (1 + A.CERTIFICATE_GRACE) for t in clock.at("scan_off_support"))
+    assert clock.now - t0 == 41.0  # one step past the deadline, nothing after it
+    assert out.X is not None and np.isfinite(out.primal) and np.isfinite(out.dual) and 0 <= out.gap < 1
+
+
+def test_alm_leaves_its_certificate_the_time_it_last_took(clock, monkeypatch):
+    """A certificate (tie projection + full scan) costs 2 s, a Newton direction 1 s, max_seconds = 60: the Newton
+    steps stop by 60 − 2 s, so that the last certificate ends by the deadline (not 2 s after it)."""
+    pb = _problem(planted(60, 12, 5, seed=0))
+    spy(monkeypatch, clock, A.SVMALM, "_newton_direction", cost=1.0)
+    spy(monkeypatch, clock, A.SVMALM, "feasible_point", cost=2.0)
+    t0 = clock.now
+    out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=1e-14, max_seconds=60.0)
+    assert out.status == Status.TIME_LIMIT and out.X is not None
+    assert all(t - t0 <= 58.0 for t in clock.at("_newton_direction"))  # each began before 60 − 2 s
+    assert clock.at("feasible_point")[-1] - t0 <= 58.0 + 1.0  # the last certificate began by then (+ one step)
+    assert clock.now - t0 <= 60.0 + 1.0  # so the solve ends within one Newton step (1 s) of the wall
+    assert out.check_seconds == 2.0
+
+
+def test_alm_skips_a_certificate_that_would_end_far_past_the_deadline(clock, monkeypatch):
+    """A Newton direction begun after 46 s takes 8 s where 2 s were left before the certificate (2 s as measured) of a
+    50 s limit: that certificate would end 6 s past it, beyond the grace: it is skipped, an earlier step's point comes
+    back, and the reason says so."""
+    pb = _problem(planted(60, 12, 5, seed=0))
+    t0 = clock.now
+    real_dir = A.SVMALM._newton_direction
+
+    def direction(self, *args):
+        clock.log.append(("_newton_direction", clock.now))
+        clock.advance(8.0 if clock.now - t0 >= 46.0 else 1.0)
+        return real_dir(self, *args)
+
+    monkeypatch.setattr(A.SVMALM, "_newton_direction", direction)
+    spy(monkeypatch, clock, A.SVMALM, "feasible_point", cost=2.0)
+    out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=1e-14, max_seconds=50.0)
+    assert out.status == Status.TIME_LIMIT and out.X is not None
+    assert "before the certificate" in out.reason
+    assert clock.at("feasible_point")[-1] - t0 < 50.0  # none began after the long step
+    assert clock.now - t0 <= 48.0 + 8.0  # the long step itself, begun before 50 − 2 s, and nothing after it
+
+
+def test_newton_cg_stops_at_the_deadline_with_a_descent_direction(clock, monkeypatch):
+    """The Jacobi conjugate gradients of a Newton system check the deadline before every product with T: with
+    each product costing 1 s and 3.5 s left, four products, then the last iterate (not CGFailed, no factorization)."""
+    K, n, g, j = newton_instance(0, True)
+    system = A.NewtonSystem(K, n, g, j, 1e3)
+    rhs = np.random.default_rng(0).standard_normal(system.c)
+    spy(monkeypatch, clock, system, "_tmul", cost=1.0)
+    system.deadline = clock.now + 3.5
+    x = system._tsolve(rhs, rtol=1e-300, maxiter=300)
+    assert system.timed_out and not system.inexact and system.chol is None
+    assert len(clock.at("_tmul")) == 4
+    assert float(rhs @ x) > 0  # a CG iterate from 0: xᵀTx = rhsᵀx > 0, a descent direction of the model
+
+
+def test_alm_begins_no_factorization_expected_to_end_past_the_deadline(clock):
+    """With the last factorization's rate known, a factorization of T that would end past the inner loop's
+    deadline is not begun (_OutOfTime, which ends the inner loop)."""
+    pb = _problem(planted(60, 12, 5, seed=0))
+    solver = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size)
+    st = solver.start()
+    act = np.ones(len(st.wg), bool)
+    solver._factor_rate = 1.0  # one flop a second: any T takes ages
+    solver._deadline = clock.now + 10.0
+    with pytest.raises(A._OutOfTime):
+        solver._system(st, act, factor=True)
+    assert solver.factorizations == 0
+    solver._deadline = None  # no limit: factored as before
+    assert solver._system(st, act, factor=True).dense and solver.factorizations == 1
+
+
+def test_alm_inner_loop_ends_when_a_factorization_would_overrun(clock, monkeypatch):
+    pb = _problem(planted(60, 12, 5, seed=0))
+    solver = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size)
+    st = solver.start()
+
+    def refuse(self, *args, **kwargs):
+        raise A._OutOfTime
+
+    monkeypatch.setattr(A.SVMALM, "_newton_direction", refuse)
+    assert solver._inner(st, 1e-3, clock.now + 1.0) == 0  # no step, no exception
+
+
+def test_ntp_svm_skips_the_final_rescan_after_the_deadline(clock, monkeypatch):
+    """The solver comes back past the limit (its last certificate took 30 s of a 10 s budget): ntp_svm does not
+    scan every margin once more (twice: the certificate's and the residuals'); the point is the certified one."""
+    data = planted(60, 12, 5, seed=0)
+
+    real = A.SVMALM.solve
+
+    def late(self, **kw):
+        out = real(self, **kw)
+        clock.advance(30.0)
+        out.check_seconds = 30.0
+        return out
+
+    monkeypatch.setattr(A.SVMALM, "solve", late)
+    spy(monkeypatch, clock, S, "scan_off_support")
+    res = ntp_svm(data, method="alm", max_seconds=10.0)
+    assert not clock.at("scan_off_support")
+    assert "re-scan of the margins was skipped" in res.note
+    assert res.residuals["min_margin"] == 0.0
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)  # the skipped scan would say so too
+
+
+# == the dual ===================================================================================================
+
+def test_dense_dual_forces_its_last_check_early_enough(clock, monkeypatch):
+    """d > m (the dense dual): an iteration costs 1 s, a check 3 s (its tie projection), check_every = 1000: the
+    last check is forced at the deadline less the last check's cost, so the solve ends within one iteration of the
+    20 s limit; no exact active-set solve begins after it."""
+    data = synthetic(10, 8, 14, 4, seed=0)
+    pb = _problem(data)
+    solver = D.SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    spy(monkeypatch, clock, D, "project_dual_dense", cost=1.0, event="iteration")
+    spy(monkeypatch, clock, solver, "primal_from", cost=3.0, event="check")
+    spy(monkeypatch, clock, solver, "_polish_pairs")
+    t0 = clock.now
+    out = solver.solve(tol=1e-14, check_every=5, max_iter=10**6, max_seconds=20.0)
+    assert out.status == Status.TIME_LIMIT
+    assert clock.now - t0 <= 20.0 + 1.0
+    assert all(t - t0 <= 20.0 for t in clock.at("_polish_pairs"))
+    assert out.check_seconds == 3.0
+
+
+def test_dense_dual_stops_at_the_first_iteration_past_the_deadline(clock, monkeypatch):
+    data = synthetic(10, 8, 14, 4, seed=0)
+    pb = _problem(data)
+    solver = D.SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    spy(monkeypatch, clock, D, "project_dual_dense", cost=1.0, event="iteration")
+    out = solver.solve(tol=1e-14, check_every=1000, max_iter=10**6, max_seconds=10.5)
+    assert out.status == Status.TIME_LIMIT and out.iterations == 11 and len(clock.at("iteration")) == 11
+
+
+def test_working_set_dual_neither_grows_nor_polishes_after_the_deadline(clock, monkeypatch):
+    """The working-set dual at its time limit: before issue 38 a timed-out round still ran the exact active-set solve,
+    and when the full scan found violated pairs it grew the working set and began another round (each again one
+    iteration, a solve and a scan past the deadline), until no pair was violated."""
+    monkeypatch.setattr(D, "DENSE_DUAL_MAX", 0)
+    pb = _problem(planted(60, 12, 5, seed=0))
+    solver = D.SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    spy(monkeypatch, clock, D, "project_dual", cost=1.0, event="iteration")
+    for name in ("_polish_pairs", "_grow", "_layout"):
+        spy(monkeypatch, clock, solver, name)
+    t0 = clock.now
+    out = solver.solve(tol=1e-14, check_every=10, max_iter=10**6, max_seconds=30.5)
+    assert out.status == Status.TIME_LIMIT
+    for name in ("_polish_pairs", "_grow", "_layout"):
+        assert all(t - t0 <= 30.5 for t in clock.at(name)), name
+    assert clock.now - t0 == 31.0  # the iteration that crossed the deadline, then its check and scan (free here)
+
+
+# == HiGHS ======================================================================================================
+
+def _spy_linprog(monkeypatch, result=None):
+    import scipy.optimize
+
+    calls = []
+    real = scipy.optimize.linprog
+
+    def linprog(*args, options=None, **kw):
+        calls.append(dict(options or {}))
+        return real(*args, options=options, **kw) if result is None else result
+
+    monkeypatch.setattr(scipy.optimize, "linprog", linprog)
+    return calls
+
+
+def test_ntp_svm_gives_highs_the_time_left(monkeypatch):
+    """d < m and small: ntp_svm's separability LP (and the pair LPs before it) run under HiGHS's time limit."""
+    calls = _spy_linprog(monkeypatch)
+    data = planted(30, 6, 3, seed=1)
+    res = ntp_svm(data, max_seconds=50.0)
+    assert res.status in (Status.OPTIMAL, Status.TIME_LIMIT)
+    assert calls and all(0 < c.get("time_limit", np.inf) <= 50.0 for c in calls)
+
+
+def test_separability_lp_says_time_limit_when_highs_stops_there(monkeypatch):
+    from scipy.optimize import OptimizeResult
+
+    calls = _spy_linprog(monkeypatch, OptimizeResult(status=1, message="Time limit reached.", x=None, fun=None))
+    pb = _problem(planted(30, 6, 3, seed=1))
+    gi, ji = np.nonzero(pb.groups.pattern.toarray() == 0)
+    lp = L.separability_lp(pb.K, pb.groups.pattern, gi, ji, time_limit=2.0)
+    assert lp.status == Status.TIME_LIMIT and calls[-1]["time_limit"] == 2.0
+    with pytest.raises(Exception, match="undecided"):
+        _ = lp.separable
+    calls.clear()
+    assert L.separability_lp(pb.K, pb.groups.pattern, gi, ji, time_limit=0.0).status == Status.TIME_LIMIT
+    assert not calls  # no time left: HiGHS not called
+    # ntp_svm: an LP stopped by its limit decides nothing, the solver's route does
+    res = ntp_svm(planted(30, 6, 3, seed=1), max_seconds=50.0)
+    assert res.status in (Status.OPTIMAL, Status.TIME_LIMIT) and res.W is not None
+
+
+def test_pair_farkas_respects_a_budget(clock, monkeypatch):
+    """The span pair certificate (one least-squares solve per pair, about a second each at m = 10,000, r = 576)
+    stops at its budget, checked before every pair."""
+    from embgeo.ntp import NTPData
+    from embgeo.ntp import pair_certificates as P
+
+    m = 12
+    P_ = np.zeros((m, 5))
+    P_[:, 0] = 1.0  # token 0 follows every context; 1: 0..8, 2: 9..11, 3: 0..5, 4: 6..11 (many pairs share > 2)
+    P_[:9, 1] = P_[9:, 2] = P_[:6, 3] = P_[6:, 4] = 1.0
+    data = NTPData(np.random.default_rng(0).standard_normal((m, 2)), P_ / P_.sum(axis=1, keepdims=True))
+    pb = _problem(data)
+    assert len(list(P.heavy_pairs(pb.groups.pattern, pb.coords.rank))) >= 3
+    monkeypatch.setattr(P.np.linalg, "lstsq", _costly(clock, P.np.linalg.lstsq, 5.0))
+    monkeypatch.setattr(P, "FARKAS_RTOL", -1.0)  # no pair certifies: every pair is tried until the budget is spent
+    assert P.pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=7.0) is None
+    assert len(clock.log) == 2  # pairs began at 0 and 5 s; at 10 s the budget (7 s) was spent
+
+
+def _costly(clock, fn, cost):
+    def wrapped(*args, **kwargs):
+        clock.log.append(("lstsq", clock.now))
+        clock.advance(cost)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+# == a real clock: a tiny limit returns, never raises ===========================================================
+
+def _planted_decoder(V: int, d: int, seed: int) -> np.ndarray:
+    """The decoder W_p that :func:`planted` draws first (it separates its data: the supports are its top logits)."""
+    return np.random.default_rng(seed).standard_normal((V, d))
+
+
+@pytest.mark.parametrize("method", ["alm", "alm-warm", "dual"])
+def test_tiny_limit_on_a_moderate_problem_returns_finite_bounds(method):
+    """max_seconds = 1 ms on a problem that takes seconds: status time_limit with a certified point (the solver's, or
+    the separability certificate when the limit came before the solver's first), a finite margin and gap. Without a
+    warm start the ALM may have no feasible point after its one outer step and separability undecided: then the
+    refusal names the limit (never another error)."""
+    from embgeo.errors import SolverError
+
+    if method == "dual":
+        data = synthetic(60, 30, 80, 3, seed=0)
+        res = ntp_svm(data, method="dual", max_seconds=1e-3)
+    else:
+        data = planted(600, 40, 8, seed=2)
+        warm = _planted_decoder(40, 8, 2) if method == "alm-warm" else None
+        try:
+            res = ntp_svm(data, method="alm", max_seconds=1e-3, warm_start=warm)
+        except SolverError as exc:
+            assert warm is None and "within max_seconds=0.001" in str(exc)
+            return
+    assert res.status == Status.TIME_LIMIT
+    assert res.W is not None and np.isfinite(res.margin) and res.margin > 0
+    gap = res.residuals["duality_gap"]
+    assert np.isfinite(gap) and 0 <= gap <= 1  # (1 where only the separability certificate was in time)
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-7)
