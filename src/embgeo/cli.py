@@ -327,17 +327,42 @@ def _context_text(data, j: int) -> str:
 
 def ntp_probe(args: argparse.Namespace) -> None:
     """The NTP geometry of a causal LM checkpoint on a text (:func:`embgeo.ntp.probe.probe_model`), printed
-    stage by stage; --out gets summary.json, the arrays and the figure."""
+    stage by stage; --out gets summary.json, vocabulary.txt, the figure and the small arrays (the dense H, W,
+    W*, W^mm with --save-arrays).
+
+    The whole probe runs in :func:`_interruptible` (Ctrl-C is answered within a fraction of a second, whatever
+    the forward pass or a solver is doing). When stdout is not a terminal, ``progress`` lines (each stage's start
+    and end, the forward passes every ~10 % of batches, with the seconds since the start) replace the bars."""
     if args.max_contexts is not None and args.max_contexts < 1:
         raise InputError(f"--max-contexts: expected an integer >= 1, got {args.max_contexts}")
     if args.batch_size < 1:
         raise InputError(f"--batch-size: expected an integer >= 1, got {args.batch_size}")
+    if not args.max_seconds > 0 or args.max_seconds == float("inf"):
+        raise InputError(f"--max-seconds: expected a finite number of seconds > 0, got {args.max_seconds}")
     _check_probe_context_length(args.model, args.context_length)
-    from tqdm import tqdm
-
     from embgeo.ntp.probe import probe_model  # torch and transformers: after the checks above
 
+    hooks = _probe_hooks(plain=not sys.stdout.isatty())
+    result = _interruptible(lambda: probe_model(
+        args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
+        max_contexts=args.max_contexts, sample=args.sample, seed=args.seed, units=args.units,
+        batch_size=args.batch_size, device=args.device, dtype=args.dtype, head_bias=args.head_bias,
+        max_seconds=args.max_seconds, separability_method=args.separability_method, **hooks))
+    if args.out:
+        written = result.save(args.out, save_arrays=args.save_arrays)
+        print(f"written      {args.out}/" + ", ".join(written))
+
+
+def _probe_hooks(plain: bool) -> dict:
+    """The callbacks of ``ntp probe``: ``report`` (the stage's lines), ``solver_progress`` (a bar on a terminal),
+    and where output is not a terminal (``plain``) ``started`` and ``on_batch``: progress lines, flushed."""
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
     bars = {}  # one bar per solver stage, opened when the solver first reports (a terminal only)
+
+    def say(text: str) -> None:
+        print(f"progress     {text} ({time.perf_counter() - t0:.1f} s since the start)", flush=True)
 
     def solver_progress(iteration, state):
         bar = bars.get("bar")
@@ -352,14 +377,24 @@ def ntp_probe(args: argparse.Namespace) -> None:
         if "bar" in bars:
             bars.pop("bar").close()
         _print_probe_stage(stage, result)
+        if plain:
+            say(f"{stage} done in {result.seconds.get(stage, 0.0):.2f} s")
 
-    result = probe_model(args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
-                         max_contexts=args.max_contexts, batch_size=args.batch_size, device=args.device,
-                         dtype=args.dtype, head_bias=args.head_bias, max_seconds=args.max_seconds,
-                         report=report, solver_progress=solver_progress)
-    if args.out:
-        written = result.save(args.out)
-        print(f"written      {args.out}/" + ", ".join(written))
+    def on_batch(done, total):
+        step = max(1, round(total / 10))
+        if done % step == 0 or done == total:
+            say(f"forward pass {done}/{total} batches ({100 * done / total:.0f}%)")
+
+    hooks = {"report": report, "solver_progress": solver_progress}
+    if plain:
+        hooks.update(started=lambda stage: say(f"{stage} started"), on_batch=on_batch, progress=False)
+    return hooks
+
+
+def _cli_advice(text: str) -> str:
+    """A library message as the CLI's advice: a Python keyword it names becomes the option that sets it."""
+    return (text.replace("use method='lp'", "use --separability-method lp")
+            .replace("max_seconds", "--max-seconds").replace("max_contexts", "--max-contexts"))
 
 
 def _check_probe_context_length(model: str, k: int | None) -> None:
@@ -383,36 +418,19 @@ def _check_probe_context_length(model: str, k: int | None) -> None:
 def _print_probe_stage(stage: str, r) -> None:
     """One stage of ``ntp probe`` as lines in the style of ``ntp analyze`` (flushed: the next can be long)."""
     if stage == "contexts":
-        meta, info = r.meta, r.contexts.info
-        print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
-              f"{'tied to the input embeddings' if meta['tied_head'] else 'untied'}, bias {meta['head_bias']}; "
-              f"tokenizer {meta['tokenizer_size']} tokens, window {meta['window']}) in {meta['dtype']} on "
-              f"{meta['device']}")
-        how = f"windows of k={meta['context_length']}" if meta["mode"] == "windows" else \
-            f"every prefix up to {meta['window']} tokens"
-        print(f"pairs        n={info['pairs']} (context, next token) pairs ({how}) from {meta['lines']} lines; skipped "
-              f"{info['skipped_sequences']} lines too short"
-              + (f", {info['truncated_sequences']} longer than the window" if info["truncated_sequences"] else "")
-              + (f"; --max-contexts dropped {info['contexts_dropped']} contexts ({info['pairs_dropped']} pairs)"
-                 if info["contexts_dropped"] else ""))
-        d = r.W.shape[1] + (meta["head_bias"] != "none")
-        print(f"sizes        m={r.contexts.m} contexts, V={r.W.shape[0]} tokens, d={d}")
-        mem = r.memory
-        print(f"memory       up to {_gib(mem['total'])} (H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
-              f"equality system {_gib(mem['equality_system'])}, SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate "
-              f"{_gib(mem['outputs'])})", flush=True)
+        _print_probe_plan(r)
     elif stage == "hidden":
-        print(f"forward      H = final hidden states at the last position, {r.data.m} × {r.data.d}, in "
-              f"{r.seconds['hidden']:.2f} s", flush=True)
+        print(f"forward      H = final hidden states at the last position, {r.data.m} × {r.data.d}, computed in "
+              f"{r.meta.get('dtype', '?')} and kept in float64, in {r.seconds['hidden']:.2f} s", flush=True)
     elif stage == "loss":
-        print(f"entropy      H = {r.entropy:.6f} nats")
-        print(f"model loss   CE = {r.ce:.6f} nats, CE - H = {r.kl_gap:.6e} nats (a KL; {r.kl_gap / r.entropy:.3g} of H)"
-              if r.entropy > 0 else f"model loss   CE = {r.ce:.6f} nats, CE - H = {r.kl_gap:.6e} nats (a KL)",
+        print(f"entropy      𝓗 = {r.entropy:.6f} nats")
+        print(f"model loss   CE = {r.ce:.6f} nats, CE - 𝓗 = {r.kl_gap:.6e} nats (a KL; {r.kl_gap / r.entropy:.3g} × 𝓗)"
+              if r.entropy > 0 else f"model loss   CE = {r.ce:.6f} nats, CE - 𝓗 = {r.kl_gap:.6e} nats (a KL)",
               flush=True)
     elif stage == "compatibility":
         comp = r.compatibility
         if comp is None:
-            print(f"compatible   undecided: {r.errors['compatibility']}")
+            print(f"compatible   undecided: {_cli_advice(r.errors['compatibility'])}")
         elif comp:
             print(f"compatible   True: W* solves the log-odds equations (4) to {comp.residual:.1e}; "
                   f"||W*|| = {np.linalg.norm(comp.W):.6f}")
@@ -420,45 +438,110 @@ def _print_probe_stage(stage: str, r) -> None:
             print(f"compatible   False ({comp.method}): every W leaves a residual of (4) >= {comp.residual:.2e}; "
                   f"certificate norm {comp.certificate_norm:.1e}")
         print(f"subspace F   dim F = {r.dim_F}" if r.dim_F is not None
-              else f"subspace F   dim F not computed ({r.errors.get('dim_F')})", flush=True)
+              else f"subspace F   dim F not computed ({_cli_advice(r.errors.get('dim_F', ''))})", flush=True)
     elif stage == "separability":
-        sep = r.separability
-        if sep is None:
-            print(f"separable    undecided: {r.errors['separability']}", flush=True)
-        elif not sep:
-            print(_not_separable_line(sep), flush=True)
+        if r.separable is None and r.svm is None and not _svm_skipped(r):  # the NTP-SVM decides next
+            print(f"separability not decided by the direct routes ({_cli_advice(r.errors['separability'])}); the "
+                  "NTP-SVM decides it next", flush=True)
         else:
-            own = " — the model's own W separates H" if "candidate" in sep.method else ""
-            print(f"separable    True ({sep.method}){own}", flush=True)
+            print(_separable_line(r), flush=True)
     elif stage == "svm":
+        if "separability" in r.errors and not _svm_skipped(r):  # the verdict the NTP-SVM settled
+            print(_separable_line(r))
         if r.svm is not None and r.svm.W is not None:
             print(_margin_line(r.svm), flush=True)
         elif "svm" in r.errors:
-            print(f"NTP-SVM      undecided: {r.errors['svm']}", flush=True)
+            print(f"NTP-SVM      undecided: {_cli_advice(r.errors['svm'])}", flush=True)
     elif stage == "alignment":
-        a = r.alignment
-        eps = a["svm_error_bound"]
-        band = f" ± {2 * eps:.1e}" if eps == eps else ""
-        parts = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band}" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
-                 f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band}" if a["cos_corrected"] == a["cos_corrected"]
-                 else "cos(W - W*, W^mm) n/a",
-                 f"||P_F(W) - W*||/||W*|| = {a['subspace_error']:.4f}" if a["subspace_error"] == a["subspace_error"]
-                 else "||P_F(W) - W*|| n/a",
-                 f"NTP-margin of P_perp(W) = {a['margin']:.3e}" if a["margin"] == a["margin"] else "NTP-margin n/a"]
-        print("alignment    " + "; ".join(parts) + (f" (not computed: {r.errors['alignment']})"
-                                                      if "alignment" in r.errors else ""), flush=True)
+        _print_probe_alignment(r)
     elif stage == "geometry":
-        lg, fq = r.logits, r.frequency
-        rest = (f", off-support part {lg['effective_rank_rest']:.2f} (rank {lg['rank_rest']})"
-                if lg["effective_rank_rest"] is not None else ", off-support part not computed (m and V above "
-                "the Gram limit)")
-        print(f"logits       effective rank {lg['effective_rank']:.2f}{rest}; on-support energy "
-              f"{lg['on_support_energy']:.3g} (centred {lg['sparse_energy']:.3g}); log-odds residual "
-              f"{lg['support_residual']:.3g}; margin {lg['margin']:.3g} "
-              f"({100 * lg['contexts_ranked_right']:.1f}% of contexts rank their support first)")
-        print(f"row norms    Spearman(||w_v||, frequency) = {fq['spearman_norm_frequency']:.3f} over "
-              f"{fq['tokens_seen']} next tokens; mean ||w_v|| {fq['mean_norm_seen']:.4g} (next tokens), "
-              f"{fq['mean_norm_unseen']:.4g} (never a next token)", flush=True)
+        _print_probe_geometry(r)
+
+
+def _svm_skipped(r) -> bool:
+    """Whether the NTP-SVM does not run: every support is the whole vocabulary (no constraints (6b))."""
+    return bool(np.all(r.data.support_sizes == r.data.V))
+
+
+def _separable_line(r) -> str:
+    """The separability verdict, from :attr:`ProbeResult.separable` — the value summary.json writes."""
+    sep = r.separability
+    if r.separable is None:
+        why = _cli_advice(r.errors.get("separability", ""))
+        if "svm" in r.errors:
+            why += f"; the NTP-SVM: {_cli_advice(r.errors['svm'])}"
+        return f"separable    {r.separability_verdict}: {why}"
+    if not r.separable:
+        return _not_separable_line(sep)
+    own = " — the model's own W separates H" if "candidate" in sep.method else ""
+    by = " (decided by the NTP-SVM)" if "separability" in r.errors else ""
+    return f"separable    {r.separability_verdict} ({sep.method}){own}{by}"
+
+
+def _print_probe_plan(r) -> None:
+    """The model, the pairs, the sizes, and the memory and time estimates, before any forward pass."""
+    meta, info = r.meta, r.contexts.info
+    print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
+          f"{'tied to the input embeddings' if meta['tied_head'] else 'untied'}, bias {meta['head_bias']}; "
+          f"tokenizer {meta['tokenizer_size']} tokens, window {meta['window']}) in {meta['dtype']} on "
+          f"{meta['device']}, loaded in {meta.get('load_seconds', 0.0):.1f} s")
+    how = f"windows of k={meta['context_length']}" if meta["mode"] == "windows" else \
+        f"every prefix up to {meta['window']} tokens"
+    units = f"{meta['unit_count']} {meta['units']}" + (f" cut into {meta['sequences']} windows"
+                                                       if meta["units"] == "stream" else "")
+    print(f"pairs        n={info['pairs']} (context, next token) pairs ({how}) from {units}; skipped "
+          f"{info['skipped_sequences']} too short"
+          + (f", {info['truncated_sequences']} longer than the window" if info["truncated_sequences"] else "")
+          + (f"; --max-contexts kept {r.contexts.m} of {r.contexts.m + info['contexts_dropped']} contexts "
+             f"({_sample_words(info)}; {info['pairs_dropped']} pairs dropped)" if info["contexts_dropped"] else ""))
+    d = r.W.shape[1] + (meta["head_bias"] != "none")
+    print(f"sizes        m={r.contexts.m} contexts, V={r.W.shape[0]} tokens, d={d}")
+    mem = r.memory
+    model = (f"model {_gib(mem['model'])}, forward pass {_gib(mem['forward_activations'])} per batch, "
+             if "model" in mem else "")
+    print(f"memory       up to {_gib(mem['total'])} ({model}H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
+          f"equality system {_gib(mem['equality_system'])}, SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate "
+          f"{_gib(mem['outputs'])})")
+    est = r.estimate
+    fwd = est["forward"]
+    fwd = "unknown" if fwd != fwd else "< 1 s" if fwd < 1 else _duration(fwd)
+    print(f"time         forward passes ≈ {fwd} ({est['batches']} batches, "
+          f"{est['tokens']:,} token positions; 2 × parameters × positions at a nominal "
+          f"{est['forward_flops_per_second'] / 1e9:.0f} GFLOP/s — an order of magnitude); solvers: whatever is left "
+          f"of the limit of {_duration(est['limit'])} for the whole probe (--max-seconds)", flush=True)
+
+
+def _sample_words(info: dict) -> str:
+    return {"random": f"a random sample, --seed {info['seed']}", "frequent": "the most frequent",
+            "first": "the first ones"}.get(info.get("sample"), str(info.get("sample")))
+
+
+def _print_probe_alignment(r) -> None:
+    a = r.alignment
+    eps = a["svm_error_bound"]
+    band = f" ± {2 * eps:.1e}" if eps == eps else ""
+    parts = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band}" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
+             f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band}" if a["cos_corrected"] == a["cos_corrected"]
+             else "cos(W - W*, W^mm) n/a",
+             f"||P_F(W) - W*||/||W*|| = {a['subspace_error']:.4f}" if a["subspace_error"] == a["subspace_error"]
+             else "||P_F(W) - W*|| n/a",
+             f"NTP-margin of P_perp(W) = {a['margin']:.3e}" if a["margin"] == a["margin"] else "NTP-margin n/a"]
+    print("alignment    " + "; ".join(parts) + (f" (not computed: {_cli_advice(r.errors['alignment'])})"
+                                                  if "alignment" in r.errors else ""), flush=True)
+
+
+def _print_probe_geometry(r) -> None:
+    lg, fq = r.logits, r.frequency
+    rest = (f", off-support part {lg['effective_rank_rest']:.2f} (rank {lg['rank_rest']})"
+            if lg["effective_rank_rest"] is not None else ", off-support part not computed (m and V above "
+            "the Gram limit)")
+    print(f"logits       effective rank {lg['effective_rank']:.2f}{rest}; on-support energy "
+          f"{lg['on_support_energy']:.3g} (centred {lg['sparse_energy']:.3g}); log-odds residual "
+          f"{lg['support_residual']:.3g}; margin {lg['margin']:.3g} "
+          f"({100 * lg['contexts_ranked_right']:.1f}% of contexts rank their support first)")
+    print(f"row norms    Spearman(||w_v||, frequency) = {fq['spearman_norm_frequency']:.3f} over "
+          f"{fq['tokens_seen']} next tokens; mean ||w_v|| {fq['mean_norm_seen']:.4g} (next tokens), "
+          f"{fq['mean_norm_unseen']:.4g} (never a next token)", flush=True)
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -724,29 +807,48 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "(--text, --max-vocab), vocabulary.txt here")
     an.set_defaults(func=ntp_analyze)
     pr = ntp_sub.add_parser("probe", parents=[common],
-                            help="the NTP geometry of a causal LM checkpoint (local folder) on a text",
-                            description="Load a causal language model and its tokenizer from a local folder "
-                                        "(transformers; pip install 'embgeo[lm]'; nothing is downloaded), take its "
-                                        "final hidden states H and LM head W on the distinct contexts of a text, and "
-                                        "compute the NTP paper's objects for them.")
-    pr.add_argument("--model", required=True, metavar="DIR",
-                    help="folder written by save_pretrained (model + tokenizer)")
-    pr.add_argument("--text", required=True, metavar="FILE", help="UTF-8 text, one sequence per line, tokenized with "
-                                                                  "the model's tokenizer")
+                            help="the NTP geometry of a causal LM (a local folder or a GGUF file) on a text",
+                            description="Load a causal language model and its tokenizer from a local folder or a "
+                                        "GGUF file (transformers; pip install 'embgeo[lm]'; nothing is downloaded), "
+                                        "take its final hidden states H and LM head W on the distinct contexts of a "
+                                        "text, and compute the NTP paper's objects for them.")
+    pr.add_argument("--model", required=True, metavar="PATH",
+                    help="a folder written by save_pretrained (model + tokenizer), or a GGUF file (*.gguf: weights "
+                         "dequantized, tokenizer from its metadata)")
+    pr.add_argument("--text", required=True, metavar="FILE", help="UTF-8 text, tokenized with the model's tokenizer "
+                                                                  "one unit (--units) at a time")
+    pr.add_argument("--units", choices=["paragraphs", "lines", "stream"], default="paragraphs",
+                    help="what one sequence is: paragraphs (default; blocks separated by blank lines, their lines "
+                         "joined by a space), lines (every non-blank line), stream (the whole text, cut into pieces "
+                         "of the model's window)")
     how = pr.add_mutually_exclusive_group(required=True)
     how.add_argument("--context-length", "-k", type=int, metavar="k",
-                     help="contexts are the windows of k consecutive tokens of a line")
-    how.add_argument("--prefixes", action="store_true", help="contexts are every prefix of a line, up to the model's "
-                                                              "window")
-    pr.add_argument("--max-contexts", type=int, metavar="N", help="keep the first N distinct contexts")
+                     help="contexts are the windows of k consecutive tokens of a sequence")
+    how.add_argument("--prefixes", action="store_true", help="contexts are every prefix of a sequence, up to the "
+                                                              "model's window")
+    pr.add_argument("--max-contexts", type=int, metavar="N", help="keep N distinct contexts, chosen by --sample")
+    pr.add_argument("--sample", choices=["random", "frequent", "first"], default="random",
+                    help="which N contexts --max-contexts keeps: random (default; a uniform sample of the distinct "
+                         "contexts drawn with --seed), frequent (the N most frequent; ties: first appearance), "
+                         "first (the first N to appear)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of --sample random (default 0)")
     pr.add_argument("--batch-size", type=int, default=32, metavar="B", help="sequences per forward pass (default 32)")
     pr.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N for the forward passes")
-    pr.add_argument("--dtype", choices=["float64", "float32"], default="float64",
-                    help="the forward passes' dtype (default float64)")
+    pr.add_argument("--dtype", choices=["bfloat16", "float32", "float64"], default=None,
+                    help="the forward passes' dtype (default: the model's own — its config's for a folder, float32 "
+                         "for a GGUF file); H is cast to float64 for the theory")
     pr.add_argument("--head-bias", choices=["refuse", "append"], default="refuse",
                     help="a head with a bias b: refuse (default) or append it as a coordinate (h -> [h, 1])")
-    pr.add_argument("--max-seconds", type=float, metavar="S", help="time limit of each iterative solver")
-    pr.add_argument("--out", metavar="DIR", help="write summary.json, the arrays, vocabulary.txt and probe.png/pdf")
+    pr.add_argument("--separability-method", choices=["auto", "lp"], default="auto",
+                    help="auto (default: the model's W as the certificate, cheap certificates, the LP when small, "
+                         "else the NTP-SVM dual) or lp (the LP alone: decides, at the memory of every constraint)")
+    pr.add_argument("--max-seconds", type=float, default=600.0, metavar="S",
+                    help="time limit of the whole probe (default 600): loading, the forward passes, then the "
+                         "iterative solvers share what is left")
+    pr.add_argument("--save-arrays", action="store_true",
+                    help="with --out, also write the dense matrices H (m × d), W, W* and W^mm (V × d each)")
+    pr.add_argument("--out", metavar="DIR", help="write summary.json, vocabulary.txt, probe.png/pdf and the small "
+                                                 "arrays (the dense ones with --save-arrays)")
     pr.set_defaults(func=ntp_probe)
 
     ls = sub.add_parser("list", help="list the registered experiments", parents=[common])

@@ -169,7 +169,8 @@ def test_count_contexts_refuses_bad_settings(kwargs, match):
 
 @pytest.mark.parametrize("mode", [{"context_length": 3}, {"prefixes": True}])
 def test_probe_reads_the_models_own_hidden_states_and_head(trained, text_file, tokenizer, mode):
-    res = probe_model(trained, text_file, progress=False, batch_size=2, max_contexts=FEW, **mode)
+    res = probe_model(trained, text_file, progress=False, batch_size=2, max_contexts=FEW, units="lines",
+                      sample="first", dtype="float64", **mode)
     assert res.contexts.m == FEW and len(set(res.contexts.line.tolist())) > 1  # several lines, padded together
     model = transformers.AutoModelForCausalLM.from_pretrained(trained, local_files_only=True).double().eval()
     W = model.lm_head.weight.detach().numpy()
@@ -292,7 +293,8 @@ def test_a_gpt2_sized_vocabulary(tmp_path, tokenizer, tweets):
     model.save_pretrained(tmp_path / "m")
     tokenizer.save_pretrained(tmp_path / "m")
     (tmp_path / "t.txt").write_text("\n".join(tweets[3000:3004]), encoding="utf-8")
-    res = probe_model(tmp_path / "m", tmp_path / "t.txt", context_length=2, progress=False, max_contexts=FEW)
+    res = probe_model(tmp_path / "m", tmp_path / "t.txt", context_length=2, progress=False, max_contexts=FEW,
+                      units="lines", sample="first")
     assert res.W.shape == (50257, 16) and res.data.V == 50257 and not res.errors
     assert res.summary()["V"] == 50257 and res.token_labels[-1].startswith("<row 50256")
     assert res.frequency["tokens_seen"] <= 250 and res.arrays["row_norms"].shape == (50257,)
@@ -344,8 +346,9 @@ def test_a_head_with_a_bias_is_refused_or_appended(tmp_path, tokenizer, text_fil
     tokenizer.save_pretrained(tmp_path / "gptj")
     with pytest.raises(InputError, match="the LM head has a bias"):
         probe_model(tmp_path / "gptj", text_file, context_length=2)
-    res = probe_model(tmp_path / "gptj", text_file, context_length=2, head_bias="append", progress=False)
-    loaded, _ = load_causal_lm(tmp_path / "gptj")
+    res = probe_model(tmp_path / "gptj", text_file, context_length=2, head_bias="append", progress=False,
+                      dtype="float64")
+    loaded, _ = load_causal_lm(tmp_path / "gptj", dtype="float64")
     b = loaded.lm_head.bias.detach().numpy()
     assert res.data.d == 17 and np.all(res.data.embeddings[:, -1] == 1) and np.array_equal(res.W[:, -1], b)
     ids = torch.as_tensor(np.stack([res.contexts.tokens(j) for j in range(res.contexts.m)]))
@@ -370,7 +373,7 @@ def test_cli_probe_writes_the_summary_arrays_and_figure(trained, text_file, tmp_
 
     out = tmp_path / "out"
     assert main(["ntp", "probe", "--model", str(trained), "--text", str(text_file), "-k", "2", "--max-contexts",
-                 str(FEW), "--out", str(out)]) == 0
+                 str(FEW), "--units", "lines", "--sample", "first", "--save-arrays", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for line in ("model ", "pairs ", "sizes ", "memory ", "entropy ", "model loss ", "compatible ", "separable ",
                  "alignment ", "logits ", "row norms ", "written "):

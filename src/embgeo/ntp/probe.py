@@ -16,8 +16,11 @@ the logits' structure and the rows' norms against token frequency.
 * :func:`hidden_states`: H from any causal model given as a callable ``hidden(tokens) -> states``, so
   any PyTorch model (or any framework behind a torch-facing callable) can be probed;
 * :func:`probe`: the whole measurement from ``(hidden, W, sequences)``, a :class:`ProbeResult`;
-* :func:`load_causal_lm`, :func:`hf_hidden`, :func:`probe_model`: a Hugging Face checkpoint folder
-  (``transformers``, the ``lm`` extra), read from disk only, never downloaded.
+* :func:`load_causal_lm`, :func:`hf_hidden`, :func:`probe_model`: a Hugging Face checkpoint folder or a GGUF
+  file (``transformers``, with ``gguf`` and ``accelerate`` for GGUF: the ``lm`` extra), read from disk only,
+  never downloaded;
+* :func:`read_units`: a text as lines, paragraphs or one stream; :func:`select_contexts`: which contexts a
+  ``max_contexts`` keeps (a seeded random sample, the most frequent, or the first).
 
 Conventions: H is (m, d), one context per row; W is (V, d); token ids are 0-based; theory in float64.
 """
@@ -63,7 +66,20 @@ GRAM_MAX = 5000
 #: Rows of the logits H Wᵀ formed at once in the block passes (bounds the (rows, V) temporaries).
 _BLOCK_BYTES = 64 * 1024**2
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+
+#: How ``max_contexts`` picks its contexts (:func:`select_contexts`).
+SAMPLES = ("random", "frequent", "first")
+
+#: How a text becomes sequences (:func:`read_units`).
+UNITS = ("paragraphs", "lines", "stream")
+
+#: The default time limit of a whole probe (seconds): the forward passes and the solvers together.
+DEFAULT_MAX_SECONDS = 600.0
+
+#: Nominal forward-pass speed for the time estimate (floating-point operations per second): per CPU thread, and
+#: for a GPU. Rough orders of magnitude only; the progress lines show the real rate.
+NOMINAL_FLOPS = {"cpu": 2e10, "cuda": 5e12}
 
 #: Files of which a saved tokenizer has at least one (fast tokenizers, BPE, WordPiece, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
@@ -110,16 +126,17 @@ class ProbeContexts:
 
 
 def count_contexts(sequences: Sequence[Sequence[int]], V: int, *, context_length: int | None = None,
-                   prefixes: bool = False, window: int | None = None,
-                   max_contexts: int | None = None) -> ProbeContexts:
+                   prefixes: bool = False, window: int | None = None, max_contexts: int | None = None,
+                   sample: str = "first", seed: int = 0) -> ProbeContexts:
     """Distinct contexts and next-token counts of token sequences (one per line of a text).
 
     Exactly one of ``context_length=k`` (every window of k + 1 consecutive tokens of a sequence gives a
     pair: its first k tokens, then the next) and ``prefixes=True`` (every prefix x_{<t} of a sequence,
     t = 1..min(len − 1, ``window``), gives the pair (x_{<t}, x_t): the contexts a causal LM conditions on
-    within its window). Contexts are numbered in order of first appearance; ``max_contexts=N`` keeps the
-    first N of them (their counts still come from the whole text; the pairs of the others are dropped and
-    counted in ``info``). Token ids must lie in [0, V).
+    within its window). Contexts are numbered in order of first appearance; ``max_contexts=N`` keeps N of
+    them, chosen by ``sample`` (:func:`select_contexts`: "first", the default here; "random" with ``seed``;
+    "frequent"), still numbered in order of first appearance (their counts still come from the whole text; the
+    pairs of the others are dropped and counted in ``info``). Token ids must lie in [0, V).
 
     Cost: O(n k) numpy work for the windows, one pass of a dict over the tokens for the prefixes.
     """
@@ -129,20 +146,27 @@ def count_contexts(sequences: Sequence[Sequence[int]], V: int, *, context_length
                          "prefixes=True (every prefix up to the model's window)")
     if max_contexts is not None:
         max_contexts = check_positive_int("max_contexts", max_contexts)
+    if sample not in SAMPLES:
+        raise InputError(f"sample: expected one of {', '.join(SAMPLES)}, got {sample!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed: expected an integer >= 0, got {seed!r}")
     if window is not None:
         window = check_positive_int("window", window)
     seqs = _check_sequences(sequences, V)
     if prefixes:
         if window is None:
             raise InputError("window: prefixes need the model's window (its longest context), got None")
-        line, start, end, ctx_id, nxt, info = _prefix_pairs(seqs, window, max_contexts)
+        line, start, end, ctx_id, nxt, info = _prefix_pairs(seqs, window)
         mode, k = "prefixes", None
     else:
         k = check_positive_int("context_length", context_length)
         if window is not None and k > window:
             raise InputError(f"context_length: {k} tokens exceed the model's window of {window} positions")
-        line, start, end, ctx_id, nxt, info = _window_pairs(seqs, k, max_contexts)
+        line, start, end, ctx_id, nxt, info = _window_pairs(seqs, k)
         mode = "windows"
+    kept = select_contexts(np.bincount(ctx_id, minlength=line.size), max_contexts, sample, seed)
+    line, start, end, ctx_id, nxt, info = _keep(line, start, end, ctx_id, nxt, kept, info)
+    info.update(sample=sample if max_contexts is not None else None, seed=int(seed))
     if nxt.size == 0:
         need = "2 tokens" if prefixes else f"{k + 1} tokens (context_length + 1)"
         raise InputError(f"sequences: no (context, next token) pair: all {len(seqs)} sequence(s) have fewer than "
@@ -174,8 +198,9 @@ def _check_sequences(sequences, V: int) -> list[np.ndarray]:
     return out
 
 
-def _window_pairs(seqs: list[np.ndarray], k: int, max_contexts: int | None):
-    """(line, start, end, context id per pair, next token per pair, info) for windows of k tokens."""
+def _window_pairs(seqs: list[np.ndarray], k: int):
+    """(line, start, end) of every distinct context (m_all,), its id per pair and the next token per pair, info,
+    for windows of k tokens."""
     lengths = np.array([s.size for s in seqs], dtype=np.int64)
     flat = np.concatenate(seqs) if lengths.sum() else np.zeros(0, np.int64)
     per_seq = np.clip(lengths - k, 0, None)
@@ -184,25 +209,20 @@ def _window_pairs(seqs: list[np.ndarray], k: int, max_contexts: int | None):
     info = {"skipped_sequences": int(np.count_nonzero(per_seq == 0)), "truncated_sequences": 0}
     if seq.size == 0:
         empty = np.zeros(0, np.int64)
-        return empty, empty, empty, empty, empty, {**info, "pairs_dropped": 0, "contexts_dropped": 0}
+        return empty, empty, empty, empty, empty, info
     pos = (np.concatenate([[0], np.cumsum(lengths)[:-1]])[seq] + r)
     windows = flat[pos[:, None] + np.arange(k)]
     first, ids = first_seen_rows(windows)  # first[j]: the pair where context j first appears
-    nxt = flat[pos + k]
-    n_kept = first.size if max_contexts is None else min(max_contexts, first.size)
-    keep = ids < n_kept  # ids are in order of first appearance: the first n_kept contexts
-    info.update(pairs_dropped=int((~keep).sum()), contexts_dropped=int(first.size - n_kept))
-    first = first[:n_kept]
     start = r[first]
-    return seq[first], start, start + k, ids[keep], nxt[keep], info
+    return seq[first], start, start + k, ids, flat[pos + k], info
 
 
-def _prefix_pairs(seqs: list[np.ndarray], window: int, max_contexts: int | None):
-    """(line, start, end, context id per pair, next token per pair, info) for every prefix up to ``window``.
+def _prefix_pairs(seqs: list[np.ndarray], window: int):
+    """(line, start, end) of every distinct context (m_all,), its id per pair and the next token per pair, info,
+    for every prefix up to ``window`` tokens.
 
     A prefix is identified by (id of the prefix one token shorter, its last token), so equal prefixes of
-    different lines are one context, found in one pass over the tokens. Every distinct prefix gets an
-    id; those from ``max_contexts`` on are dropped with their pairs.
+    different lines are one context, found in one pass over the tokens.
     """
     ids: dict[tuple[int, int], int] = {}
     line, end, pair_ctx, pair_next = [], [], [], []
@@ -220,20 +240,51 @@ def _prefix_pairs(seqs: list[np.ndarray], window: int, max_contexts: int | None)
             pair_next.append(toks[t])
             parent = j
     lengths = np.array([s.size for s in seqs])
-    ctx, nxt = np.array(pair_ctx, dtype=np.int64), np.array(pair_next, dtype=np.int64)
-    line, end = np.array(line, dtype=np.int64), np.array(end, dtype=np.int64)
-    n_kept = line.size if max_contexts is None else min(max_contexts, line.size)
-    keep = ctx < n_kept
     info = {"skipped_sequences": int(np.count_nonzero(lengths < 2)),
-            "truncated_sequences": int(np.count_nonzero(lengths > window + 1)),
-            "pairs_dropped": int((~keep).sum()), "contexts_dropped": int(line.size - n_kept)}
-    return line[:n_kept], np.zeros(n_kept, dtype=np.int64), end[:n_kept], ctx[keep], nxt[keep], info
+            "truncated_sequences": int(np.count_nonzero(lengths > window + 1))}
+    line, end = np.array(line, dtype=np.int64), np.array(end, dtype=np.int64)
+    return (line, np.zeros(line.size, dtype=np.int64), end, np.array(pair_ctx, dtype=np.int64),
+            np.array(pair_next, dtype=np.int64), info)
+
+
+def select_contexts(pairs_per_context: np.ndarray, max_contexts: int | None, sample: str = "random",
+                    seed: int = 0) -> np.ndarray:
+    """The ids of the contexts ``max_contexts`` keeps, ascending (= in order of first appearance).
+
+    ``pairs_per_context`` (m,): n_j, how often context j occurs (ids in order of first appearance).
+    "random": a uniform sample without replacement of min(N, m) distinct contexts, from
+    ``numpy.random.default_rng(seed)`` (the same seed, the same contexts); "frequent": the N largest n_j, ties
+    broken by first appearance; "first": the first N. All m when ``max_contexts`` is None or ≥ m.
+    Returns (min(N, m),) int64.
+    """
+    n_j = np.asarray(pairs_per_context)
+    m = n_j.size
+    if max_contexts is None or max_contexts >= m:
+        return np.arange(m, dtype=np.int64)
+    if sample == "first":
+        return np.arange(max_contexts, dtype=np.int64)
+    if sample == "frequent":
+        return np.sort(np.argsort(-n_j, kind="stable")[:max_contexts]).astype(np.int64)
+    if sample == "random":
+        return np.sort(np.random.default_rng(seed).choice(m, size=max_contexts, replace=False)).astype(np.int64)
+    raise InputError(f"sample: expected one of {', '.join(SAMPLES)}, got {sample!r}")
+
+
+def _keep(line, start, end, ctx, nxt, kept: np.ndarray, info: dict):
+    """The kept contexts renumbered 0..len(kept) − 1 (in the order of ``kept``) and their pairs; the rest counted
+    in ``info`` (``contexts_dropped``, ``pairs_dropped``)."""
+    new = np.full(line.size, -1, dtype=np.int64)
+    new[kept] = np.arange(kept.size)
+    mask = new[ctx] >= 0
+    info = {**info, "pairs_dropped": int((~mask).sum()), "contexts_dropped": int(line.size - kept.size)}
+    return line[kept], start[kept], end[kept], new[ctx[mask]], nxt[mask], info
 
 
 # -- the model's final hidden states -----------------------------------------------------------------
 
 def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = None, batch_size: int = 32,
-                  device: str | torch.device = "cpu", progress: bool = True) -> np.ndarray:
+                  device: str | torch.device = "cpu", progress: bool = True,
+                  on_batch: Callable[[int, int], object] | None = None, deadline: float | None = None) -> np.ndarray:
     """H (m, d) float64: the final hidden state at the last position of every context.
 
     ``hidden(tokens)`` takes a torch.long tensor (B, L) of token ids on ``device`` and returns the final
@@ -247,6 +298,9 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
       the first position is run again alone and must agree, else :class:`InputError`.
 
     ``d``: the expected width (W's), checked. A tqdm bar counts contexts; Ctrl-C raises KeyboardInterrupt.
+    Whatever the model's dtype, H is returned in float64. ``on_batch(done, total)`` is called after each forward
+    pass (batches done, batches in all); past ``deadline`` (a ``time.perf_counter()`` value) the next batch is
+    not started: :class:`~embgeo.errors.TooLargeError` saying how far it got.
     """
     from tqdm.auto import tqdm
 
@@ -257,9 +311,15 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
     dev = resolve_device(device)
     m = contexts.m
     H: np.ndarray | None = None
+    total = batch_plan(contexts, batch_size)["batches"]
+    t0 = time.perf_counter()
     with torch.no_grad(), tqdm(total=m, desc="forward", unit="context", disable=None if progress else True,
                                leave=False) as bar:
-        for rows, batch, where, positions in _batches(contexts, batch_size):
+        for done, (rows, batch, where, positions) in enumerate(_batches(contexts, batch_size)):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TooLargeError(f"the forward passes ran out of the time limit after {done} of {total} batches "
+                                    f"({time.perf_counter() - t0:.0f} s): allow more time (max_seconds, --max-seconds) "
+                                    "or use fewer contexts (max_contexts, --max-contexts)")
             tokens = torch.as_tensor(batch, dtype=torch.long, device=dev)
             states = _call(hidden, tokens, d)
             if H is None:
@@ -270,7 +330,28 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
             picked = states[torch.as_tensor(where, device=at), torch.as_tensor(positions, device=at)]
             H[rows] = picked.to("cpu", torch.float64).numpy()
             bar.update(len(rows))
+            if on_batch is not None:
+                on_batch(done + 1, total)
     return as_float_array("hidden(tokens)", H, ndim=2)
+
+
+def batch_plan(contexts: ProbeContexts, batch_size: int) -> dict:
+    """The forward passes :func:`hidden_states` will run, without running them: ``batches``, ``tokens`` (token
+    positions in all, padding included), ``longest`` (the longest sequence L) and ``largest`` (the most
+    positions B × L in one batch)."""
+    if contexts.mode == "windows":
+        k, m = contexts.context_length, contexts.m
+        sizes = np.minimum(batch_size, m - np.arange(0, m, batch_size))
+        return {"batches": int(sizes.size), "tokens": int(m * k), "longest": int(k),
+                "largest": int(sizes.max(initial=0) * k)}
+    lines, inverse = np.unique(contexts.line, return_inverse=True)
+    need = np.zeros(lines.size, dtype=np.int64)
+    np.maximum.at(need, inverse, contexts.end)
+    need = np.sort(need)[::-1]  # the order of _batches: longest first, each batch padded to its first
+    heads = need[::batch_size]
+    sizes = np.minimum(batch_size, need.size - np.arange(0, need.size, batch_size))
+    return {"batches": int(heads.size), "tokens": int(np.sum(heads * sizes)), "longest": int(need.max(initial=0)),
+            "largest": int(np.max(heads * sizes, initial=0))}
 
 
 def _batches(contexts: ProbeContexts, batch_size: int):
@@ -317,9 +398,9 @@ def _call(hidden: HiddenFn, tokens: torch.Tensor, d: int | None) -> torch.Tensor
 
 def _check_causal(hidden: HiddenFn, first: torch.Tensor, in_batch: torch.Tensor, d: int | None) -> None:
     """The state of the first position, run alone, equals its state inside the longer padded sequence."""
-    alone = _call(hidden, first, d)[0, 0].to(torch.float64)
-    in_batch = in_batch.to(torch.float64)
-    eps = torch.finfo(in_batch.dtype if in_batch.dtype != torch.float64 else alone.dtype).eps
+    alone = _call(hidden, first, d)[0, 0]
+    eps = max(torch.finfo(alone.dtype).eps, torch.finfo(in_batch.dtype).eps)  # the model's dtype, before the cast
+    alone, in_batch = alone.to(torch.float64), in_batch.to(torch.float64)
     tol = min(max(1e4 * eps, 1e-8), 0.1)  # rounding of other batch shapes; a bidirectional model differs by O(1)
     gap = float(torch.linalg.vector_norm(alone - in_batch) / max(float(torch.linalg.vector_norm(alone)), 1e-300))
     if not gap <= tol:
@@ -342,6 +423,7 @@ class ProbeResult:
     contexts : ProbeContexts or None
     meta : dict — the model, device, dtype, mode, window, options.
     memory : dict — bytes estimated before the forward passes (:func:`memory_estimate`).
+    estimate : dict — seconds estimated before the forward passes (:func:`time_estimate`).
     entropy, ce, kl_gap : float — 𝓗, CE(W) (eq. 2) and CE − 𝓗 computed as a KL (nats).
     compatibility : theory.Compatibility or None — Def. 1, with W*(H) when compatible.
     dim_F : int or None
@@ -379,6 +461,7 @@ class ProbeResult:
     errors: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     token_labels: list[str] | None = None
+    estimate: dict = field(default_factory=dict)
 
     @property
     def w_star(self) -> np.ndarray | None:
@@ -390,6 +473,19 @@ class ProbeResult:
         """W^mm(H) (V, d) (the best certified point; see ``svm.residuals['error_bound']``), when separable."""
         return None if self.svm is None else self.svm.W
 
+    @property
+    def separable(self) -> bool | None:
+        """The one separability verdict (Def. 2) that is printed and written: True, False, or None (undecided).
+
+        Decided by :func:`~embgeo.ntp.theory.is_separable` or, when that stopped undecided, by the NTP-SVM (a
+        feasible point certifies separability, a Farkas matrix the opposite)."""
+        return None if self.separability is None else bool(self.separability)
+
+    @property
+    def separability_verdict(self) -> str:
+        """"True", "False" or "undecided": :attr:`separable` as a word (the CLI prints it, summary.json has it)."""
+        return "undecided" if self.separable is None else str(self.separable)
+
     def summary(self) -> dict:
         """A JSON-ready dict of every scalar (NaN as None)."""
         comp, sep, svm = self.compatibility, self.separability, self.svm
@@ -398,7 +494,7 @@ class ProbeResult:
             "meta": self.meta,
             "input": None if self.contexts is None else self.contexts.info,
             "m": None if data is None else data.m, "V": int(self.W.shape[0]), "d": int(self.W.shape[1]),
-            "memory_estimate_bytes": self.memory,
+            "memory_estimate_bytes": self.memory, "time_estimate_seconds": self.estimate,
             "entropy_nats": self.entropy, "ce_nats": self.ce, "kl_gap_nats": self.kl_gap,
             "compatible": None if comp is None else bool(comp),
             "compatibility_residual": None if comp is None else comp.residual,
@@ -406,7 +502,7 @@ class ProbeResult:
             "compatibility_certificate_norm": None if comp is None else comp.certificate_norm,
             "w_star_norm": None if not comp else float(np.linalg.norm(comp.W)),
             "dim_F": self.dim_F,
-            "separable": None if sep is None else bool(sep),
+            "separable": self.separable, "separability_verdict": self.separability_verdict,
             "separability_method": None if sep is None else sep.method,
             "separability_residuals": None if sep is None else sep.residuals,
             "svm_status": None if svm is None else svm.status,
@@ -417,14 +513,16 @@ class ProbeResult:
         }
         return _jsonable(out)
 
-    def save(self, out: str | PathLike) -> list[str]:
-        """Write summary.json, the arrays (.npy/.npz), vocabulary.txt and the figure (PNG + PDF) to ``out``.
+    def save(self, out: str | PathLike, *, save_arrays: bool = False) -> list[str]:
+        """Write summary.json, vocabulary.txt, the figure (PNG + PDF), the small arrays and, with ``save_arrays``,
+        the dense matrices to ``out``.
 
-        Files: ``summary.json``; ``H.npy`` (m, d) and ``W.npy`` (V, d); ``next_token_counts.npz`` (sparse
-        (m, V) counts n_{j,z}) and ``contexts.npz`` (``tokens`` concatenated, ``offsets`` (m + 1,)) with a
-        probe; ``weights.npy`` π̂; ``W_star.npy`` and ``W_mm.npy`` where they exist; the arrays of
-        ``self.arrays``; ``vocabulary.txt`` (line z names row z of W); ``probe.png``/``probe.pdf``.
-        Returns the names written.
+        Always: ``summary.json``; ``vocabulary.txt`` (line z names row z of W); ``probe.png``/``probe.pdf``;
+        ``weights.npy`` π̂ (m,); the per-context and per-token vectors of ``self.arrays``; with a probe,
+        ``next_token_counts.npz`` (sparse (m, V) counts n_{j,z}) and ``contexts.npz`` (``tokens`` concatenated,
+        ``offsets`` (m + 1,)). Only with ``save_arrays=True`` (``--save-arrays``): the dense matrices ``H.npy``
+        (m, d), ``W.npy`` (V, d) and ``W_star.npy``, ``W_mm.npy`` (V, d) where they exist — at V = 49,152,
+        d = 576 each V × d one is 226 MB. Returns the names written.
         """
         import json
 
@@ -441,13 +539,15 @@ class ProbeResult:
             written.append(f"{name}.npy")
 
         if self.data is not None:
-            npy("H", self.data.embeddings)
             npy("weights", self.data.weights)
-        npy("W", self.W)
-        if self.w_star is not None:
-            npy("W_star", self.w_star)
-        if self.w_mm is not None:
-            npy("W_mm", self.w_mm)
+        if save_arrays:
+            if self.data is not None:
+                npy("H", self.data.embeddings)
+            npy("W", self.W)
+            if self.w_star is not None:
+                npy("W_star", self.w_star)
+            if self.w_mm is not None:
+                npy("W_mm", self.w_mm)
         for name, arr in self.arrays.items():
             npy(name, arr)
         if self.contexts is not None:
@@ -483,13 +583,17 @@ def _jsonable(value):
     return value
 
 
-def memory_estimate(probs: sp.csr_matrix, d: int) -> dict:
+def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, plan: dict | None = None) -> dict:
     """Bytes the probe needs at most, by part, before any forward pass (probs (m, V) sparse, width d).
 
     The theory's parts (:func:`embgeo.ntp.theory.estimate_memory`: coordinates, the equality system of W*,
     the SVM's dual, the V × d answers) plus ``hidden_states`` H (m × d), ``head`` W (V × d), ``logit_blocks``
     (the row blocks of H Wᵀ in the loss and margin passes) and ``rest_gram`` (the m × m or V × V Gram of the
-    logits' off-support part, when its side is at most GRAM_MAX). ``total`` sums them.
+    logits' off-support part, when its side is at most GRAM_MAX). With ``model`` (:func:`model_info`) and
+    ``plan`` (:func:`batch_plan`): ``model``, its parameters in their dtype (already in memory when the model is
+    loaded), and ``forward_activations``, one batch's forward pass: B·L positions × (6 d + 2 d_ff) values (the
+    residual stream, q, k, v, attention output, the MLP's two d_ff-wide temporaries of one layer: no gradients
+    are kept, so layers do not add up) plus the attention scores B × heads × L × L. ``total`` sums them all.
     """
     m, V = probs.shape
     mem = dict(theory.estimate_memory(NTPData(np.zeros((m, d)), probs)))
@@ -497,8 +601,30 @@ def memory_estimate(probs: sp.csr_matrix, d: int) -> dict:
     side = min(m, V)
     mem.update(hidden_states=8 * m * d, head=8 * V * d, logit_blocks=6 * _BLOCK_BYTES,
                rest_gram=3 * 8 * side * side if side <= GRAM_MAX else 0)
+    if model is not None and plan is not None:
+        b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
+        mem["model"] = int(model["parameter_bytes"])
+        mem["forward_activations"] = int(b * plan["largest"] * (6 * width + 2 * ff + model["heads"] * plan["longest"]))
     mem["total"] = int(sum(mem.values()))
     return mem
+
+
+def time_estimate(model: dict | None, plan: dict, device: torch.device, max_seconds: float | None) -> dict:
+    """Seconds the probe may take, estimated before the forward passes.
+
+    ``forward``: 2 × parameters × token positions (:func:`batch_plan`; padding included) floating-point
+    operations — the parameters a forward pass multiplies with: not the embedding table (a lookup) nor the LM
+    head (never run: :func:`hf_hidden`); attention's L² term is left out — at a nominal speed
+    (:data:`NOMINAL_FLOPS`: per CPU thread times torch's threads, or a GPU's) —
+    an order of magnitude, not a measurement (NaN without ``model``: a bare ``hidden`` callable); ``solvers``:
+    at most what ``max_seconds`` leaves after the forward passes (inf without a limit); ``limit``: max_seconds.
+    The theory's direct steps (W*, dim F, the logits' structure) are not in it.
+    """
+    rate = NOMINAL_FLOPS["cuda"] if device.type == "cuda" else NOMINAL_FLOPS["cpu"] * torch.get_num_threads()
+    forward = math.nan if model is None else 2.0 * model["forward_parameters"] * plan["tokens"] / rate
+    limit = math.inf if max_seconds is None else float(max_seconds)
+    return {"forward": forward, "forward_flops_per_second": rate, "solvers": limit, "limit": limit,
+            "tokens": plan["tokens"], "batches": plan["batches"]}
 
 
 def check_memory(memory: dict, V: int, d: int) -> None:
@@ -508,41 +634,53 @@ def check_memory(memory: dict, V: int, d: int) -> None:
         raise TooLargeError(f"W, W* and W^mm are V × d = {V} × {d} float64 matrices of {one_w / 1024**3:.2f} GiB each "
                             f"(budget {DENSE_BUDGET_BYTES / 1024**3:.2f} GiB)")
     room = available_memory_bytes()
-    if memory["total"] > room:
+    if memory["total"] - memory.get("model", 0) > room:  # the model is already loaded: not in `room`
         raise TooLargeError(f"the probe's exact paths need up to {memory['total'] / 1024**3:.2f} GiB but this process "
-                            f"can allocate only {room / 1024**3:.2f} GiB more: use fewer contexts (max_contexts)")
+                            f"can allocate only {room / 1024**3:.2f} GiB more: use fewer contexts (max_contexts, "
+                            "--max-contexts)")
 
 
-def _stage(result: ProbeResult, report, name: str, t0: float) -> float:
-    """Record the stage's time, tell ``report``; returns the clock for the next stage."""
+def _stage(result: ProbeResult, report, name: str, t0: float, started=None, following: str | None = None) -> float:
+    """Record the stage's time, tell ``report``, then ``started(following)``; returns the clock for the next stage."""
     now = time.perf_counter()
     result.seconds[name] = now - t0
     if report is not None:
         report(name, result)
+    if started is not None and following is not None:
+        started(following)
     return time.perf_counter()
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (a ``time.perf_counter()`` value; None: no limit), at least 1 ms."""
+    return None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
 
 
 def measure(data: NTPData, W, *, max_seconds: float | None = None,
             report: Callable[[str, ProbeResult], object] | None = None,
             solver_progress: Callable[[int, dict], object] | None = None,
-            result: ProbeResult | None = None) -> ProbeResult:
+            result: ProbeResult | None = None, separability_method: str = "auto",
+            started: Callable[[str], object] | None = None) -> ProbeResult:
     """The NTP paper's objects for the embeddings H = ``data.embeddings`` (m, d) and the decoder W (V, d).
 
-    In order (``report(stage, result)`` is called after each, for printing as they are found):
+    In order (``started(stage)`` is called before each and ``report(stage, result)`` after it, for printing):
     ``"loss"``: 𝓗, CE(W) − 𝓗 as a KL (:func:`theory.kl_gap`, over row blocks of the logits) and CE(W) (eq. 2)
     as 𝓗 + KL;
     ``"compatibility"``: Def. 1 (W*(H) or the certificate that (4) has no solution) and dim F (eq. 5);
-    ``"separability"``: Def. 2, W tried first as the certificate (``candidate=W``: exact when P_⊥(W) has all
-    margins > 0); ``"svm"``: W^mm(H) (Def. 3) by the augmented Lagrangian warm-started from W, when separable or
-    undecided;
+    ``"separability"``: Def. 2 — with ``separability_method="auto"`` W is tried first as the certificate
+    (``candidate=W``: exact when P_⊥(W) has all margins > 0), then the cheap routes, the LP when small, else the
+    dual; ``"lp"`` is the LP alone (HiGHS; decides, at the memory of the whole constraint system);
+    ``"svm"``: W^mm(H) (Def. 3) by the augmented Lagrangian warm-started from W, when separable or undecided —
+    when separability was undecided, the NTP-SVM's outcome decides it (``result.separability``, the one verdict
+    :attr:`ProbeResult.separable` printed and written);
     ``"alignment"``: cos(W, W^mm), cos(W − W*, W^mm), ‖P_F(W) − W*‖/‖W*‖ and the normalized NTP-margin of
     P_⊥(W) (:func:`embgeo.ntp.metrics.reference_metrics`); ``"geometry"``: the logits' structure
     (:func:`logit_structure_factored`) and the rows' norms against token frequency.
 
-    The iterative solvers (separability's, the NTP-SVM) stop after ``max_seconds`` each and call
-    ``solver_progress(iteration, info)`` (``info["gap"]``: the relative duality gap); a problem one of
-    them cannot decide, or that the memory budget refuses, leaves its objects None and says why in
-    ``result.errors`` (never an exception: the rest is still measured).
+    ``max_seconds`` bounds the iterative solvers (separability's, the NTP-SVM) together: each gets what is left
+    of it when it starts. They call ``solver_progress(iteration, info)`` (``info["gap"]``: the relative duality
+    gap); a problem one of them cannot decide, or that the memory budget refuses, leaves its objects None and
+    says why in ``result.errors`` (never an exception: the rest is still measured).
     """
     if not isinstance(data, NTPData):
         raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")
@@ -551,14 +689,19 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
         raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}) to match the data, got {W.shape}")
     if max_seconds is not None:
         max_seconds = check_float("max_seconds", max_seconds)
+    if separability_method not in ("auto", "lp"):
+        raise InputError(f"separability_method: expected 'auto' or 'lp', got {separability_method!r}")
     res = result if result is not None else ProbeResult(data, W)
     res.data, res.W = data, W
+    if started is not None:
+        started("loss")
     t = time.perf_counter()
+    deadline = None if max_seconds is None else t + max_seconds
 
     res.entropy = theory.entropy(data)
     res.kl_gap = _blockwise_kl(data, W)
     res.ce = res.entropy + res.kl_gap  # a sum of two non-negative terms: exact to rounding, one pass fewer
-    t = _stage(res, report, "loss", t)
+    t = _stage(res, report, "loss", t, started, "compatibility")
 
     F = theory.subspace(data)
     try:
@@ -569,33 +712,34 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
         res.dim_F = F.dim
     except TooLargeError as exc:
         res.errors["dim_F"] = str(exc)
-    t = _stage(res, report, "compatibility", t)
+    t = _stage(res, report, "compatibility", t, started, "separability")
 
     full = bool(np.all(data.support_sizes == data.V))
     if full:
         res.errors["separability"] = "every support is the whole vocabulary: no separability constraints (6b)"
     else:
         try:
-            res.separability = theory.is_separable(data, F, candidate=W, max_seconds=max_seconds,
-                                                   progress=solver_progress)
+            how = {"candidate": W} if separability_method == "auto" else {"method": "lp"}
+            res.separability = theory.is_separable(data, F, max_seconds=_left(deadline), progress=solver_progress,
+                                                   **how)
         except (SolverError, TooLargeError) as exc:
             res.errors["separability"] = str(exc)
-    t = _stage(res, report, "separability", t)
+    t = _stage(res, report, "separability", t, started, "svm")
 
     if not full and (res.separability is None or res.separability):
         try:
             # The ALM at every rank: it is the solver the warm start W reaches (the dual route ignores it), and on
             # a trained model's H (separable by W itself) it was 50-100x faster than the dual even with rank H = m.
             res.svm = theory.ntp_svm(data, subspace_=F, separability=res.separability, warm_start=W, method="alm",
-                                     max_seconds=max_seconds, progress=solver_progress)
+                                     max_seconds=_left(deadline), progress=solver_progress)
         except (SolverError, TooLargeError) as exc:
             res.errors["svm"] = str(exc)
         if res.separability is None and res.svm is not None:
-            res.separability = res.svm.separability
-    t = _stage(res, report, "svm", t)
+            res.separability = res.svm.separability  # the NTP-SVM decided it: the one verdict from here on
+    t = _stage(res, report, "svm", t, started, "alignment")
 
     res.alignment = _alignment(data, W, F, res)
-    t = _stage(res, report, "alignment", t)
+    t = _stage(res, report, "alignment", t, started, "geometry")
 
     res.logits, arrays = logit_structure_factored(data.embeddings, W, data)
     res.frequency, freq_arrays = _frequency(data, W)
@@ -754,10 +898,13 @@ def _frequency(data: NTPData, W: np.ndarray) -> tuple[dict, dict]:
 
 def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_length: int | None = None,
           prefixes: bool = False, window: int | None = None, max_contexts: int | None = None,
-          batch_size: int = 32, device: str | torch.device = "cpu", bias=None,
-          token_labels: Sequence[str] | None = None, max_seconds: float | None = None, progress: bool = True,
-          report: Callable[[str, ProbeResult], object] | None = None,
-          solver_progress: Callable[[int, dict], object] | None = None, meta: dict | None = None) -> ProbeResult:
+          sample: str = "random", seed: int = 0, batch_size: int = 32, device: str | torch.device = "cpu", bias=None,
+          token_labels: Sequence[str] | None = None, max_seconds: float | None = DEFAULT_MAX_SECONDS,
+          progress: bool = True, report: Callable[[str, ProbeResult], object] | None = None,
+          solver_progress: Callable[[int, dict], object] | None = None, meta: dict | None = None,
+          model: dict | None = None, separability_method: str = "auto",
+          started: Callable[[str], object] | None = None,
+          on_batch: Callable[[int, int], object] | None = None) -> ProbeResult:
     """The NTP geometry of any causal model on token sequences: contexts, H, W and :func:`measure`.
 
     Parameters
@@ -765,35 +912,89 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     hidden : callable
         ``hidden(tokens)``: token ids, a torch.long tensor (B, L) on ``device`` → the final hidden states
         (B, L, d) of every position, what the head reads (after the final norm), of a causal model in eval
-        mode (see :func:`hidden_states`; :func:`hf_hidden` makes one for a Hugging Face model).
+        mode, in any floating dtype (H is cast to float64; see :func:`hidden_states`; :func:`hf_hidden` makes
+        one for a Hugging Face model).
     W : (V, d) array or tensor
-        The head's weight: logits = W h (+ ``bias``).
+        The head's weight: logits = W h (+ ``bias``); cast to float64.
     sequences : list of integer sequences
-        The text as token ids, one sequence per line (ids in [0, V)).
-    context_length, prefixes, window, max_contexts :
+        The text as token ids, one sequence per unit (line, paragraph, stream window), ids in [0, V).
+    context_length, prefixes, window :
         The contexts (:func:`count_contexts`): windows of k tokens, or every prefix up to ``window`` tokens.
+    max_contexts, sample, seed :
+        Keep ``max_contexts`` distinct contexts (:func:`select_contexts`): "random" (default; a uniform sample
+        drawn with ``seed``), "frequent" (the most frequent) or "first".
     batch_size : int
-        Sequences per forward pass.
+        Sequences per forward pass (prefixes: sequences of similar length together, longest first).
     device : "cpu" | "cuda" | "cuda:N"
         Where the token batches go (:func:`embgeo.core.device.resolve_device`); ``hidden`` runs there.
     bias : (V,) array or tensor, optional
         The head's bias b, handled as an extra coordinate: h ↦ [h, 1], W ↦ [W, b] (d + 1 columns), so the
         logits are unchanged and the paper's bias-free form applies.
     token_labels : V names of the rows of W (for vocabulary.txt).
-    max_seconds : float, optional
-        Time limit of each iterative solver (separability, the NTP-SVM).
-    report : callable, optional
-        ``report(stage, result)`` after each stage: "contexts" (sizes, the memory estimate), "hidden", then
-        :func:`measure`'s.
+    max_seconds : float or None
+        Time limit of the whole probe from this call (default :data:`DEFAULT_MAX_SECONDS`; None: none): the
+        forward passes stop with :class:`~embgeo.errors.TooLargeError` past it, and the iterative solvers
+        (separability, the NTP-SVM) share what is left (:func:`measure`).
+    report, started : callable, optional
+        ``started(stage)`` before each stage and ``report(stage, result)`` after it: "contexts" (sizes, the
+        memory and time estimates), "hidden", then :func:`measure`'s.
+    model : dict, optional
+        :func:`model_info` of the model behind ``hidden``, for the memory and time estimates.
+    separability_method : "auto" | "lp"
+        See :func:`measure`.
+    on_batch : callable, optional
+        ``on_batch(done, total)`` after each forward pass.
 
     Sizes and memory are checked before the forward passes (:func:`memory_estimate`, :func:`check_memory`):
     a V × d answer above the dense budget, or an estimate above the memory left, is a
     :class:`~embgeo.errors.TooLargeError` at once.
     """
+    t0 = t = time.perf_counter()
+    if max_seconds is not None:
+        max_seconds = check_float("max_seconds", max_seconds)
+    deadline = None if max_seconds is None else t0 + max_seconds
+    W, bias = _head(W, bias)
+    V, d = W.shape
+    if token_labels is not None and len(token_labels) != V:
+        raise ShapeError(f"token_labels: expected {V} labels (one per row of W), got {len(token_labels)}")
+    if started is not None:
+        started("contexts")
+    contexts = count_contexts(sequences, V, context_length=context_length, prefixes=prefixes, window=window,
+                              max_contexts=max_contexts, sample=sample, seed=seed)
+    probs, weights = contexts.probs_and_weights()
+    d_theory = d + (bias is not None)
+    batch_size = check_positive_int("batch_size", batch_size)
+    dev = resolve_device(device)
+    res = ProbeResult(None, W, contexts, meta=dict(meta or {}), token_labels=None if token_labels is None
+                      else [str(s) for s in token_labels])
+    res.meta.update(mode=contexts.mode, context_length=contexts.context_length, window=contexts.window,
+                    max_contexts=max_contexts, sample=sample, seed=seed, batch_size=batch_size,
+                    head_bias="appended as a coordinate of h" if bias is not None else "none",
+                    device=device_label(dev), max_seconds=max_seconds, separability_method=separability_method)
+    plan = batch_plan(contexts, batch_size)
+    res.memory = memory_estimate(probs, d_theory, model, plan)
+    res.estimate = time_estimate(model, plan, dev, max_seconds)
+    check_memory(res.memory, V, d_theory)
+    t = _stage(res, report, "contexts", t, started, "hidden")
+
+    H = hidden_states(hidden, contexts, d=d, batch_size=batch_size, device=dev, progress=progress,
+                      on_batch=on_batch, deadline=deadline)
+    if bias is not None:
+        H = np.hstack([H, np.ones((H.shape[0], 1))])
+        W = np.hstack([W, bias[:, None]])
+    data = NTPData(H, probs, weights, token_labels=res.token_labels)
+    res.data, res.W = data, W
+    t = _stage(res, report, "hidden", t)
+    return measure(data, W, max_seconds=_left(deadline), report=report, solver_progress=solver_progress, result=res,
+                   separability_method=separability_method, started=started)
+
+
+def _head(W, bias) -> tuple[np.ndarray, np.ndarray | None]:
+    """W (V, d) and the bias (V,) or None, checked, as float64 numpy arrays (from any dtype, numpy or torch)."""
     if isinstance(W, torch.Tensor):
         W = W.detach().to("cpu", torch.float64).numpy()
     W = as_float_array("W", W, ndim=2)
-    V, d = W.shape
+    V = W.shape[0]
     if V < 2:
         raise ShapeError(f"W: expected a head of V >= 2 rows (tokens), got shape {W.shape}")
     if bias is not None:
@@ -802,30 +1003,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
         bias = as_float_array("bias", bias, ndim=1)
         if bias.shape != (V,):
             raise ShapeError(f"bias: expected one entry per row of W, shape ({V},), got {bias.shape}")
-    if token_labels is not None and len(token_labels) != V:
-        raise ShapeError(f"token_labels: expected {V} labels (one per row of W), got {len(token_labels)}")
-    t = time.perf_counter()
-    contexts = count_contexts(sequences, V, context_length=context_length, prefixes=prefixes, window=window,
-                              max_contexts=max_contexts)
-    probs, weights = contexts.probs_and_weights()
-    d_theory = d + (bias is not None)
-    res = ProbeResult(None, W, contexts, meta=dict(meta or {}), token_labels=None if token_labels is None
-                      else [str(s) for s in token_labels])
-    res.meta.update(mode=contexts.mode, context_length=contexts.context_length, window=contexts.window,
-                    max_contexts=max_contexts, batch_size=batch_size, head_bias="appended as a coordinate of h"
-                    if bias is not None else "none", device=device_label(resolve_device(device)))
-    res.memory = memory_estimate(probs, d_theory)
-    check_memory(res.memory, V, d_theory)
-    t = _stage(res, report, "contexts", t)
-
-    H = hidden_states(hidden, contexts, d=d, batch_size=batch_size, device=device, progress=progress)
-    if bias is not None:
-        H = np.hstack([H, np.ones((H.shape[0], 1))])
-        W = np.hstack([W, bias[:, None]])
-    data = NTPData(H, probs, weights, token_labels=res.token_labels)
-    res.data, res.W = data, W
-    t = _stage(res, report, "hidden", t)
-    return measure(data, W, max_seconds=max_seconds, report=report, solver_progress=solver_progress, result=res)
+    return W, bias
 
 
 # -- Hugging Face checkpoints (the `lm` extra) ----------------------------------------------------
@@ -842,43 +1020,115 @@ def _transformers():
     return transformers
 
 
-def load_causal_lm(path: str | PathLike, *, device: str | torch.device = "cpu", dtype: str = "float64"):
-    """(model, tokenizer) of a causal LM saved in a local folder (``save_pretrained``); never a download.
+def _need_gguf() -> None:
+    """GGUF files need the PyPI packages ``gguf`` (to read them) and ``accelerate`` (transformers loads with it)."""
+    import importlib.util
 
-    ``AutoModelForCausalLM`` and ``AutoTokenizer`` with ``local_files_only=True`` (and HF_HUB_OFFLINE=1).
-    The model is put in eval mode (no dropout) on ``device`` in ``dtype`` ("float64", the default, computes
-    the checkpoint's function without float32 rounding; "float32" for speed). A missing folder, one
-    without ``config.json``, or files transformers cannot read are an :class:`InputError`.
-    """
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingDependencyError(f"model: reading a GGUF file needs the PyPI package(s) {', '.join(missing)}: "
+                                     "pip install 'embgeo[lm]'")
+
+
+def is_gguf(path: str | PathLike) -> bool:
+    """Whether ``path`` names a GGUF file (by its name: ``*.gguf``)."""
+    return str(path).lower().endswith(".gguf")
+
+
+def model_dtype(path: str | PathLike) -> str:
+    """The dtype a checkpoint computes in by default: its config's ``dtype`` (or ``torch_dtype``) for a folder
+    when it is one of :data:`DTYPES`, float32 otherwise (float16, or none given: float16 matmuls are slow or
+    missing on CPUs) and for a GGUF file (its quantized weights are dequantized to float32)."""
+    import json
+
+    if is_gguf(path):
+        return "float32"
+    try:
+        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "float32"
+    own = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+    return own if own in DTYPES else "float32"
+
+
+def _check_source(path: str | PathLike) -> Path:
+    """The checkpoint's path, checked: a .gguf file, or a folder with config.json and a tokenizer."""
     p = Path(path)
+    if is_gguf(p):
+        if not p.is_file():
+            raise InputError(f"model: {str(path)!r} is not a file; expected a GGUF file (*.gguf) or a folder written "
+                             "by save_pretrained; nothing is downloaded")
+        return p
     if not p.is_dir():
         raise InputError(f"model: {str(path)!r} is not a folder; expected a local folder written by save_pretrained "
-                         "(config.json, the weights, the tokenizer files); nothing is downloaded")
+                         "(config.json, the weights, the tokenizer files) or a GGUF file (*.gguf); nothing is "
+                         "downloaded")
     if not (p / "config.json").is_file():
         raise InputError(f"model: {str(path)!r} has no config.json; expected a folder written by save_pretrained")
     if not any((p / name).is_file() for name in TOKENIZER_FILES):
         raise InputError(f"model: {str(path)!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save it with "
                          "tokenizer.save_pretrained into the same folder")
+    return p
+
+
+def _first_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def load_causal_lm(path: str | PathLike, *, device: str | torch.device = "cpu", dtype: str | None = None):
+    """(model, tokenizer) of a causal LM from a local folder (``save_pretrained``) or a GGUF file; never a download.
+
+    ``AutoModelForCausalLM`` and ``AutoTokenizer`` with ``local_files_only=True`` (and HF_HUB_OFFLINE=1); a
+    ``*.gguf`` file is read by transformers' GGUF loader (``gguf_file=``; the ``gguf`` and ``accelerate``
+    packages), its weights dequantized, its tokenizer rebuilt from the file's metadata. The model is put in
+    eval mode (no dropout) on ``device`` in ``dtype``: "bfloat16", "float32" or "float64"; None (default) is
+    the model's own (:func:`model_dtype`). A missing path, a folder without ``config.json`` or a tokenizer, or
+    files transformers cannot read are an :class:`InputError`.
+    """
+    p = _check_source(path)
     dev = resolve_device(device)
+    dtype = model_dtype(p) if dtype is None else dtype
     if dtype not in DTYPES:
-        raise InputError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
+        raise InputError(f"dtype: expected one of {', '.join(DTYPES)} (or None: the model's own), got {dtype!r}")
+    folder, gguf = (p.parent, {"gguf_file": p.name}) if is_gguf(p) else (p, {})
+    if gguf:
+        _need_gguf()
     tf = _transformers()
     try:
-        tokenizer = tf.AutoTokenizer.from_pretrained(p, local_files_only=True)
+        tokenizer = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True, **gguf)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; the user needs one line
-        raise InputError(f"model {str(path)!r}: cannot load its tokenizer ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}); save it with tokenizer.save_pretrained"
-                         " into the same folder") from None
+        raise InputError(f"model {str(path)!r}: cannot load its tokenizer ({_first_line(exc)})"
+                         + ("" if gguf else "; save it with tokenizer.save_pretrained into the same folder")) from None
     if not callable(tokenizer) or len(tokenizer) < 2:  # transformers builds an empty one from the config alone
-        raise InputError(f"model {str(path)!r}: the tokenizer in the folder is empty ({len(tokenizer)} tokens)")
+        raise InputError(f"model {str(path)!r}: the tokenizer is empty ({len(tokenizer)} tokens)")
     try:
-        model = tf.AutoModelForCausalLM.from_pretrained(p, local_files_only=True)
+        model = tf.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=DTYPES[dtype], **gguf)
     except Exception as exc:  # noqa: BLE001
-        raise InputError(f"model {str(path)!r}: cannot load a causal language model ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+        raise InputError(f"model {str(path)!r}: cannot load a causal language model ({_first_line(exc)})") from None
     model.eval()
     model.to(device=dev, dtype=DTYPES[dtype])
     return model, tokenizer
+
+
+def model_info(lm) -> dict:
+    """What the estimates need of a loaded Hugging Face model: ``parameters`` (count), ``forward_parameters``
+    (those a forward pass up to the head multiplies with: all but the input embeddings and an untied head),
+    ``parameter_bytes``,
+    ``dtype_bytes`` (of its floating dtype), ``hidden_size``, ``intermediate_size`` (4 × hidden when the config
+    has none) and ``heads``."""
+    cfg = lm.config
+    params = list(lm.parameters())
+    width = getattr(cfg, "hidden_size", None) or getattr(cfg, "n_embd", None) or params[0].shape[-1]
+    skipped = {id(m.weight): m.weight.numel() for m in (lm.get_input_embeddings(), lm.get_output_embeddings())
+               if m is not None and isinstance(getattr(m, "weight", None), torch.Tensor)}
+    total = int(sum(q.numel() for q in params))
+    return {"parameters": total, "forward_parameters": max(total - int(sum(skipped.values())), 0),
+            "parameter_bytes": int(sum(q.numel() * q.element_size() for q in params)),
+            "dtype_bytes": int(next((q.element_size() for q in params if q.is_floating_point()), 4)),
+            "hidden_size": int(width),
+            "intermediate_size": int(getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None)
+                                     or 4 * width),
+            "heads": int(getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", None) or 1)}
 
 
 class _HeadInput(Exception):
@@ -917,8 +1167,16 @@ def hf_hidden(model) -> HiddenFn:
     return hidden
 
 
-def read_lines(text: str | PathLike | Sequence[str]) -> list[str]:
-    """The non-blank lines of a UTF-8 text file (or of a list of strings), without their line ends."""
+def read_units(text: str | PathLike | Sequence[str], units: str = "paragraphs") -> list[str]:
+    """A UTF-8 text file (or a list of its lines) as the strings that are tokenized one by one.
+
+    ``units``: "paragraphs" (default) — blocks separated by blank lines, each block's lines stripped and joined
+    by one space (hard-wrapped prose becomes one sequence per paragraph); "lines" — every non-blank line;
+    "stream" — the whole text (its line ends kept) as one string, cut into the model's windows after
+    tokenizing (:func:`cut_stream`). Empty or blank text is an :class:`InputError`.
+    """
+    if units not in UNITS:
+        raise InputError(f"units: expected one of {', '.join(UNITS)}, got {units!r}")
     if isinstance(text, (str, PathLike)):
         lines = read_text_lines(text)
         where = f"text file {str(text)!r}"
@@ -927,31 +1185,75 @@ def read_lines(text: str | PathLike | Sequence[str]) -> list[str]:
         if not all(isinstance(s, str) for s in lines):
             raise InputError("text: expected a file path or a list of strings")
         where = "text"
-    lines = [s for s in lines if s.strip()]
-    if not lines:
+    if not any(s.strip() for s in lines):
         raise InputError(f"{where}: no text (empty, or blank lines only)")
-    return lines
+    if units == "lines":
+        return [s for s in lines if s.strip()]
+    if units == "stream":
+        return ["\n".join(lines).strip()]
+    out, block = [], []
+    for s in [*lines, ""]:
+        if s.strip():
+            block.append(s.strip())
+        elif block:
+            out.append(" ".join(block))
+            block = []
+    return out
+
+
+def read_lines(text: str | PathLike | Sequence[str]) -> list[str]:
+    """The non-blank lines of a UTF-8 text file (or of a list of strings), without their line ends
+    (:func:`read_units` with ``units="lines"``)."""
+    return read_units(text, "lines")
+
+
+def cut_stream(tokens: Sequence[int], window: int, overlap: int = 1) -> list[list[int]]:
+    """One long token sequence cut into pieces of at most ``window + 1`` tokens that overlap by ``overlap``.
+
+    A piece of window + 1 tokens gives the prefixes of up to ``window`` tokens (the model's window) with their
+    next tokens. ``overlap=1``: every token but the first is a next token in exactly one piece; ``overlap=k``
+    (windows of k tokens): every (k tokens, next) pair of the whole sequence lies in exactly one piece. Returns
+    a list of lists (the sequence itself when it fits).
+    """
+    window = check_positive_int("window", window)
+    toks = list(tokens)
+    if len(toks) <= window + 1:
+        return [toks]
+    if not 1 <= overlap <= window:
+        raise InputError(f"overlap: expected 1..{window} tokens, got {overlap}")
+    step = window + 1 - overlap
+    return [toks[s:s + window + 1] for s in range(0, len(toks) - overlap, step)]
 
 
 def probe_model(model: str | PathLike, text: str | PathLike | Sequence[str], *, context_length: int | None = None,
-                prefixes: bool = False, max_contexts: int | None = None, batch_size: int = 32,
-                device: str | torch.device = "cpu", dtype: str = "float64", head_bias: str = "refuse",
-                max_seconds: float | None = None, progress: bool = True,
-                report: Callable[[str, ProbeResult], object] | None = None,
-                solver_progress: Callable[[int, dict], object] | None = None) -> ProbeResult:
-    """:func:`probe` a Hugging Face causal LM saved in the folder ``model`` on ``text`` (a file, one sequence
-    per line, or a list of lines).
+                prefixes: bool = False, max_contexts: int | None = None, sample: str = "random", seed: int = 0,
+                units: str = "paragraphs", batch_size: int = 32, device: str | torch.device = "cpu",
+                dtype: str | None = None, head_bias: str = "refuse", max_seconds: float | None = DEFAULT_MAX_SECONDS,
+                progress: bool = True, report: Callable[[str, ProbeResult], object] | None = None,
+                solver_progress: Callable[[int, dict], object] | None = None, separability_method: str = "auto",
+                started: Callable[[str], object] | None = None,
+                on_batch: Callable[[int, int], object] | None = None) -> ProbeResult:
+    """:func:`probe` a causal LM — a Hugging Face folder or a GGUF file ``model`` — on ``text`` (a file or a list
+    of lines) read as ``units`` (:func:`read_units`: paragraphs, lines or one stream).
 
-    The text is tokenized line by line with the model's own tokenizer (its default special tokens); the
-    window of the prefixes is the model's ``max_position_embeddings``. H is the input of the LM head
-    (:func:`hf_hidden`), W its weight (tied to the input embeddings or not). A head with a bias is refused
-    unless ``head_bias="append"`` (h ↦ [h, 1], W ↦ [W, b]: the geometry of a d + 1 dimensional problem). A
-    tokenizer with more tokens than the head has rows is refused (it does not belong to this model).
+    The units are tokenized one by one with the model's own tokenizer (its default special tokens); a stream is
+    cut into pieces of the model's window (:func:`cut_stream`). The window of the prefixes is the model's
+    ``max_position_embeddings``. The forward passes run in ``dtype`` (None: the model's own,
+    :func:`model_dtype`); H is the input of the LM head (:func:`hf_hidden`) cast to float64, W its weight (tied
+    to the input embeddings or not). A head with a bias is refused unless ``head_bias="append"`` (h ↦ [h, 1],
+    W ↦ [W, b]: the geometry of a d + 1 dimensional problem). A tokenizer with more tokens than the head has
+    rows is refused (it does not belong to this model). ``max_contexts``, ``sample``, ``seed``,
+    ``max_seconds`` (from this call: loading the model counts), ``separability_method``, ``started`` and
+    ``on_batch``: see :func:`probe`; ``started("load")`` comes before the model is loaded.
     """
+    t0 = time.perf_counter()
     if head_bias not in ("refuse", "append"):
         raise InputError(f"head_bias: expected 'refuse' or 'append', got {head_bias!r}")
-    lines = read_lines(text)
+    texts = read_units(text, units)
+    if started is not None:
+        started("load")
     lm, tokenizer = load_causal_lm(model, device=device, dtype=dtype)
+    load_seconds = time.perf_counter() - t0
     head = lm.get_output_embeddings()
     if head is None or not isinstance(getattr(head, "weight", None), torch.Tensor) or head.weight.ndim != 2:
         raise InputError(f"model {str(model)!r}: {type(lm).__name__} has no linear LM head to read W from")
@@ -966,14 +1268,24 @@ def probe_model(model: str | PathLike, text: str | PathLike | Sequence[str], *, 
     if n_tok > V:
         raise InputError(f"model {str(model)!r}: tokenizer/model mismatch: the tokenizer has {n_tok} tokens but the LM "
                          f"head has {V} rows; the tokenizer does not belong to this model")
-    sequences = tokenizer(lines)["input_ids"]
     window = getattr(lm.config, "max_position_embeddings", None) or getattr(lm.config, "n_positions", None)
+    sequences = tokenizer(texts)["input_ids"]
+    if units == "stream" and window:
+        sequences = cut_stream(sequences[0], window, overlap=1 if prefixes else min(context_length or 1, window))
     labels = tokenizer.convert_ids_to_tokens(list(range(n_tok))) + [f"<row {v}: no token>" for v in range(n_tok, V)]
     inputs = lm.get_input_embeddings()
-    meta = {"model": str(model), "architecture": type(lm).__name__, "dtype": dtype, "tokenizer_size": n_tok,
+    info = model_info(lm)
+    meta = {"model": str(model), "format": "gguf" if is_gguf(model) else "folder", "architecture": type(lm).__name__,
+            "dtype": str(next(lm.parameters()).dtype).removeprefix("torch."), "tokenizer_size": n_tok,
             "tied_head": inputs is not None and inputs.weight is W, "window": window,
-            "parameters": sum(p.numel() for p in lm.parameters()), "lines": len(lines)}
-    return probe(hf_hidden(lm), W, sequences, context_length=context_length, prefixes=prefixes,
-                 window=window, max_contexts=max_contexts, batch_size=batch_size, device=device,
-                 bias=bias if head_bias == "append" else None, token_labels=labels, max_seconds=max_seconds,
-                 progress=progress, report=report, solver_progress=solver_progress, meta=meta)
+            "parameters": info["parameters"], "units": units, "unit_count": len(texts),
+            "sequences": len(sequences), "lines": len(texts), "load_seconds": load_seconds}
+    left = None if max_seconds is None else max(check_float("max_seconds", max_seconds) - load_seconds, 1e-3)
+    res = probe(hf_hidden(lm), W, sequences, context_length=context_length, prefixes=prefixes, window=window,
+                max_contexts=max_contexts, sample=sample, seed=seed, batch_size=batch_size, device=device,
+                bias=bias if head_bias == "append" else None, token_labels=labels, max_seconds=left,
+                progress=progress, report=report, solver_progress=solver_progress, meta=meta, model=info,
+                separability_method=separability_method, started=started, on_batch=on_batch)
+    res.seconds = {"load": load_seconds, **res.seconds}
+    res.meta["max_seconds"] = max_seconds
+    return res

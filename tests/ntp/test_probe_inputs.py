@@ -1,0 +1,352 @@
+"""`embgeo ntp probe`'s inputs and outputs (issue 38): GGUF files, the model's dtype, sampled contexts, text
+units, --save-arrays, one separability verdict, the estimates, the messages and the progress lines.
+
+The GGUF file is written by the test with the ``gguf`` package's GGUFWriter: a tiny llama (V = 38, d = 16, two
+layers, grouped-query attention, F32 tensors) whose byte-level BPE tokenizer is stored in the file's metadata.
+Its weights come from a LlamaForCausalLM built in torch, written the way llama.cpp's converter writes them
+(q and k rows permuted per head); the reference is that torch model's own forward pass.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from embgeo.core.threads import limit_threads
+from embgeo.errors import InputError, MissingDependencyError, SolverError
+from embgeo.ntp import synthetic
+from embgeo.ntp.probe import (
+    count_contexts,
+    cut_stream,
+    measure,
+    model_dtype,
+    probe,
+    probe_model,
+    read_units,
+    select_contexts,
+)
+
+transformers = pytest.importorskip("transformers")
+
+#: The GGUF tokenizer: byte-level BPE over a-z and the space (Ġ), with a few merges; token 0 is a control token.
+TOKENS = ["<|endoftext|>", *"abcdefghijklmnopqrstuvwxyz", "Ġ", "th", "Ġt", "Ġa", "he", "Ġthe", "in", "er", "an",
+          "on", "re"]
+MERGES = ["t h", "Ġ t", "Ġ a", "h e", "Ġt he", "i n", "e r", "a n", "o n", "r e"]
+D, LAYERS, HEADS, KV_HEADS, FF, WINDOW = 16, 2, 4, 2, 32, 24
+
+TEXT = """the rain in the plain
+stays mainly there
+
+a cat sat on the mat
+then the cat ran
+
+another one
+"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    with limit_threads(1):
+        yield
+
+
+def _llama_permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf permutation of the q / k rows (rotary halves interleaved per head)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    """(path of the GGUF file, the torch LlamaForCausalLM in float64 with the same — float32 — weights)."""
+    gguf = pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")
+    cfg = transformers.LlamaConfig(vocab_size=len(TOKENS), hidden_size=D, intermediate_size=FF,
+                                   num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+                                   max_position_embeddings=WINDOW, rms_norm_eps=1e-5, rope_theta=10000.0,
+                                   tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    ref = transformers.LlamaForCausalLM(cfg).eval()  # float32: the weights the file holds exactly
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))  # norms away from 1, so a norm read wrongly shows
+    sd = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
+    path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("tiny")
+    w.add_context_length(WINDOW)
+    w.add_embedding_length(D)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_dimension_count(D // HEADS)
+    w.add_vocab_size(len(TOKENS))
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(TOKENS)
+    w.add_token_types([3] + [1] * (len(TOKENS) - 1))
+    w.add_token_merges(MERGES)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+    w.add_add_bos_token(False)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    names = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
+    for i in range(LAYERS):
+        hf = f"model.layers.{i}."
+        for g, h in names.items():
+            w.add_tensor(f"blk.{i}.{g}.weight", sd[hf + h + ".weight"])
+        w.add_tensor(f"blk.{i}.attn_q.weight", _llama_permute(sd[hf + "self_attn.q_proj.weight"], HEADS))
+        w.add_tensor(f"blk.{i}.attn_k.weight", _llama_permute(sd[hf + "self_attn.k_proj.weight"], KV_HEADS))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path, ref.double()
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+def _causal(V=9, d=4, seed=0):
+    """A plain causal torch 'model': h_t = the mean of the embeddings of tokens 0..t, and a random head W."""
+    torch.manual_seed(seed)
+    emb = torch.nn.Embedding(V, d, dtype=torch.float64)
+
+    def hidden(tokens):
+        e = emb(tokens)
+        return torch.cumsum(e, dim=1) / torch.arange(1, tokens.shape[1] + 1, dtype=e.dtype)[None, :, None]
+
+    return hidden, np.random.default_rng(seed).normal(size=(V, d))
+
+
+# -- 1. GGUF files ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", [{"context_length": 3}, {"prefixes": True}])
+def test_a_gguf_file_is_probed_with_its_own_hidden_states_and_head(tiny_gguf, text_file, mode):
+    path, ref = tiny_gguf
+    res = probe_model(path, text_file, dtype="float64", progress=False, batch_size=2, **mode)
+    assert res.meta["format"] == "gguf" and res.meta["dtype"] == "float64" and res.meta["architecture"] == \
+        "LlamaForCausalLM"
+    W = ref.lm_head.weight.detach().numpy()
+    assert np.array_equal(res.W, W) and not res.meta["tied_head"]
+    ctx = res.contexts
+    assert ctx.m > 10
+    with torch.no_grad():
+        for j in range(ctx.m):
+            out = ref(torch.as_tensor(ctx.tokens(j))[None], output_hidden_states=True)
+            h = out.hidden_states[-1][0, -1].numpy()  # Llama's last entry is after the final RMSNorm
+            assert np.allclose(res.data.embeddings[j], h, rtol=1e-10, atol=1e-12)
+            assert np.allclose(res.data.embeddings[j] @ W.T, out.logits[0, -1].numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_a_gguf_file_computes_in_float32_by_default(tiny_gguf, text_file):
+    path, ref = tiny_gguf
+    assert model_dtype(path) == "float32"
+    res = probe_model(path, text_file, context_length=2, progress=False)
+    assert res.meta["dtype"] == "float32" and res.data.embeddings.dtype == np.float64
+    X = torch.as_tensor(np.stack([res.contexts.tokens(j) for j in range(res.contexts.m)]))
+    with torch.no_grad():
+        h = ref(X, output_hidden_states=True).hidden_states[-1][:, -1].numpy()
+    assert np.allclose(res.data.embeddings, h, rtol=1e-4, atol=1e-5)  # float32 rounding, not an error
+    assert not np.array_equal(res.data.embeddings, h)
+    res16 = probe_model(path, text_file, context_length=2, progress=False, dtype="bfloat16")
+    assert res16.meta["dtype"] == "bfloat16" and np.allclose(res16.data.embeddings, h, rtol=0.1, atol=0.1)
+
+
+def test_gguf_without_its_packages_or_file_is_one_clear_error(tiny_gguf, text_file, monkeypatch, tmp_path):
+    import importlib.util
+
+    with pytest.raises(InputError, match="is not a file; expected a GGUF file"):
+        probe_model(tmp_path / "missing.gguf", text_file, context_length=2)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=r"gguf: pip install 'embgeo\[lm\]'"):
+        probe_model(tiny_gguf[0], text_file, context_length=2)
+
+
+def test_a_folder_computes_in_its_configs_dtype(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "bfloat16"}))
+    assert model_dtype(tmp_path) == "bfloat16"
+    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "float16"}))
+    assert model_dtype(tmp_path) == "float32"  # float16 is slow or missing on CPUs
+
+
+# -- 3. which contexts --max-contexts keeps --------------------------------------------------------------------
+
+def test_select_contexts_random_frequent_first():
+    n_j = np.array([1, 5, 2, 5, 9, 1, 3, 2])
+    a, b = select_contexts(n_j, 4, "random", seed=0), select_contexts(n_j, 4, "random", seed=0)
+    assert np.array_equal(a, b) and a.size == 4 and np.all(np.diff(a) > 0)
+    assert any(not np.array_equal(a, select_contexts(n_j, 4, "random", seed=s)) for s in range(1, 4))
+    assert select_contexts(n_j, 3, "frequent").tolist() == [1, 3, 4]  # 9, 5, 5
+    assert select_contexts(n_j, 4, "frequent").tolist() == [1, 3, 4, 6]
+    assert select_contexts(n_j, 5, "frequent").tolist() == [1, 2, 3, 4, 6]  # the tie 2 = 2: the first, context 2
+    assert select_contexts(n_j, 3, "first").tolist() == [0, 1, 2]
+    assert select_contexts(n_j, None, "random").tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("how", [{"context_length": 2}, {"prefixes": True, "window": 6}])
+def test_sampled_contexts_keep_their_counts_from_the_whole_text(how):
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(0, 4, size=n).tolist() for n in (12, 9, 15, 7)]
+    full = count_contexts(seqs, 4, **how)
+    key = {tuple(full.tokens(j)): full.counts[j].toarray() for j in range(full.m)}
+    for sample in ("random", "frequent", "first"):
+        for seed in (0, 1):
+            part = count_contexts(seqs, 4, max_contexts=5, sample=sample, seed=seed, **how)
+            assert part.m == 5 and part.info["contexts_dropped"] == full.m - 5
+            assert part.info["pairs"] + part.info["pairs_dropped"] == full.info["pairs"]
+            for j in range(part.m):
+                assert np.array_equal(part.counts[j].toarray(), key[tuple(part.tokens(j))])
+    first = count_contexts(seqs, 4, max_contexts=5, sample="first", **how)
+    assert [tuple(first.tokens(j)) for j in range(5)] == [tuple(full.tokens(j)) for j in range(5)]  # the old way
+    n_full = np.asarray(full.counts.sum(axis=1)).ravel()
+    frequent = count_contexts(seqs, 4, max_contexts=5, sample="frequent", **how)
+    assert sorted(np.asarray(frequent.counts.sum(axis=1)).ravel(), reverse=True) == sorted(n_full, reverse=True)[:5]
+    r0, r0b, r1 = (count_contexts(seqs, 4, max_contexts=5, sample="random", seed=s, **how) for s in (0, 0, 7))
+    assert [tuple(r0.tokens(j)) for j in range(5)] == [tuple(r0b.tokens(j)) for j in range(5)]
+    assert [tuple(r0.tokens(j)) for j in range(5)] != [tuple(r1.tokens(j)) for j in range(5)]
+    with pytest.raises(InputError, match="sample: expected one of random, frequent, first"):
+        count_contexts(seqs, 4, max_contexts=5, sample="best", **how)
+
+
+# -- 4. text units --------------------------------------------------------------------------------------------
+
+def test_text_units(text_file):
+    assert read_units(text_file) == ["the rain in the plain stays mainly there",
+                                     "a cat sat on the mat then the cat ran", "another one"]
+    assert read_units(text_file, "lines") == ["the rain in the plain", "stays mainly there", "a cat sat on the mat",
+                                              "then the cat ran", "another one"]
+    assert read_units(text_file, "stream") == [TEXT.strip()]
+    with pytest.raises(InputError, match="units: expected one of paragraphs, lines, stream"):
+        read_units(text_file, "words")
+
+
+def test_cut_stream_keeps_every_pair_once():
+    toks = list(range(30))
+    pieces = cut_stream(toks, 7)
+    assert all(len(p) <= 8 for p in pieces) and pieces[0] == list(range(8)) and pieces[-1][-1] == 29
+    assert sorted(t for p in pieces for t in p[1:]) == list(range(1, 30))  # every next token once
+    k = 3
+    pairs = {(tuple(p[i:i + k]), p[i + k]) for p in cut_stream(toks, 7, overlap=k) for i in range(len(p) - k)}
+    assert pairs == {(tuple(toks[i:i + k]), toks[i + k]) for i in range(len(toks) - k)}
+    assert cut_stream([1, 2], 7) == [[1, 2]]
+
+
+def test_units_through_the_model(tiny_gguf, text_file):
+    path, _ = tiny_gguf
+    by = {u: probe_model(path, text_file, prefixes=True, units=u, progress=False) for u in ("lines", "paragraphs",
+                                                                                            "stream")}
+    assert by["lines"].meta["sequences"] == 5 and by["paragraphs"].meta["sequences"] == 3
+    stream = by["stream"]
+    assert stream.meta["unit_count"] == 1 and stream.meta["sequences"] > 1  # longer than the window of 24
+    assert all(len(s) <= WINDOW + 1 for s in stream.contexts.sequences)
+    assert stream.contexts.info["truncated_sequences"] == 0
+
+
+# -- 5. --save-arrays -----------------------------------------------------------------------------------------
+
+def test_dense_arrays_only_with_save_arrays(tmp_path):
+    hidden, W = _causal()
+    res = probe(hidden, W, [[1, 2, 3, 4, 5, 1, 2, 6], [3, 3, 1, 2, 7]], context_length=2, progress=False,
+                token_labels=[f"t{v}" for v in range(9)])
+    written = res.save(tmp_path / "a")
+    assert {"summary.json", "vocabulary.txt", "probe.png", "row_norms.npy"} <= set(written)
+    assert not {"H.npy", "W.npy", "W_star.npy", "W_mm.npy"} & set(written)
+    assert not (tmp_path / "a" / "W.npy").exists()
+    written = res.save(tmp_path / "b", save_arrays=True)
+    assert {"H.npy", "W.npy"} <= set(written) and np.array_equal(np.load(tmp_path / "b" / "W.npy"), W)
+
+
+# -- 6. one separability verdict ------------------------------------------------------------------------------
+
+def _measured(capsys) -> tuple:
+    """measure() on separable data (rank H = m) with the CLI's printing as its report: (result, printed)."""
+    from embgeo.cli import _print_probe_stage
+
+    res = measure(synthetic(8, 6, 12, 2, seed=1), np.random.default_rng(0).normal(size=(6, 12)),
+                  report=_print_probe_stage)
+    return res, capsys.readouterr().out
+
+
+def test_the_ntp_svm_decides_separability_and_print_and_summary_agree(monkeypatch, capsys):
+    """The user's case: the direct routes stop undecided, the NTP-SVM then finds a separating point."""
+    import embgeo.ntp.probe as probe_module
+
+    def undecided(*args, **kwargs):
+        raise SolverError("is_separable: the dual iterations neither separated nor found a Farkas matrix "
+                          "(max_seconds after 9 iterations); use method='lp' or allow more time")
+
+    monkeypatch.setattr(probe_module.theory, "is_separable", undecided)
+    res, out = _measured(capsys)
+    assert res.summary()["separable"] is True and res.summary()["separability_verdict"] == "True"
+    verdicts = [s for s in out.splitlines() if s.startswith("separable ")]
+    assert len(verdicts) == 1 and verdicts[0].startswith("separable    True") and "NTP-SVM" in verdicts[0]
+    assert "not decided by the direct routes" in out and "--separability-method lp" in out and "method='lp'" not in out
+
+
+def test_undecided_separability_is_null_and_printed_undecided(monkeypatch, capsys):
+    import embgeo.ntp.probe as probe_module
+
+    def fail(*args, **kwargs):
+        raise SolverError("out of time")
+
+    monkeypatch.setattr(probe_module.theory, "is_separable", fail)
+    monkeypatch.setattr(probe_module.theory, "ntp_svm", fail)
+    res, out = _measured(capsys)
+    summary = json.loads(json.dumps(res.summary(), allow_nan=False))
+    assert summary["separable"] is None and summary["separability_verdict"] == "undecided"
+    verdicts = [s for s in out.splitlines() if s.startswith("separable ")]
+    assert len(verdicts) == 1 and verdicts[0].startswith("separable    undecided: out of time")
+
+
+# -- 7-9. estimates, messages, the time limit and progress lines on the command line -------------------------
+
+def test_cli_estimates_messages_and_progress_lines(tiny_gguf, text_file, tmp_path, capsys):
+    from embgeo.cli import main
+
+    out = tmp_path / "out"
+    assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
+                 "--max-contexts", "12", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    memory = next(s for s in lines if s.startswith("memory "))
+    timing = next(s for s in lines if s.startswith("time "))
+    assert "model " in memory and "forward pass " in memory
+    assert "forward passes ≈" in timing and "10 min for the whole probe (--max-seconds)" in timing
+    assert lines.index(timing) < lines.index(next(s for s in lines if s.startswith("forward ")))
+    assert any("× 𝓗)" in s for s in lines if s.startswith("model loss")) and " of H" not in printed
+    progress = [s for s in lines if s.startswith("progress ")]  # stdout is not a terminal here
+    assert any("forward pass 1/" in s for s in progress) and any("hidden started" in s for s in progress)
+    assert any("geometry done in" in s for s in progress) and all("since the start)" in s for s in progress)
+    assert "--sample" not in printed and "a random sample, --seed 0" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["max_seconds"] == 600.0 and summary["meta"]["dtype"] == "float32"
+    assert summary["memory_estimate_bytes"]["model"] > 0 and summary["time_estimate_seconds"]["forward"] > 0
+    assert summary["separability_verdict"] in ("True", "False", "undecided")
+    assert any(s.startswith(f"separable    {summary['separability_verdict']}") for s in lines)
+    assert not (out / "W.npy").exists() and (out / "summary.json").exists() and (out / "probe.png").exists()
+
+
+def test_the_time_limit_stops_the_forward_passes(tiny_gguf, text_file):
+    with pytest.raises(InputError, match="ran out of the time limit after 0 of"):
+        probe_model(tiny_gguf[0], text_file, context_length=2, max_seconds=1e-9, progress=False)
+
+
+def test_cli_refuses_a_bad_max_seconds(tiny_gguf, text_file, capsys):
+    from embgeo.cli import main
+
+    assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
+                 "--max-seconds", "0"]) == 2
+    assert "--max-seconds" in capsys.readouterr().err
