@@ -340,7 +340,8 @@ def ntp_probe(args: argparse.Namespace) -> None:
     if not args.max_seconds > 0 or args.max_seconds == float("inf"):
         raise InputError(f"--max-seconds: expected a finite number of seconds > 0, got {args.max_seconds}")
     _check_probe_context_length(args.model, args.context_length)
-    from embgeo.ntp.probe import probe_model  # torch and transformers: after the checks above
+    head = _head_options(args)
+    from embgeo.ntp.probe import probe_model, train_head  # torch and transformers: after the checks above
 
     hooks = _probe_hooks(plain=not sys.stdout.isatty())
     result = _interruptible(lambda: probe_model(
@@ -348,9 +349,32 @@ def ntp_probe(args: argparse.Namespace) -> None:
         max_contexts=args.max_contexts, sample=args.sample, seed=args.seed, units=args.units,
         batch_size=args.batch_size, device=args.device, dtype=args.dtype, head_bias=args.head_bias,
         max_seconds=args.max_seconds, separability_method=args.separability_method, **hooks))
+    if head is not None:
+        _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started")))
     if args.out:
         written = result.save(args.out, save_arrays=args.save_arrays)
         print(f"written      {args.out}/" + ", ".join(written))
+
+
+def _head_options(args: argparse.Namespace) -> dict | None:
+    """``--train-head``'s settings for :func:`embgeo.ntp.probe.train_head`, checked before anything is loaded
+    (None without --train-head; --head-* options without it are refused)."""
+    given = args.head_optimizer is not None or args.head_steps is not None or args.head_lr is not None
+    if not args.train_head:
+        if given:
+            raise InputError("--head-optimizer, --head-steps, --head-lr: only with --train-head")
+        return None
+    opts = [o.strip() for arg in (args.head_optimizer or ["gd"]) for o in arg.split(",") if o.strip()]
+    bad = [o for o in opts if o not in ("gd", "ngd", "adam")]
+    if bad or not opts:
+        raise InputError(f"--head-optimizer: expected gd, ngd or adam (repeatable, or a comma list), got "
+                         f"{','.join(bad) or 'nothing'}")
+    steps = 1000 if args.head_steps is None else args.head_steps
+    if steps < 1:
+        raise InputError(f"--head-steps: expected an integer >= 1, got {steps}")
+    if args.head_lr is not None and not (0 < args.head_lr < float("inf")):
+        raise InputError(f"--head-lr: expected a finite step size > 0, got {args.head_lr}")
+    return {"optimizers": list(dict.fromkeys(opts)), "steps": steps, "lr": args.head_lr}
 
 
 def _probe_hooks(plain: bool) -> dict:
@@ -456,6 +480,8 @@ def _print_probe_stage(stage: str, r) -> None:
         _print_probe_alignment(r)
     elif stage == "geometry":
         _print_probe_geometry(r)
+    elif stage == "train_head":
+        _print_probe_head(r)
 
 
 def _svm_skipped(r) -> bool:
@@ -516,18 +542,79 @@ def _sample_words(info: dict) -> str:
             "first": "the first ones"}.get(info.get("sample"), str(info.get("sample")))
 
 
+def _cos_band(a: dict, key: str) -> str:
+    """A constrained-row cosine with its certified interval, e.g. ``0.8123 in [0.8011, 0.8230]`` (the interval
+    only when it is visible at four decimals: summary.json has it always); n/a when NaN."""
+    c, lo, hi = (a.get(k, float("nan")) for k in (key, f"{key}_lo", f"{key}_hi"))
+    if c != c:
+        return "n/a"
+    return f"{c:.4f}" + (f" in [{lo:.4f}, {hi:.4f}]" if lo == lo and hi - lo >= 5e-5 else "")
+
+
 def _print_probe_alignment(r) -> None:
+    """The alignment on the constrained rows (seen rows + the unseen mean, centred), the unseen block apart, and the
+    old all-rows cosines beside their bounds."""
     a = r.alignment
     eps = a["svm_error_bound"]
     band = f" ± {2 * eps:.1e}" if eps == eps else ""
-    parts = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band}" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
-             f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band}" if a["cos_corrected"] == a["cos_corrected"]
-             else "cos(W - W*, W^mm) n/a",
-             f"||P_F(W) - W*||/||W*|| = {a['subspace_error']:.4f}" if a["subspace_error"] == a["subspace_error"]
-             else "||P_F(W) - W*|| n/a",
-             f"NTP-margin of P_perp(W) = {a['margin']:.3e}" if a["margin"] == a["margin"] else "NTP-margin n/a"]
-    print("alignment    " + "; ".join(parts) + (f" (not computed: {_cli_advice(r.errors['alignment'])})"
-                                                  if "alignment" in r.errors else ""), flush=True)
+    k, nu = a.get("seen_tokens"), a.get("unseen_tokens")
+    rows = [f"cos(T W, T W^mm) = {_cos_band(a, 'rows_cos_mm')}",
+            f"cos(T(W - W*), T W^mm) = {_cos_band(a, 'rows_cos_corrected')}",
+            f"||P_F(W) - W*||/||W*|| = {a['subspace_error']:.4f}" if a["subspace_error"] == a["subspace_error"]
+            else "||P_F(W) - W*|| n/a",
+            f"cos(P_F(W), W*) = {a['star_cos']:.4f}" if _finite(a.get("star_cos"))
+            else "cos(P_F(W), W*) n/a"]
+    print(f"alignment    on the constrained rows (T: the {k} seen rows and the mean of the {nu} never-next rows, "
+          "centred; unchanged by W -> W + 1c^T): " + "; ".join(rows)
+          + (f" (not computed: {_cli_advice(r.errors['alignment'])})" if "alignment" in r.errors else ""))
+    if nu and "unseen_share" in a:
+        print(f"unseen rows  {nu} never-next tokens hold {100 * a['unseen_share']:.1f}% of ||W||^2 "
+              f"({100 * a['unseen_spread_share']:.1f}% in their differences from their mean, which no constraint "
+              f"sees); their mean row's logit minus the in-support logits: {a['unseen_logit_vs_support']:.4g} "
+              + (f"(W^mm: {a['unseen_logit_vs_support_mm']:.4g})" if a.get("unseen_logit_vs_support_mm") ==
+                 a.get("unseen_logit_vs_support_mm") else ""))
+    old = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band} (at most {a['cos_mm_bound']:.4f} for any W^mm with equal unseen "
+           "rows)" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
+           f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band} (at most {a['cos_corrected_bound']:.4f})"
+           if a["cos_corrected"] == a["cos_corrected"] else "cos(W - W*, W^mm) n/a",
+           f"NTP-margin of P_perp(W) = {a['margin']:.3e}" if a["margin"] == a["margin"] else "NTP-margin n/a"]
+    print("all rows     " + "; ".join(old), flush=True)
+
+
+def _finite(x) -> bool:
+    """Whether ``x`` is a number other than NaN (None: False)."""
+    return x is not None and x == x
+
+
+def _print_probe_head(r) -> None:
+    """--train-head: per optimizer a short table on a 1-2-5 grid of the recorded steps, then Theorem 2's claims."""
+    ht = r.head_training
+    st = ht["settings"]
+    print(f"train head   a linear head from W = 0 on the model's H, {st['steps']} steps, reduced to "
+          f"{st['reduced']['seen_tokens']} seen rows + 1 shared row for {st['reduced']['unseen_tokens']} never-next "
+          "tokens (exact from zero)")
+    for opt, run in ht["runs"].items():
+        print(f"  {opt} (lr {run['lr']:.4g}, {run['seconds']:.1f} s)"
+              + (f" diverged at step {run['diverged']}" if run["diverged"] is not None else ""))
+        print(f"  {'step':>8}  {'CE - H (KL)':>12}  {'||P_F W-W*||/||W*||':>19}  cos(T(W-W*), T W^mm)")
+        rows = run["rows"]
+        show = [x for x in rows if _one_two_five(x["step"])] + ([rows[-1]] if not _one_two_five(rows[-1]["step"])
+                                                                  else [])
+        for x in show:
+            se = f"{x['subspace_error']:.4g}" if x["subspace_error"] == x["subspace_error"] else "n/a"
+            print(f"  {x['step']:>8}  {x['kl_gap']:>12.4e}  {se:>19}  {_cos_band(x, 'rows_cos_corrected')}")
+        for claim, v in run["claims"].items():
+            print(f"  Theorem 2 {claim:<9} {v['status']}: {v['why']}" + (f" ({v['note']})" if "note" in v else ""))
+    sys.stdout.flush()
+
+
+def _one_two_five(step: int) -> bool:
+    """Whether ``step`` is 0 or 1, 2 or 5 times a power of ten (the printed grid of --train-head)."""
+    if step == 0:
+        return True
+    while step % 10 == 0:
+        step //= 10
+    return step in (1, 2, 5)
 
 
 def _print_probe_geometry(r) -> None:
@@ -849,6 +936,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --out, also write the dense matrices H (m × d), W, W* and W^mm (V × d each)")
     pr.add_argument("--out", metavar="DIR", help="write summary.json, vocabulary.txt, probe.png/pdf and the small "
                                                  "arrays (the dense ones with --save-arrays)")
+    pr.add_argument("--train-head", action="store_true",
+                    help="after the measurement, train a linear head from zero on the model's H (the seen rows and "
+                         "one shared row for the never-next tokens: exact) and print CE - H, ||P_F(W) - W*||/||W*|| "
+                         "and cos(T(W - W*), T W^mm) along the run, with Theorem 2's verdicts")
+    pr.add_argument("--head-optimizer", action="append", metavar="OPT",
+                    help="gd (default), ngd or adam; repeatable or a comma list (gd,ngd,adam)")
+    pr.add_argument("--head-steps", type=int, metavar="N", help="updates of --train-head (default 1000)")
+    pr.add_argument("--head-lr", type=float, metavar="LR",
+                    help="step size of --train-head (default: 1/(2L) for gd, 0.01 for ngd and adam)")
     pr.set_defaults(func=ntp_probe)
 
     ls = sub.add_parser("list", help="list the registered experiments", parents=[common])

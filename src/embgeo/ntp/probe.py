@@ -53,7 +53,14 @@ from embgeo.ntp import theory
 from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.data import NTPData, first_seen_rows
 from embgeo.ntp.geometry import effective_rank_of, numerical_rank_of
-from embgeo.ntp.metrics import Reference, cosine, reference_metrics
+from embgeo.ntp.metrics import (
+    ReducedProblem,
+    constrained_alignment,
+    cosine,
+    equal_rows_bound,
+    reduced_reference,
+    token_split,
+)
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
@@ -429,10 +436,13 @@ class ProbeResult:
     dim_F : int or None
     separability : theory.Separability or None — Def. 2, the model's W tried first as the certificate.
     svm : theory.NTPSVM or None — Def. 3, warm-started from the model's W.
-    alignment : dict — ``cos_mm`` cos(W, W^mm), ``cos_corrected`` cos(W − W*, W^mm), ``subspace_error``
-        ‖P_F(W) − W*‖/‖W*‖, ``margin`` the normalized NTP-margin of P_⊥(W), ``svm_error_bound`` ε (the cosines
-        against W^mm are certified within 2ε), norms. NaN where an object does not exist (``errors`` or the
-        compatibility / separability results say why).
+    alignment : dict — :func:`_alignment`: on the constrained rows (``rows_cos_mm``, ``rows_cos_corrected`` with
+        their certified bands ``_lo``/``_hi``, ``star_cos``, ``subspace_error``), the never-next block apart
+        (``unseen_share``, ...), the old all-rows ``cos_mm``/``cos_corrected`` beside their bounds
+        ``cos_mm_bound``/``cos_corrected_bound``, ``margin`` the normalized NTP-margin of P_⊥(W),
+        ``svm_error_bound`` ε, norms. NaN where an object does not exist (``errors`` or the compatibility /
+        separability results say why).
+    head_training : dict — :func:`train_head`'s runs (empty unless it ran).
     logits : dict — :func:`logit_structure_factored`'s scalars.
     arrays : dict — per-context and per-token arrays (singular values of the logits, in-support centred
         logits and log p̂, per-context margins, row norms of W, token frequencies).
@@ -462,6 +472,7 @@ class ProbeResult:
     seconds: dict = field(default_factory=dict)
     token_labels: list[str] | None = None
     estimate: dict = field(default_factory=dict)
+    head_training: dict = field(default_factory=dict)
 
     @property
     def w_star(self) -> np.ndarray | None:
@@ -509,7 +520,7 @@ class ProbeResult:
             "ntp_margin_of_w_mm": None if svm is None or svm.W is None else svm.margin,
             "svm_residuals": None if svm is None or svm.W is None else svm.residuals,
             "alignment": self.alignment, "logits": self.logits, "frequency": self.frequency,
-            "errors": self.errors, "seconds": self.seconds,
+            "errors": self.errors, "seconds": self.seconds, "head_training": self.head_training,
         }
         return _jsonable(out)
 
@@ -660,7 +671,7 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
             report: Callable[[str, ProbeResult], object] | None = None,
             solver_progress: Callable[[int, dict], object] | None = None,
             result: ProbeResult | None = None, separability_method: str = "auto",
-            started: Callable[[str], object] | None = None) -> ProbeResult:
+            started: Callable[[str], object] | None = None, head_training: dict | None = None) -> ProbeResult:
     """The NTP paper's objects for the embeddings H = ``data.embeddings`` (m, d) and the decoder W (V, d).
 
     In order (``started(stage)`` is called before each and ``report(stage, result)`` after it, for printing):
@@ -673,9 +684,11 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     ``"svm"``: W^mm(H) (Def. 3) by the augmented Lagrangian warm-started from W, when separable or undecided —
     when separability was undecided, the NTP-SVM's outcome decides it (``result.separability``, the one verdict
     :attr:`ProbeResult.separable` printed and written);
-    ``"alignment"``: cos(W, W^mm), cos(W − W*, W^mm), ‖P_F(W) − W*‖/‖W*‖ and the normalized NTP-margin of
-    P_⊥(W) (:func:`embgeo.ntp.metrics.reference_metrics`); ``"geometry"``: the logits' structure
-    (:func:`logit_structure_factored`) and the rows' norms against token frequency.
+    ``"alignment"``: W against W* and W^mm on the constrained rows, the never-next block apart, the old all-rows
+    cosines beside their bounds, and the normalized NTP-margin of P_⊥(W) (:func:`_alignment`); ``"geometry"``: the
+    logits' structure (:func:`logit_structure_factored`) and the rows' norms against token frequency; with
+    ``head_training`` (a dict of :func:`train_head`'s keyword arguments), ``"train_head"``: a linear head trained
+    from zero on H (:func:`train_head`).
 
     ``max_seconds`` bounds the iterative solvers (separability's, the NTP-SVM) together: each gets what is left
     of it when it starts. They call ``solver_progress(iteration, info)`` (``info["gap"]``: the relative duality
@@ -745,6 +758,8 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     res.frequency, freq_arrays = _frequency(data, W)
     res.arrays = {**arrays, **freq_arrays}
     _stage(res, report, "geometry", t)
+    if head_training is not None:
+        train_head(res, **head_training, report=report, started=started)
     return res
 
 
@@ -761,26 +776,192 @@ def _blockwise_kl(data: NTPData, W: np.ndarray) -> float:
 
 
 def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResult) -> dict:
-    """Where W sits relative to W*(H) and W^mm(H) (Thm. 2: P_F(W) → W*, W/‖W‖ → W^mm/‖W^mm‖)."""
+    """Where W sits relative to W*(H) and W^mm(H) (Thm. 2: P_F(W) → W*, W/‖W‖ → W^mm/‖W^mm‖), on the rows the
+    theory constrains.
+
+    Why not all V rows. A token that is never a next token in the data ("unseen": ~46k of SmolLM2's 49,152 at
+    m = 2000) plays the same role in every constraint of Defs. 1-3, so W^mm's unseen rows are equal and W*'s are
+    zero (:mod:`embgeo.ntp.metrics`, (i)); the softmax ignores W → W + 1cᵀ (ii), and W^mm has zero column sums, so
+    after that shift its unseen rows are ~0. A pretrained head's unseen rows differ from one another (about 90 % of
+    ‖W‖² at SmolLM2's size), and that part is orthogonal to every matrix with equal unseen rows and zero column sums:
+    cos(W, W^mm) ≤ ``cos_mm_bound`` = ‖P(W)‖/‖W‖ (:func:`embgeo.ntp.metrics.equal_rows_bound`, ≈ ‖W_seen‖/‖W‖ ≈
+    0.06-0.1), whatever the model — a statistic that cannot come out otherwise. It is kept, with its bound beside it.
+
+    What is reported instead (:func:`embgeo.ntp.metrics.constrained_alignment`): T(W), the seen rows and the mean
+    unseen row, centred by their unweighted mean — invariant under W → W + 1cᵀ, and in the geometry of all pairwise
+    row differences (the logit differences Defs. 1-3 constrain), each token once and the unseen block once:
+    ``rows_cos_mm`` = cos(T W, T W^mm), ``rows_dist_mm``, ``rows_cos_corrected`` = cos(T(W − W*), T W^mm), each
+    with the interval ``_lo``/``_hi`` that holds for the true W^mm when the NTP-SVM certifies only
+    ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖ (ε = ``svm_error_bound``; carried through T as ``rows_error_bound``); ``star_cos`` =
+    cos(P_F(W), W*) and ``subspace_error`` = ‖P_F(W) − W*‖/‖W*‖ (already shift-free: 1cᵀ ⊥ F). The unseen block
+    apart: ``unseen_share`` (of ‖W‖²), ``unseen_share_centred``, ``unseen_spread_share``, and the mean unseen row's
+    logit against the in-support and seen rows (``unseen_logit_vs_support``, ``unseen_logit_vs_seen``; the same for
+    W^mm as ``unseen_logit_vs_support_mm``). The old all-rows ``cos_mm``, ``cos_corrected`` (± 2ε) with
+    ``cos_mm_bound``, ``cos_corrected_bound``; ``margin``: the normalized NTP-margin of P_⊥(W).
+    """
+    eps = math.nan
+    if res.svm is not None and res.svm.W is not None:
+        eps = float(res.svm.residuals.get("error_bound", math.nan))
     out = {"cos_mm": math.nan, "cos_corrected": math.nan, "subspace_error": math.nan, "margin": math.nan,
-           "svm_error_bound": math.nan, "norm_W": float(np.linalg.norm(W)),
+           "svm_error_bound": eps, "norm_W": float(np.linalg.norm(W)),
            "norm_w_star": math.nan if res.w_star is None else float(np.linalg.norm(res.w_star)),
-           "norm_w_mm": math.nan if res.w_mm is None else float(np.linalg.norm(res.w_mm))}
+           "norm_w_mm": math.nan if res.w_mm is None else float(np.linalg.norm(res.w_mm)),
+           "cos_corrected_bound": math.nan, "unseen_logit_vs_support_mm": math.nan}
+    seen, unseen = token_split(data)
     try:
-        if res.w_star is not None and res.w_mm is not None:
-            out.update(reference_metrics(data, W, Reference(res.w_star, res.w_mm, F)))
-        else:
+        PFW = None if res.w_star is None else F.project(W)
+        out.update(constrained_alignment(data, W, w_star=res.w_star, w_mm=res.w_mm, F=F,
+                                         error_bound=eps if eps == eps else 0.0, PFW=PFW))
+        if res.w_mm is not None:
+            from embgeo.ntp.metrics import unseen_block
+
+            out["unseen_logit_vs_support_mm"] = unseen_block(data, res.w_mm, seen, unseen)["unseen_logit_vs_support"]
             if res.w_star is not None:
-                ns, err = np.linalg.norm(res.w_star), np.linalg.norm(F.project(W) - res.w_star)
-                out["subspace_error"] = float(err / ns) if ns > 0 else float(err)
-            if res.w_mm is not None:
-                out["cos_mm"] = cosine(W, res.w_mm)
-            if not np.all(data.support_sizes == data.V):
-                out["margin"] = theory.ntp_margin(data, W, F)
+                D = W - res.w_star
+                out["cos_corrected"] = cosine(D, res.w_mm)
+                out["cos_corrected_bound"] = equal_rows_bound(D, seen, unseen)
+        if not np.all(data.support_sizes == data.V):
+            out["margin"] = theory.ntp_margin(data, W, F)
     except TooLargeError as exc:
         res.errors["alignment"] = str(exc)
-    if res.svm is not None and res.svm.W is not None:
-        out["svm_error_bound"] = float(res.svm.residuals.get("error_bound", math.nan))
+    return out
+
+
+#: The optimizers ``train_head`` accepts (those of :func:`embgeo.ntp.train.train` that run on the full loss).
+HEAD_OPTIMIZERS = ("gd", "ngd", "adam")
+
+#: The columns of a :func:`train_head` record.
+HEAD_COLUMNS = ("step", "ce", "kl_gap", "norm", "subspace_error", "rows_cos_corrected", "rows_cos_corrected_lo",
+                "rows_cos_corrected_hi", "rows_cos_mm", "cos_corrected")
+
+
+def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: int = 1000, lr: float | None = None,
+               *, record_every="log", report: Callable[[str, ProbeResult], object] | None = None,
+               started: Callable[[str], object] | None = None) -> dict:
+    """Train a linear head from zero on the model's fixed H and watch Theorem 2 happen (or not): stage "train_head".
+
+    For each optimizer (gd, ngd, adam) :func:`embgeo.ntp.train.train` runs ``steps`` full-batch updates from
+    W = 0 on ``result.data`` (H, p̂, π̂ of the probe), reduced (``reduce_unseen=True``: the seen rows and one shared
+    row for the never-next tokens — exact, since from zero those rows stay equal; no V × d matrix), ``lr`` its
+    default when None (1/(2L) for gd, 0.01 for ngd and adam). Recorded on the log grid ``record_every``:
+    CE − 𝓗 (a KL), ‖P_F(W_t) − W*‖/‖W*‖ and cos(T(W_t − W*), T W^mm) on the constrained rows with its certified
+    band (:func:`_alignment`), plus ‖W_t‖ and the all-rows cos(W_t − W*, W^mm) (which IS meaningful here: W_t's
+    unseen rows are equal).
+
+    Theorem 2's prediction (GD, compatible and separable data): CE − 𝓗 → 0, P_F(W_t) → W*, and W_t/‖W_t‖ →
+    W^mm/‖W^mm‖ (so cos(W_t − W*, W^mm) → 1). ``claims`` says per run and claim: ``consistent`` (moving the
+    predicted way over the run: the last value below the first, or the band's lower end above the first value's
+    upper end), ``contradicted`` (moving the other way beyond the band), ``undecided`` (not separated from the
+    start by the band), or ``not applicable`` with the reason — the data are not NTP-separable (then inf CE > 𝓗
+    and no W^mm exists: nothing to converge to), W* does not exist (not compatible), or W^mm is undecided (the
+    NTP-SVM did not certify it) — or ``not covered`` (Adam: the theorem is about GD; the paper's Fig. 5 shows
+    NGD and Adam empirically). A finite run cannot prove a limit: "consistent" is a trend, not a proof.
+
+    Returns (and stores as ``result.head_training``) ``{"settings", "runs": {optimizer: {"lr", "rows",
+    "claims", "seconds", "diverged"}}}``; ``result.seconds["train_head"]`` is the stage's time.
+    """
+    from embgeo.ntp.train import record_steps, train
+
+    data = result.data
+    if data is None:
+        raise InputError("result: has no data (H) yet; train_head runs after the forward passes")
+    if isinstance(optimizers, str):
+        optimizers = [o for o in optimizers.split(",") if o]
+    optimizers = list(dict.fromkeys(optimizers))
+    bad = [o for o in optimizers if o not in HEAD_OPTIMIZERS]
+    if bad or not optimizers:
+        raise InputError(f"optimizers: expected some of {', '.join(HEAD_OPTIMIZERS)}, got {optimizers!r}")
+    steps = check_positive_int("steps", steps, 1)
+    if lr is not None:
+        lr = check_float("lr", lr)
+    record_steps(steps, record_every)  # checks record_every
+    if started is not None:
+        started("train_head")
+    t = time.perf_counter()
+    problem = ReducedProblem(data)
+    eps = result.alignment.get("svm_error_bound", math.nan) if result.alignment else math.nan
+    if eps != eps and result.svm is not None and result.svm.W is not None:
+        eps = float(result.svm.residuals.get("error_bound", math.nan))
+    w_star, w_mm = result.w_star, result.w_mm
+    if result.separable is False:
+        w_mm = None  # no W^mm exists; a Farkas certificate says so
+    ref = None
+    if w_star is not None or w_mm is not None:
+        ref = reduced_reference(problem, w_star, w_mm, eps if eps == eps else 0.0)
+    why = _head_applicability(result)
+    runs = {}
+    for opt in optimizers:
+        t0 = time.perf_counter()
+        trace = train(data, opt, lr, steps, init="zeros", reference=ref if ref is not None else False,
+                      record_every=record_every, progress=False, reduce_unseen=True, expand=False)
+        rows = [{c: r.get(c, math.nan) for c in HEAD_COLUMNS} for r in trace.rows]
+        runs[opt] = {"lr": trace.meta["lr"], "rows": rows, "claims": _head_claims(opt, rows, why),
+                     "seconds": time.perf_counter() - t0, "diverged": trace.meta.get("diverged_at_step")}
+    result.head_training = {
+        "settings": {"optimizers": optimizers, "steps": steps, "lr": lr, "init": "zeros",
+                     "record_every": record_every, "reduced": {"seen_tokens": problem.k,
+                                                               "unseen_tokens": problem.n_unseen},
+                     "svm_error_bound": eps, "applicability": why},
+        "runs": runs}
+    _stage(result, report, "train_head", t)
+    return result.head_training
+
+
+def _head_applicability(result: ProbeResult) -> dict:
+    """Per claim of Theorem 2: None (applicable) or why not."""
+    sep, comp = result.separable, result.compatibility
+    if sep is False:
+        not_sep = ("not applicable: the data are not NTP-separable (a Farkas certificate, Def. 2): inf CE > 𝓗 and "
+                   "no W^mm exists, so Theorem 2 predicts neither CE − 𝓗 → 0 nor a direction")
+        return {"loss": not_sep, "subspace": not_sep, "direction": not_sep}
+    out = {"loss": None, "subspace": None, "direction": None}
+    if sep is None:
+        und = "not applicable: NTP-separability is undecided (" + (result.errors.get("svm") or
+                                                                  result.errors.get("separability") or "?") + ")"
+        out = {"loss": und, "subspace": und, "direction": und}
+    if not comp:
+        why = ("not applicable: W* does not exist (the data are not NTP_H-compatible, Def. 1)" if comp is not None
+               else "not applicable: compatibility is undecided (" + result.errors.get("compatibility", "?") + ")")
+        out["subspace"] = out["direction"] = why
+        if out["loss"] is None:
+            out["loss"] = why
+    if out["direction"] is None and (result.svm is None or result.svm.W is None):
+        out["direction"] = "not applicable: W^mm is undecided (the NTP-SVM gave no certified point)"
+    return out
+
+
+def _head_claims(optimizer: str, rows: list[dict], why: dict) -> dict:
+    """Theorem 2's three claims on one run's records (see :func:`train_head`)."""
+
+    def trend(col: str, lo: str | None = None, hi: str | None = None, down: bool = True) -> dict:
+        vals = [(r["step"], r[col], r[lo] if lo else r[col], r[hi] if hi else r[col]) for r in rows
+                if r["step"] > 0 and r[col] == r[col]]  # step 0 is W = 0: no direction yet
+        if len(vals) < 2:
+            return {"status": "undecided", "why": "fewer than two finite records after step 0"}
+        (first, v0, lo0, hi0), (last, v1, lo1, hi1) = vals[0], vals[-1]
+        span = f"{v0:.4g} at step {first} → {v1:.4g} at step {last}"
+        if down:
+            status = "consistent" if v1 < v0 else "contradicted" if v1 > v0 else "undecided"
+        else:  # upward, with bands: separated when the intervals do not overlap
+            status = "consistent" if lo1 > hi0 else "contradicted" if hi1 < lo0 else "undecided"
+            if lo0 != hi0 or lo1 != hi1:
+                span += f" (bands [{lo0:.4g}, {hi0:.4g}] → [{lo1:.4g}, {hi1:.4g}])"
+        return {"status": status, "why": span}
+
+    out = {}
+    specs = {"loss": ("kl_gap", None, None, True), "subspace": ("subspace_error", None, None, True),
+             "direction": ("rows_cos_corrected", "rows_cos_corrected_lo", "rows_cos_corrected_hi", False)}
+    for claim, (col, lo, hi, down) in specs.items():
+        if why[claim] is not None:
+            out[claim] = {"status": "not applicable", "why": why[claim]}
+        elif optimizer == "adam" and claim == "direction":
+            out[claim] = {"status": "not covered", "why": "Theorem 2 is about GD; Adam's implicit bias is another "
+                                                          "(the paper shows it empirically, Fig. 5)",
+                          "trend": trend(col, lo, hi, down)}
+        else:
+            out[claim] = trend(col, lo, hi, down)
+            if optimizer != "gd":
+                out[claim]["note"] = f"Theorem 2 is about GD; the paper shows {optimizer.upper()} empirically (Fig. 5)"
     return out
 
 

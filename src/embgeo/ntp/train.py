@@ -8,6 +8,8 @@ W h̄_j and the loss is CE of eq. (2).
 * :func:`train`: GD / normalized GD / Adam / SGD over distinct contexts, in torch float64,
   recording a :class:`~embgeo.core.trace.Trace` of the paper's Fig. 4 metrics (loss gap as a
   KL, norm, alignment with W^mm, convergence of P_F(W) to W*, NTP-margin).
+* ``train(..., reduce_unseen=True)``: the same run on the seen rows plus one shared row for the tokens that are
+  never a next token (exact when they start equal; see :func:`train` and :mod:`embgeo.ntp.metrics`).
 
 The recorded metrics are :mod:`embgeo.ntp.metrics` (numpy float64, from the current W); the
 regularization paths of Theorem 1 are :mod:`embgeo.ntp.regpath`.
@@ -39,7 +41,16 @@ from embgeo.core.validate import (
 from embgeo.errors import InputError, ShapeError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
-from embgeo.ntp.metrics import Reference, compute_reference, resolve_reference, trace_metrics
+from embgeo.ntp.metrics import (
+    ReducedProblem,
+    ReducedReference,
+    Reference,
+    compute_reference,
+    reduced_reference,
+    reduced_trace_metrics,
+    resolve_reference,
+    trace_metrics,
+)
 
 OPTIMIZERS = ("gd", "ngd", "adam", "sgd")
 #: The paper's step sizes for normalized GD and Adam (App. A, Fig. 5).
@@ -110,10 +121,18 @@ def _default_lr(optimizer: str, L: float) -> float:
 
 
 class _Loss:
-    """CE of eq. (2) in torch float64 on ``device``: full batch, or the mean per-context CE of a batch of contexts."""
+    """CE of eq. (2) in torch float64 on ``device``: full batch, or the mean per-context CE of a batch of contexts.
 
-    def __init__(self, data: NTPData, device: torch.device | str = "cpu"):
+    With ``problem`` (:class:`~embgeo.ntp.metrics.ReducedProblem`) the parameter is R (k + 1, d), the seen rows and
+    the shared unseen row, and the logits get the offset ``problem.bias`` (log|U| on the shared row): the softmax of
+    the full W = expand(R), on k + 1 columns."""
+
+    def __init__(self, data: NTPData, device: torch.device | str = "cpu", problem: ReducedProblem | None = None):
         self.device = device
+        self.bias = None
+        if problem is not None:
+            data = problem.data_r
+            self.bias = torch.tensor(problem.bias, dtype=torch.float64, device=device)
         self.H = torch.tensor(data.embeddings, dtype=torch.float64, device=device)
         P = data.probs
         rows = np.repeat(np.arange(data.m), data.support_sizes)
@@ -127,7 +146,7 @@ class _Loss:
         self._pad = None
 
     def full(self, W: torch.Tensor) -> torch.Tensor:
-        logq = torch.log_softmax(self.H @ W.T, dim=1)  # (m, V)
+        logq = torch.log_softmax(self.H @ W.T if self.bias is None else self.H @ W.T + self.bias, dim=1)  # (m, V)
         return -(self.coef * logq[self.rows, self.cols]).sum()
 
     def _padded(self):
@@ -150,7 +169,8 @@ class _Loss:
         """Unbiased estimate of CE: contexts J_1..J_B i.i.d. ~ π̂, mean of -Σ_z p̂_{J,z} log q_{J,z}."""
         cols, vals = self._padded()
         idx = torch.multinomial(self.weights, batch_size, replacement=True, generator=generator).to(self.device)
-        logq = torch.log_softmax(self.H[idx] @ W.T, dim=1)  # (B, V)
+        Z = self.H[idx] @ W.T
+        logq = torch.log_softmax(Z if self.bias is None else Z + self.bias, dim=1)  # (B, V)
         return -(vals[idx] * logq.gather(1, cols[idx])).sum(dim=1).mean()
 
 
@@ -158,8 +178,9 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
           init: Literal["lecun", "zeros"] | ArrayLike = "lecun", seed: int = 0,
           record_every: int | Literal["log"] = "log", batch_size: int | None = None,
           betas: tuple[float, float] = (0.9, 0.99), eps: float = 1e-8,
-          reference: Reference | Literal[False] | None = None,
-          progress: bool = True, threads: int | None = None, device: str | torch.device | None = None) -> Trace:
+          reference: Reference | ReducedReference | Literal[False] | None = None,
+          progress: bool = True, threads: int | None = None, device: str | torch.device | None = None,
+          reduce_unseen: bool = False, expand: bool = False) -> Trace:
     """Train the decoder W (V, d) on CE of eq. (2) and record the paper's Fig. 4-5 metrics.
 
     Parameters
@@ -209,6 +230,12 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         Where the updates run (:func:`embgeo.core.device.resolve_device`; None: "cpu", or the device of
         ``embgeo run --set device=...``). Still float64 on CUDA; the metrics are computed in numpy from W
         copied to the CPU at the recorded steps. An unavailable device is an :class:`InputError`.
+    reduce_unseen : bool
+        Train the seen rows and ONE shared row for the tokens that are never a next token (see Notes): exact when
+        the init has equal rows for them, O(m (k + 1) d) per step instead of O(m V d). Default False.
+    expand : bool
+        With ``reduce_unseen``: also return the (V, d) W as ``trace.W`` (default False: ``trace.W`` is None and
+        ``trace.W_reduced`` holds the k + 1 rows). Ignored without ``reduce_unseen``.
 
     Returns
     -------
@@ -222,10 +249,36 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         is recorded, ``trace.interrupted`` is set, a :class:`TrainingInterrupted` warning is
         issued and the partial trace is returned.
 
+        With ``reduce_unseen``: the rows also hold the constrained-row cosines ``rows_cos_mm``,
+        ``rows_cos_corrected`` and their bands ``_lo``/``_hi`` (:func:`embgeo.ntp.metrics.reduced_trace_metrics`),
+        ``trace.W_reduced`` is the final R (k + 1, d), ``trace.reduced`` the
+        :class:`~embgeo.ntp.metrics.ReducedProblem` (its ``expand`` gives W), and ``trace.W`` the expanded (V, d) W
+        only when ``expand`` (else None); ``meta["reduced"]`` has k and |U|. Divergence is judged as without it.
+
         Divergence stops the loop at the first recorded step where W or CE is no longer finite, or CE
         exceeds :data:`DIVERGENCE_FACTOR` × max(CE at step 0, log V): ``meta["diverged_at_step"]`` is
         that step, ``meta["diverged_reason"]`` says which, a :class:`StepSizeWarning` is issued and the
         trace ends at the last good record (:func:`embgeo.lab.registry.finished` makes it an error).
+
+    Notes
+    -----
+    Reduced training (``reduce_unseen=True``). Let U be the tokens in no support (never a next token), k the others.
+    If W's rows on U are equal, they stay equal under every optimizer here (:mod:`embgeo.ntp.metrics`, (iii)): each
+    unseen row v gets the gradient g_u = Σ_j π̂_j 𝕊_v(W h̄_j) h̄_j, the same for all v in U. So the run is carried
+    by R = [seen rows; u]: the logits are R h̄_j plus log|U| on u (|U| equal terms e^{uᵀh̄} in the softmax's sum),
+    autograd gives the seen rows' gradients and |U| g_u on u, which is divided by |U| (each copy's own gradient),
+    and then
+
+    * gd / sgd: R ← R − lr G (each row as its copies in W move);
+    * ngd: R ← R − lr G / (‖∇CE(W)‖_F + eps) with the FULL gradient's norm ‖∇CE(W)‖² = Σ_seen ‖g_z‖² + |U| ‖g_u‖²;
+    * adam: ``torch.optim.Adam`` on R with the per-row gradient G: Adam is per-coordinate, so every copy of u has
+      the same moments and the same update.
+
+    The init must have equal unseen rows: ``"zeros"`` or such an array (``"lecun"`` is refused). ``reference``:
+    None / False / a :class:`Reference` (made reduced here) or a :class:`~embgeo.ntp.metrics.ReducedReference`
+    (W* and W^mm may be absent: their metrics are NaN). Cost per step O(m (k + 1) d) instead of O(m V d); memory
+    (m, k + 1) logits, and no (V, d) matrix unless ``expand``. The trajectories equal those of the full run to
+    rounding (tests/ntp/test_train_reduced.py).
     """
     check_ntp_data(data)
     if optimizer not in OPTIMIZERS:
@@ -251,10 +304,31 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
             f"is not guaranteed to decrease the loss, and the theory assumes lr <= 1/(2L) = {0.5 / L:.4g} "
             "(Lemma 3). The paper's eta=0.5 presumes an embedding scale it does not state (digest §8); choose lr "
             "from L (lr=None) or rescale the embeddings."), stacklevel=2)
-    W0, init_name = _initial_W(data, init, seed)
-    check_dense_size("logits", (data.m, data.V), "train on a subset of contexts")
+    check_bool("reduce_unseen", reduce_unseen)
+    check_bool("expand", expand)
+    problem = rref = None
+    if reduce_unseen:
+        problem = ReducedProblem(data)
+        if isinstance(init, str) and init == "lecun":
+            raise InputError("init: reduce_unseen=True needs equal rows for the never-next tokens: init='zeros' or a "
+                             "(V, d) array with equal unseen rows, got 'lecun' (every row different)")
+        W0, init_name = _initial_W(data, init, seed)
+        if problem.n_unseen and not np.all(W0[problem.unseen] == W0[problem.unseen[0]]):
+            raise InputError("init: reduce_unseen=True needs the rows of the never-next tokens to be equal, and the "
+                             "given array's differ")
+        W0 = problem.reduce(W0)
+        check_dense_size("logits", (data.m, problem.rows), "train on a subset of contexts")
+    else:
+        W0, init_name = _initial_W(data, init, seed)
+        check_dense_size("logits", (data.m, data.V), "train on a subset of contexts")
 
-    ref, ref_status = resolve_reference(data, reference)
+    if reduce_unseen and isinstance(reference, ReducedReference):
+        ref, ref_status = None, "given (reduced)"
+        rref = reference
+    else:
+        ref, ref_status = resolve_reference(data, reference)
+        if reduce_unseen and ref is not None:
+            rref = reduced_reference(problem, ref.w_star, ref.w_mm, ref.error_bound)
     meta = {"optimizer": optimizer, "lr": lr, "steps": steps, "seed": seed, "init": init_name,
             "record_every": record_every, "smoothness": L, "entropy": theory.entropy(data),
             "reference": ref_status, "threads": threads, "dtype": "float64", "device": device_label(dev)}
@@ -269,10 +343,21 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         meta["w_star_norm"] = float(np.linalg.norm(ref.w_star))
         if meta["w_star_norm"] == 0:
             meta["subspace_error"] = "absolute (W* = 0)"
+    elif rref is not None:
+        meta["w_mm_norm"], meta["w_star_norm"] = rref.w_mm_norm, rref.w_star_norm
+        if meta["w_star_norm"] == 0:
+            meta["subspace_error"] = "absolute (W* = 0)"
+    if reduce_unseen:
+        meta["reduced"] = {"seen_tokens": problem.k, "unseen_tokens": problem.n_unseen, "rows": problem.rows}
     trace = Trace(meta)
 
     with limit_threads(threads):
-        _run(trace, data, optimizer, lr, steps, W0, schedule, batch_size, betas, eps, seed, ref, progress, dev)
+        _run(trace, data, optimizer, lr, steps, W0, schedule, batch_size, betas, eps, seed, ref, progress, dev,
+             problem, rref)
+    if reduce_unseen:
+        trace.reduced = problem
+        trace.W_reduced = trace.W
+        trace.W = problem.expand(trace.W) if expand and trace.W is not None else None
     return trace
 
 
@@ -288,10 +373,16 @@ def _check_betas(betas) -> tuple[float, float]:
 
 def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0: np.ndarray, schedule: list[int],
          batch_size: int | None, betas, eps: float, seed: int, ref: Reference | None, progress: bool,
-         device: torch.device) -> None:
-    """The training loop (:func:`embgeo.core.loop.run_loop`, one unit = one update); fills ``trace``."""
-    loss = _Loss(data, device)
+         device: torch.device, problem: ReducedProblem | None = None, rref: ReducedReference | None = None) -> None:
+    """The training loop (:func:`embgeo.core.loop.run_loop`, one unit = one update); fills ``trace``.
+
+    With ``problem``, W is the reduced R (k + 1, d) and ``trace.W`` is R (expanded by :func:`train`)."""
+    loss = _Loss(data, device, problem)
     W = torch.tensor(W0, dtype=torch.float64, device=device, requires_grad=True)
+    shared = None  # reduced: the shared unseen row's index, |U|, and the multiplicity of each row
+    if problem is not None and problem.n_unseen:
+        shared = (problem.k, float(problem.n_unseen),
+                  torch.tensor(problem.multiplicity, dtype=torch.float64, device=device)[:, None])
     # GD/SGD/NGD are written out (one in-place update); constructing a torch.optim optimizer
     # costs seconds on first use in a process, which only Adam pays.
     opt = torch.optim.Adam([W], lr=lr, betas=betas, eps=eps) if optimizer == "adam" else None
@@ -303,11 +394,18 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
         W.grad = None
         value = loss.batch(W, batch_size, gen) if optimizer == "sgd" else loss.full(W)
         value.backward()
+        if shared is not None:  # autograd gives |U| g_u on the shared row: one copy's gradient is g_u
+            with torch.no_grad():
+                W.grad[shared[0]].div_(shared[1])
         if opt is not None:
             opt.step()
         elif optimizer == "ngd":
             with torch.no_grad():
-                W.sub_(W.grad, alpha=lr / (float(torch.linalg.vector_norm(W.grad)) + eps))
+                if shared is None:
+                    norm = float(torch.linalg.vector_norm(W.grad))
+                else:  # the full gradient's norm: |U| copies of the shared row's gradient
+                    norm = float(torch.sqrt(torch.sum(shared[2] * W.grad**2)))
+                W.sub_(W.grad, alpha=lr / (norm + eps))
         else:  # gd, sgd: W <- W - lr * gradient (of the full loss or of the batch estimate)
             with torch.no_grad():
                 W.sub_(W.grad, alpha=lr)
@@ -316,7 +414,8 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
         """The row after ``done`` updates; None (stop) if W is no longer finite (diverged)."""
         Wn = W.detach().cpu().numpy().copy()
         with np.errstate(over="ignore", invalid="ignore"):
-            values = trace_metrics(data, Wn, ref) if np.all(np.isfinite(Wn)) else None
+            values = None if not np.all(np.isfinite(Wn)) else (
+                trace_metrics(data, Wn, ref) if problem is None else reduced_trace_metrics(problem, Wn, rref))
         if values is None or not (np.isfinite(values["ce"]) and np.isfinite(values["norm"])):
             reason = "the iterate or the loss is no longer finite"
         elif ce_limit and values["ce"] > ce_limit[0]:
