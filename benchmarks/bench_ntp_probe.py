@@ -55,8 +55,10 @@ def child(folder: str, m: int, max_seconds: float) -> None:
 
     limit_threads(1)
     t0 = time.perf_counter()
+    # the first m contexts of the tweets read one per line, in float64: the setting of the table in README.md
+    # (since issue 38 probe_model samples contexts at random, reads paragraphs and computes in the model's dtype)
     res = probe_model(folder, Path(folder) / "text.txt", context_length=2, max_contexts=m, max_seconds=max_seconds,
-                      progress=False, batch_size=64)
+                      progress=False, batch_size=64, sample="first", units="lines", dtype="float64")
     total = time.perf_counter() - t0
     comp, sep, svm = res.compatibility, res.separability, res.svm
     print(json.dumps({

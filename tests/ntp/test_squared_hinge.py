@@ -107,25 +107,69 @@ def test_hinge_route_certifies_separable_data(case):
 
 @pytest.mark.parametrize("case", NOT_SEPARABLE)
 def test_hinge_route_certifies_non_separable_data(case):
-    """cvxpy: infeasible; the hinge route stalls at φ > 0 and the LP on its violated pairs gives a Farkas matrix,
-    valid for the whole problem by the dense projector onto F."""
+    """cvxpy: infeasible; the hinge route's minimiser (L-BFGS, then semismooth Newton on the active pairs) has
+    residuals that complete to a Farkas matrix, valid for the whole problem by the dense projector onto F."""
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
     sep = is_separable(data, method="hinge")
-    assert not sep and "squared hinge stalled" in sep.method
+    assert not sep and "semismooth Newton) are a Farkas matrix" in sep.method, sep.method
     assert_farkas_certificate(data, sep, atol=1e-7)
 
 
-def test_auto_takes_the_hinge_route_when_the_lp_is_large(monkeypatch):
+def test_auto_beyond_the_small_lp_tries_the_dual_then_the_hinge(monkeypatch):
+    """"auto" with a large LP: the NTP-SVM dual decides when it can within its share; with no time for it (a
+    share of 0) the squared hinge decides, with the same verdict."""
     monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)
     monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
     data = synthetic(12, 10, 6, 2, seed=3)
     sep = is_separable(data)
+    assert sep and "dual" in sep.method
+    monkeypatch.setattr(separability, "DUAL_FIRST_SECONDS", 0.0)
+    sep = is_separable(data)
     assert sep and "squared hinge" in sep.method
+    assert kesler_values(data, sep.W).min() >= 1 - 1e-9
 
 
 def test_hinge_route_reports_undecided_at_its_time_limit():
     data = synthetic(20, 30, 8, 1, seed=1)
     with pytest.raises(SolverError, match="undecided after"):
         is_separable(data, method="hinge", max_seconds=1e-9)
+
+
+@pytest.mark.parametrize("case", NOT_SEPARABLE[:2])
+def test_without_newton_the_lp_on_the_violated_pairs_decides(case, monkeypatch):
+    """The fallback after a stall: the LP restricted to the pairs the iterate violates is infeasible, so the whole
+    problem is (a subsystem with no solution), and its duals complete to a Farkas matrix."""
+    monkeypatch.setattr(squared_hinge, "NEWTON_ROUNDS", 0)
+    data = synthetic(*case[:4], seed=case[4])
+    sep = is_separable(data, method="hinge")
+    assert not sep and "LP on its" in sep.method
+    assert_farkas_certificate(data, sep, atol=1e-7)
+
+
+def test_newton_step_minimises_phi_on_a_fixed_active_set():
+    """At a non-separable instance's stall the Newton step lands on a point whose gradient vanishes (to 1e-9 of
+    the data's scale): the stationarity that makes its residuals a Farkas matrix."""
+    data = synthetic(10, 5, 3, 2, seed=0)
+    coords, groups = coordinates(data.embeddings), token_groups(data)
+    hp = squared_hinge.whiten(coords.K, groups.pattern)
+    run = squared_hinge.minimise(hp)
+    assert run.stalled and run.value > 1e-3
+    Y, t = squared_hinge.newton_step(hp, run.Y, run.t)
+    value, gY, gt = squared_hinge.value_and_grad(hp, Y, t)
+    assert value == pytest.approx(run.value, rel=1e-3)  # the same minimum, now to rounding
+    assert np.sqrt(np.sum(gY**2) + np.sum(gt**2)) <= 1e-9 * max(1.0, value)
+    assert value <= run.value * (1 + 1e-12)
+
+
+def test_single_precision_products_agree_with_double():
+    K, pattern = _problem(3, m=40, G=12, r=6)
+    hp = squared_hinge.whiten(K, pattern)
+    rng = np.random.default_rng(3)
+    Y, t = rng.standard_normal((12, 6)), rng.standard_normal(40)
+    v64, g64, t64 = squared_hinge.value_and_grad(hp, Y, t)
+    v32, g32, t32 = squared_hinge.value_and_grad(hp, Y, t, single=True)
+    assert v32 == pytest.approx(v64, rel=1e-5)
+    np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-4 * np.abs(g64).max())
+    np.testing.assert_allclose(t32, t64, rtol=1e-4, atol=1e-4 * np.abs(t64).max())

