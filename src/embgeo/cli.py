@@ -417,7 +417,8 @@ def _probe_hooks(plain: bool) -> dict:
 
 def _cli_advice(text: str) -> str:
     """A library message as the CLI's advice: a Python keyword it names becomes the option that sets it."""
-    return (text.replace("use method='lp'", "use --separability-method lp")
+    return (text.replace("use method='hinge' or method='lp'", "use --separability-method lp")
+            .replace("use method='lp'", "use --separability-method lp")
             .replace("max_seconds", "--max-seconds").replace("max_contexts", "--max-contexts"))
 
 

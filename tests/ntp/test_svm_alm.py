@@ -917,7 +917,7 @@ def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkey
     returns "infeasible" with a Farkas certificate valid from the definitions."""
     monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
     monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
-    monkeypatch.setattr(separability, "pair_farkas", lambda *args: None)  # what decide_cheaply calls
+    monkeypatch.setattr(separability, "pair_farkas", lambda *args, **kwargs: None)  # what decide_cheaply calls
     monkeypatch.setattr(A, "STALL_OUTER", 3)
     m, V, d, S, seed = case
     data = synthetic(m, V, d, S, seed=seed)

@@ -189,7 +189,8 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
     if out.X is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
-                          f"({out.status} after {out.iterations} iterations); use method='lp' or allow more time")
+                          f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', or allow "
+                          "more time")
     return separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
 
 
