@@ -155,12 +155,12 @@ def test_newton_step_minimises_phi_on_a_fixed_active_set():
     coords, groups = coordinates(data.embeddings), token_groups(data)
     hp = squared_hinge.whiten(coords.K, groups.pattern)
     run = squared_hinge.minimise(hp)
-    assert run.stalled and run.value > 1e-3
+    assert run.stalled and run.phi > 1e-3
     Y, t = squared_hinge.newton_step(hp, run.Y, run.t)
     value, gY, gt = squared_hinge.value_and_grad(hp, Y, t)
-    assert value == pytest.approx(run.value, rel=1e-3)  # the same minimum, now to rounding
+    assert value == pytest.approx(run.phi, rel=1e-3)  # the same minimum, now to rounding
     assert np.sqrt(np.sum(gY**2) + np.sum(gt**2)) <= 1e-9 * max(1.0, value)
-    assert value <= run.value * (1 + 1e-12)
+    assert value <= run.phi * (1 + 1e-12)
 
 
 def test_single_precision_products_agree_with_double():

@@ -189,8 +189,8 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
     if out.X is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
-                          f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', or allow "
-                          "more time")
+                          f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', "
+                          "or allow more time")
     return separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
 
 
@@ -356,12 +356,12 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
         run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start, single=single,
                           max_steps=sh.NEWTON_EVERY)
         steps += run.steps
-        if "sep" in found or (run.value == 0.0 and check(run.Y, run.t)):
+        if "sep" in found or (run.phi == 0.0 and check(run.Y, run.t)):
             return found["sep"]
         if run.stalled and single:
             single = False  # float32 sees no further: go on in float64
-        slow = run.stalled or run.value > (1 - sh.NEWTON_WHEN_DROP) * value  # the active set has about settled
-        start, value = (run.Y, run.t), run.value
+        slow = run.stalled or run.phi > (1 - sh.NEWTON_WHEN_DROP) * value  # the active set has about settled
+        start, value = (run.Y, run.t), run.phi
         newton = None if out_of_time() or not slow else _newton_rounds(pb, solver, hp, run, check, deadline)
         if "sep" in found:
             return found["sep"]
@@ -411,6 +411,6 @@ def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, deadline) -> Separa
     lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=left)
     if lp.status == Status.OPTIMAL and not lp.separable:
         farkas = solver.farkas_from(g, j, lp.mu / lp.mu.sum(), accept_any=True)
-        return farkas_result(pb, farkas, f"squared hinge stalled at φ = {run.value:.3g}; the LP on its "
+        return farkas_result(pb, farkas, f"squared hinge stalled at φ = {run.phi:.3g}; the LP on its "
                              f"{len(g)} violated pairs is infeasible (HiGHS)", lp_value=lp.value)
     return None

@@ -153,14 +153,14 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int) ->
 
 @dataclass
 class HingeRun:
-    """Where the minimisation of φ stopped: rows Y (G, r) in whitened coordinates, ties t (m,), φ, steps."""
+    """Where the minimisation of φ stopped: rows Y (G, r) in whitened coordinates, ties t (m,), φ there, steps."""
 
     Y: np.ndarray
     t: np.ndarray
-    value: float
+    phi: float
     steps: int
     stalled: bool
-    seconds: float
+    elapsed_seconds: float
 
 
 def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable[[np.ndarray, np.ndarray], bool]
