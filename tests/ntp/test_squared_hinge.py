@@ -173,3 +173,20 @@ def test_single_precision_products_agree_with_double():
     assert v32 == pytest.approx(v64, rel=1e-5)
     np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-4 * np.abs(g64).max())
     np.testing.assert_allclose(t32, t64, rtol=1e-4, atol=1e-4 * np.abs(t64).max())
+
+
+def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
+    """A positive smallest margin is not enough: the tie projection's rounding, magnified by 1/γ, must leave the
+    ties exact to MARGIN_ATOL. Ties broken on purpose (1e-3 added to the projected rows) are never returned as a
+    certificate: the route stays undecided at its time limit instead (found on a real LM's states, where a subset
+    of 2000 contexts came back 'separable' with ties off by 7e-4)."""
+    real = squared_hinge.separating_margin
+
+    def broken(pb, solver, hp, Y):
+        gamma, X, t = real(pb, solver, hp, Y)
+        return gamma, X + 1e-3, t
+
+    monkeypatch.setattr(squared_hinge, "separating_margin", broken)
+    data = synthetic(12, 10, 6, 2, seed=3)
+    with pytest.raises(SolverError, match="undecided"):
+        is_separable(data, method="hinge", max_seconds=2.0)

@@ -343,10 +343,16 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
 
     def check(Y: np.ndarray, t: np.ndarray) -> bool:
         gamma, X, tt = sh.separating_margin(pb, solver, hp, Y)
-        if gamma > 0:
-            found["sep"] = separable_result(pb, X, tt, "squared hinge (L-BFGS + semismooth Newton), tie-projected "
-                                            "and scaled to margin 1")
-        return gamma > 0
+        if not gamma > 0:
+            return False
+        sep = separable_result(pb, X, tt, "squared hinge (L-BFGS + semismooth Newton), tie-projected and scaled "
+                               "to margin 1")
+        # a small γ magnifies the projection's rounding in the ties: accept only ties exact to MARGIN_ATOL (as
+        # separable_from_candidate does), else go on descending (a larger γ comes with more steps)
+        if sep.residuals["equality"] > MARGIN_ATOL:
+            return False
+        found["sep"] = sep
+        return True
 
     def out_of_time() -> bool:
         return deadline is not None and time.perf_counter() >= deadline

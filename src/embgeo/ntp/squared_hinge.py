@@ -261,8 +261,13 @@ def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *, deadline: flo
     b = np.concatenate([-np.ones(len(g)), np.zeros(len(tie_g))])
     z = np.concatenate([Y.ravel(), t])
     done = 0
+    if not np.any(A @ z - b):
+        return Y, t  # every active residual is already zero: the least-squares minimiser is here
     while done < max_iter:
-        out = lsqr(A, b, atol=1e-15, btol=1e-15, iter_lim=LSQR_CHUNK, x0=z)
+        with np.errstate(divide="ignore", invalid="ignore"):  # LSQR divides by a residual that can reach 0
+            out = lsqr(A, b, atol=1e-15, btol=1e-15, iter_lim=LSQR_CHUNK, x0=z)
+        if not np.all(np.isfinite(out[0])):
+            break
         z, done = out[0], done + out[2]
         if out[1] in (1, 2, 4, 5) or (deadline is not None and time.perf_counter() > deadline):
             break  # 1, 2, 4, 5: LSQR's tolerances met (the least-squares solution to rounding)
