@@ -190,3 +190,22 @@ def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
     data = synthetic(12, 10, 6, 2, seed=3)
     with pytest.raises(SolverError, match="undecided"):
         is_separable(data, method="hinge", max_seconds=2.0)
+
+
+def test_measure_takes_every_separability_route():
+    """measure (the probe's analysis) decides Def. 2 by any route it is given, with the same verdict; an unknown
+    route is refused."""
+    from embgeo.errors import InputError
+    from embgeo.ntp.probe import measure
+
+    data = synthetic(12, 10, 6, 2, seed=3)
+    W = np.random.default_rng(0).standard_normal((data.V, data.d))
+    verdicts = {}
+    for route in ("auto", "hinge", "dual", "lp"):
+        res = measure(data, W, separability_method=route, max_seconds=60)
+        verdicts[route] = res.separable
+        assert route == "auto" or route in res.separability.method.lower() or (
+            route == "hinge" and "squared hinge" in res.separability.method)
+    assert set(verdicts.values()) == {True}
+    with pytest.raises(InputError, match="separability_method"):
+        measure(data, W, separability_method="simplex")

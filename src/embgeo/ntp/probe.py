@@ -680,7 +680,8 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     ``"compatibility"``: Def. 1 (W*(H) or the certificate that (4) has no solution) and dim F (eq. 5);
     ``"separability"``: Def. 2 — with ``separability_method="auto"`` W is tried first as the certificate
     (``candidate=W``: exact when P_⊥(W) has all margins > 0), then the cheap routes, the LP when small, else the
-    dual; ``"lp"`` is the LP alone (HiGHS; decides, at the memory of the whole constraint system);
+    dual for a quarter of the time and the squared hinge for the rest; ``"hinge"``, ``"dual"`` or ``"lp"`` is that
+    route alone (:func:`theory.is_separable`; the LP at the memory of the whole constraint system);
     ``"svm"``: W^mm(H) (Def. 3) by the augmented Lagrangian warm-started from W, when separable or undecided —
     when separability was undecided, the NTP-SVM's outcome decides it (``result.separability``, the one verdict
     :attr:`ProbeResult.separable` printed and written);
@@ -702,8 +703,9 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
         raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}) to match the data, got {W.shape}")
     if max_seconds is not None:
         max_seconds = check_float("max_seconds", max_seconds)
-    if separability_method not in ("auto", "lp"):
-        raise InputError(f"separability_method: expected 'auto' or 'lp', got {separability_method!r}")
+    if separability_method not in theory.SEPARABILITY_METHODS:
+        raise InputError(f"separability_method: expected one of {', '.join(theory.SEPARABILITY_METHODS)}, got "
+                         f"{separability_method!r}")
     res = result if result is not None else ProbeResult(data, W)
     res.data, res.W = data, W
     if started is not None:
@@ -732,7 +734,7 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
         res.errors["separability"] = "every support is the whole vocabulary: no separability constraints (6b)"
     else:
         try:
-            how = {"candidate": W} if separability_method == "auto" else {"method": "lp"}
+            how = {"candidate": W} if separability_method == "auto" else {"method": separability_method}
             res.separability = theory.is_separable(data, F, max_seconds=_left(deadline), progress=solver_progress,
                                                    **how)
         except (SolverError, TooLargeError) as exc:
@@ -1121,7 +1123,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
         memory and time estimates), "hidden", then :func:`measure`'s.
     model : dict, optional
         :func:`model_info` of the model behind ``hidden``, for the memory and time estimates.
-    separability_method : "auto" | "lp"
+    separability_method : "auto" | "hinge" | "dual" | "lp"
         See :func:`measure`.
     on_batch : callable, optional
         ``on_batch(done, total)`` after each forward pass.
