@@ -81,7 +81,7 @@ SAMPLES = ("random", "frequent", "first")
 #: How a text becomes sequences (:func:`read_units`).
 UNITS = ("paragraphs", "lines", "stream")
 
-#: The default time limit of a whole probe (seconds): the forward passes and the solvers together.
+#: The default time limit of a whole probe, in seconds — the forward passes and the solvers together.
 DEFAULT_MAX_SECONDS = 600.0
 
 #: Nominal forward-pass speed for the time estimate (floating-point operations per second): per CPU thread, and
