@@ -680,8 +680,8 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     ``"compatibility"``: Def. 1 (W*(H) or the certificate that (4) has no solution) and dim F (eq. 5);
     ``"separability"``: Def. 2 — with ``separability_method="auto"`` W is tried first as the certificate
     (``candidate=W``: exact when P_⊥(W) has all margins > 0), then the cheap routes, the LP when small, else the
-    dual for a quarter of the time and the squared hinge for the rest; ``"hinge"``, ``"dual"`` or ``"lp"`` is that
-    route alone (:func:`theory.is_separable`; the LP at the memory of the whole constraint system);
+    dual for a quarter of the time (at most 60 s) and the squared hinge for the rest; ``"hinge"``, ``"dual"`` or
+    ``"lp"`` is that route alone (:func:`theory.is_separable`; the LP at the memory of the whole constraint system);
     ``"svm"``: W^mm(H) (Def. 3) by the augmented Lagrangian warm-started from W, when separable or undecided —
     when separability was undecided, the NTP-SVM's outcome decides it (``result.separability``, the one verdict
     :attr:`ProbeResult.separable` printed and written);
