@@ -377,9 +377,14 @@ def _head_options(args: argparse.Namespace) -> dict | None:
     return {"optimizers": list(dict.fromkeys(opts)), "steps": steps, "lr": args.head_lr}
 
 
+#: ``ntp probe`` off a terminal: a solver's progress line at most this often (seconds).
+SOLVER_LINE_SECONDS = 10.0
+
+
 def _probe_hooks(plain: bool) -> dict:
-    """The callbacks of ``ntp probe``: ``report`` (the stage's lines), ``solver_progress`` (a bar on a terminal),
-    and where output is not a terminal (``plain``) ``started`` and ``on_batch``: progress lines, flushed."""
+    """The callbacks of ``ntp probe``: ``report`` (the stage's lines), ``solver_progress`` (a bar on a terminal), and
+    where output is not a terminal (``plain``) ``started``, ``on_batch`` and ``solver_progress``: progress lines,
+    flushed (the solver's at most every SOLVER_LINE_SECONDS)."""
     from tqdm import tqdm
 
     t0 = time.perf_counter()
@@ -389,6 +394,14 @@ def _probe_hooks(plain: bool) -> dict:
         print(f"progress     {text} ({time.perf_counter() - t0:.1f} s since the start)", flush=True)
 
     def solver_progress(iteration, state):
+        if plain:  # a line at most every SOLVER_LINE_SECONDS: a logged solver stage is not silent for minutes
+            now = time.perf_counter()
+            if now - bars.get("said", -np.inf) >= SOLVER_LINE_SECONDS:
+                bars["said"] = now
+                shown = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in state.items() if isinstance(v, (int, float)))
+                say(f"solver step {iteration}: {shown}")
+            return
         bar = bars.get("bar")
         if bar is None or iteration < bar.n:  # a new solver starts counting from 0
             if bar is not None:

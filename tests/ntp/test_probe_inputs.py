@@ -350,3 +350,18 @@ def test_cli_refuses_a_bad_max_seconds(tiny_gguf, text_file, capsys):
     assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
                  "--max-seconds", "0"]) == 2
     assert "--max-seconds" in capsys.readouterr().err
+
+
+def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
+    """Off a terminal a solver stage prints a flushed line at most every SOLVER_LINE_SECONDS (the NTP-SVM ran for
+    minutes without one on a real LM), with the numbers it reports; on a terminal it is a bar, not lines."""
+    from embgeo import cli
+
+    hooks = cli._probe_hooks(plain=True)
+    hooks["solver_progress"](3, {"gap": 0.5, "working_set": 10, "rho": 100.0, "note": "text is not shown"})
+    hooks["solver_progress"](4, {"gap": 0.25})  # within 10 s of the first: no line
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("progress     solver step 3: gap 0.5, working_set 10, rho 100")
+    monkeypatch.setattr(cli, "SOLVER_LINE_SECONDS", 0.0)
+    hooks["solver_progress"](5, {"phi": 12.5})
+    assert "solver step 5: phi 12.5" in capsys.readouterr().out
