@@ -851,13 +851,14 @@ def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: 
     unseen rows are equal).
 
     Theorem 2's prediction (GD, compatible and separable data): CE − 𝓗 → 0, P_F(W_t) → W*, and W_t/‖W_t‖ →
-    W^mm/‖W^mm‖ (so cos(W_t − W*, W^mm) → 1). ``claims`` says per run and claim: ``consistent`` (moving the
-    predicted way over the run: the last value below the first, or the band's lower end above the first value's
-    upper end), ``contradicted`` (moving the other way beyond the band), ``undecided`` (not separated from the
-    start by the band), or ``not applicable`` with the reason — the data are not NTP-separable (then inf CE > 𝓗
-    and no W^mm exists: nothing to converge to), W* does not exist (not compatible), or W^mm is undecided (the
-    NTP-SVM did not certify it) — or ``not covered`` (Adam: the theorem is about GD; the paper's Fig. 5 shows
-    NGD and Adam empirically). A finite run cannot prove a limit: "consistent" is a trend, not a proof.
+    W^mm/‖W^mm‖ (so cos(W_t − W*, W^mm) → 1). These are limits, which no finite run can confirm or contradict, so
+    ``claims`` says per run and claim which way the run moved: ``trend toward`` (the predicted way over the run: the
+    last value below the first, or the band's lower end above the first value's upper end), ``trend away`` (the
+    other way beyond the band: on a short run a transient, e.g. ‖P_F(W_t) − W*‖ rising while ‖W_t‖ is still
+    small), ``no trend`` (not separated from the start by the band), or ``not applicable`` with the reason — the
+    data are not NTP-separable (then inf CE > 𝓗 and no W^mm exists: nothing to converge to), W* does not exist
+    (not compatible), or W^mm is undecided (the NTP-SVM did not certify it) — or ``not covered`` (Adam: the theorem
+    is about GD; the paper's Fig. 5 shows NGD and Adam empirically).
 
     Returns (and stores as ``result.head_training``) ``{"settings", "runs": {optimizer: {"lr", "rows",
     "claims", "seconds", "diverged"}}}``; ``result.seconds["train_head"]`` is the stage's time.
@@ -943,9 +944,9 @@ def _head_claims(optimizer: str, rows: list[dict], why: dict) -> dict:
         (first, v0, lo0, hi0), (last, v1, lo1, hi1) = vals[0], vals[-1]
         span = f"{v0:.4g} at step {first} → {v1:.4g} at step {last}"
         if down:
-            status = "consistent" if v1 < v0 else "contradicted" if v1 > v0 else "undecided"
+            status = "trend toward" if v1 < v0 else "trend away" if v1 > v0 else "no trend"
         else:  # upward, with bands: separated when the intervals do not overlap
-            status = "consistent" if lo1 > hi0 else "contradicted" if hi1 < lo0 else "undecided"
+            status = "trend toward" if lo1 > hi0 else "trend away" if hi1 < lo0 else "no trend"
             if lo0 != hi0 or lo1 != hi1:
                 span += f" (bands [{lo0:.4g}, {hi0:.4g}] → [{lo1:.4g}, {hi1:.4g}])"
         return {"status": status, "why": span}
