@@ -365,3 +365,18 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     monkeypatch.setattr(cli, "SOLVER_LINE_SECONDS", 0.0)
     hooks["solver_progress"](5, {"phi": 12.5})
     assert "solver step 5: phi 12.5" in capsys.readouterr().out
+
+
+def test_time_estimate_uses_the_forward_dtype_rate():
+    """2 × parameters × positions at the nominal rate of the dtype the passes run in (float32 2.5× float64's)."""
+    import torch
+
+    from embgeo.ntp.probe import NOMINAL_FLOPS, time_estimate
+
+    plan = {"tokens": 1000, "batches": 4}
+    threads = torch.get_num_threads()
+    f32 = time_estimate({"forward_parameters": 1e6, "dtype_bytes": 4}, plan, torch.device("cpu"), 10.0)
+    f64 = time_estimate({"forward_parameters": 1e6, "dtype_bytes": 8}, plan, torch.device("cpu"), 10.0)
+    assert f32["forward"] == pytest.approx(2e9 / (NOMINAL_FLOPS["cpu"][4] * threads))
+    assert f64["forward"] == pytest.approx(2.5 * f32["forward"])
+    assert f32["solvers"] == f32["limit"] == 10.0

@@ -84,9 +84,11 @@ UNITS = ("paragraphs", "lines", "stream")
 #: The default time limit of a whole probe, in seconds — the forward passes and the solvers together.
 DEFAULT_MAX_SECONDS = 600.0
 
-#: Nominal forward-pass speed for the time estimate (floating-point operations per second): per CPU thread, and
-#: for a GPU. Rough orders of magnitude only; the progress lines show the real rate.
-NOMINAL_FLOPS = {"cpu": 2e10, "cuda": 5e12}
+#: Nominal forward-pass speed for the time estimate (floating-point operations per second): per CPU thread by the
+#: bytes of the dtype, and for a GPU. Orders of magnitude; float32 from SmolLM2-135M on one thread of the 2-core EPYC
+#: VM (48–85 GFLOP/s measured: 1600 positions in 7 s, 4000 in 10 s), float64 at a quarter of that (half the SIMD
+#: width and twice the memory traffic), bfloat16 as float64 (CPUs without bf16 matrix units convert to float32).
+NOMINAL_FLOPS = {"cpu": {8: 2e10, 4: 5e10, 2: 2e10}, "cuda": 5e12}
 
 #: Files of which a saved tokenizer has at least one (fast tokenizers, BPE, WordPiece, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
@@ -626,12 +628,13 @@ def time_estimate(model: dict | None, plan: dict, device: torch.device, max_seco
     ``forward``: 2 × parameters × token positions (:func:`batch_plan`; padding included) floating-point
     operations — the parameters a forward pass multiplies with: not the embedding table (a lookup) nor the LM
     head (never run: :func:`hf_hidden`); attention's L² term is left out — at a nominal speed
-    (:data:`NOMINAL_FLOPS`: per CPU thread times torch's threads, or a GPU's) —
+    (:data:`NOMINAL_FLOPS`: per CPU thread by dtype times torch's threads, or a GPU's) —
     an order of magnitude, not a measurement (NaN without ``model``: a bare ``hidden`` callable); ``solvers``:
     at most what ``max_seconds`` leaves after the forward passes (inf without a limit); ``limit``: max_seconds.
     The theory's direct steps (W*, dim F, the logits' structure) are not in it.
     """
-    rate = NOMINAL_FLOPS["cuda"] if device.type == "cuda" else NOMINAL_FLOPS["cpu"] * torch.get_num_threads()
+    per_thread = NOMINAL_FLOPS["cpu"].get(model["dtype_bytes"] if model else 8, NOMINAL_FLOPS["cpu"][8])
+    rate = NOMINAL_FLOPS["cuda"] if device.type == "cuda" else per_thread * torch.get_num_threads()
     forward = math.nan if model is None else 2.0 * model["forward_parameters"] * plan["tokens"] / rate
     limit = math.inf if max_seconds is None else float(max_seconds)
     return {"forward": forward, "forward_flops_per_second": rate, "solvers": limit, "limit": limit,
