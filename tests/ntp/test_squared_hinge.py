@@ -209,3 +209,16 @@ def test_measure_takes_every_separability_route():
     assert set(verdicts.values()) == {True}
     with pytest.raises(InputError, match="separability_method"):
         measure(data, W, separability_method="simplex")
+
+
+def test_minimise_stops_when_it_slows_without_losing_its_point():
+    """``slow=(window, drop)`` stops L-BFGS once φ fell by less than ``drop`` over ``window`` steps (a drop of 100 %
+    can never be met while φ > 0: it stops after window + 1 steps), returning the point it reached."""
+    data = synthetic(10, 5, 3, 2, seed=0)  # not separable: φ stays positive
+    coords, groups = coordinates(data.embeddings), token_groups(data)
+    hp = squared_hinge.whiten(coords.K, groups.pattern)
+    run = squared_hinge.minimise(hp, slow=(2, 1.0))
+    assert run.slowed and not run.stalled and run.steps == 3
+    assert run.phi == pytest.approx(squared_hinge.value_and_grad(hp, run.Y, run.t)[0], rel=1e-12)
+    free = squared_hinge.minimise(hp)
+    assert not free.slowed and free.phi <= run.phi
