@@ -11,15 +11,15 @@ import math
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import torch
 
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
-from embgeo.ntp import NTPData
 from embgeo.ntp.metrics import Reference, compute_reference, constrained_alignment, cosine, equal_rows_bound
 from embgeo.ntp.probe import measure, probe, train_head
 from embgeo.ntp.train import train
+
+from .test_train_reduced import _data as reduced_data
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -30,15 +30,7 @@ def one_thread():
 
 def _data(m=20, V=30, seen=8, d=24, S=3, seed=0):
     """m contexts whose supports are drawn from `seen` scattered token ids of V (V − seen never-next tokens)."""
-    rng = np.random.default_rng(seed)
-    tokens = np.sort(rng.choice(V, size=seen, replace=False))
-    rows, cols, vals = [], [], []
-    for j in range(m):
-        sup = rng.choice(tokens, size=S, replace=False)
-        rows += [j] * S
-        cols += list(sup)
-        vals += list(rng.dirichlet(np.ones(S)))
-    return NTPData(rng.standard_normal((m, d)), sp.csr_matrix((vals, (rows, cols)), shape=(m, V)))
+    return reduced_data(m=m, V=V, seen=seen, d=d, S=S, seed=seed)
 
 
 @pytest.fixture(scope="module")
