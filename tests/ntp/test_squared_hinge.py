@@ -156,8 +156,9 @@ def test_newton_step_minimises_phi_on_a_fixed_active_set():
     hp = squared_hinge.whiten(coords.K, groups.pattern)
     run = squared_hinge.minimise(hp)
     assert run.stalled and run.phi > 1e-3
-    Y, t = squared_hinge.newton_step(hp, run.Y, run.t)
+    Y, t, phi = squared_hinge.newton_step(hp, run.Y, run.t, run.phi)
     value, gY, gt = squared_hinge.value_and_grad(hp, Y, t)
+    assert phi == pytest.approx(value, rel=1e-12)  # the φ it returns is that of the point it returns
     assert value == pytest.approx(run.phi, rel=1e-3)  # the same minimum, now to rounding
     assert np.sqrt(np.sum(gY**2) + np.sum(gt**2)) <= 1e-9 * max(1.0, value)
     assert value <= run.phi * (1 + 1e-12)

@@ -183,15 +183,25 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         return sep
     if method == "hinge":
         return separability_by_hinge(pb, max_seconds, progress)
-    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
-    out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
-    if out.status == Status.INFEASIBLE:
-        return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
-    if out.X is None:
+    sep, out = _separability_by_dual(pb, max_seconds, max_iter, progress)
+    if sep is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
                           f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', "
                           "or allow more time")
-    return separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
+    return sep
+
+
+def _separability_by_dual(pb: Problem, max_seconds: float | None, max_iter: int,
+                          progress: Callable[[int, dict], object] | None):
+    """The NTP-SVM dual in its separability-only mode: (a Farkas or separating :class:`Separability`, or None when it
+    decided nothing within ``max_seconds`` / ``max_iter``; the solver's outcome)."""
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+    out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
+    if out.status == Status.INFEASIBLE:
+        return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction"), out
+    if out.X is None:
+        return None, out
+    return separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point"), out
 
 
 def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
@@ -310,12 +320,9 @@ def _dual_then_hinge(pb: Problem, max_seconds: float | None, max_iter: int,
     undecided after 322 s where the squared hinge decided in 45 s."""
     start = time.perf_counter()
     first = DUAL_FIRST_SECONDS if max_seconds is None else min(DUAL_FIRST_SECONDS, DUAL_FIRST_SHARE * max_seconds)
-    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
-    out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=first, progress=progress)
-    if out.status == Status.INFEASIBLE:
-        return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction")
-    if out.X is not None:
-        return separable_result(pb, out.X, out.t, "NTP-SVM dual: separating point")
+    sep, _ = _separability_by_dual(pb, first, max_iter, progress)
+    if sep is not None:
+        return sep
     left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - start), 1e-3)
     return separability_by_hinge(pb, left, progress)
 
@@ -326,9 +333,9 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
 
     L-BFGS (float32 products until they stall, then float64), run on while φ falls by NEWTON_WHEN_DROP per
     NEWTON_EVERY steps. Every CHECK_EVERY steps the iterate is tie-projected exactly and scanned in full: a positive
-    smallest margin γ makes it the certificate (scaled by 1/γ). When it slows (far from the minimiser
-    a Newton step on the wrong active set gains little for its cost: 890 → 818 in 34 s at m = 10,000, r = 576,
-    where 20 more L-BFGS steps took 17 s to reach 645), when φ's active pairs number at most NEWTON_MAX_ROWS,
+    smallest margin γ makes it the certificate (scaled by 1/γ). Only when L-BFGS slows (far from the minimiser a
+    Newton step on the wrong active set gains little for its cost: 890 → 818 in 34 s at m = 10,000, r = 576, where
+    20 more L-BFGS steps took 17 s to reach 645), and when φ's active pairs number at most NEWTON_MAX_ROWS,
     semismooth Newton steps (the least-squares minimiser on the active pairs, :func:`squared_hinge.newton_step`)
     either separate, or land on φ's minimiser, whose residuals complete to a Farkas matrix accepted at
     FARKAS_RTOL; otherwise L-BFGS goes on from the better point. When φ stalls with too many active pairs, the LP
@@ -390,12 +397,14 @@ def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
     else (Y, t, φ) of the last point, or None when the active pairs are too many for the least-squares matrix."""
     from embgeo.ntp import squared_hinge as sh
 
-    Y, t = run.Y, run.t
+    # φ in float64 at the start (run.phi may come from float32 products, too coarse for the line search's test)
+    Y, t, active = run.Y, run.t, None
+    phi = sh.value_and_grad(hp, Y, t)[0]
     for _ in range(sh.NEWTON_ROUNDS):
-        step = sh.newton_step(hp, Y, t, deadline=deadline)
+        step = sh.newton_step(hp, Y, t, phi, active=active, deadline=deadline)
         if step is None:
             return None
-        Y, t = step
+        Y, t, phi = step
         if check(Y, t):
             return None  # the caller returns the separator ``check`` stored
         g, j, lam = sh.off_residuals(hp, Y, t, np.iinfo(np.int64).max)
@@ -403,9 +412,10 @@ def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
         if farkas is not None:
             return farkas_result(pb, farkas, f"squared hinge: the residuals of its minimiser on {len(g)} pairs "
                                  "(L-BFGS + semismooth Newton) are a Farkas matrix")
+        active = (g, j)  # the next step's active pairs: this point's, found just now
         if deadline is not None and time.perf_counter() >= deadline:
             break
-    return Y, t, sh.value_and_grad(hp, Y, t)[0]
+    return Y, t, phi
 
 
 def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, deadline) -> Separability | None:

@@ -250,17 +250,20 @@ def active_rows(hp: HingeProblem, g: np.ndarray, j: np.ndarray) -> sp.csr_matrix
     return sp.csr_matrix((data.ravel(), cols.ravel(), np.arange(0, n * (r + 1) + 1, r + 1)), shape=(n, G * r + m))
 
 
-def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *, deadline: float | None = None,
-                max_iter: int = 300) -> tuple[np.ndarray, np.ndarray] | None:
+def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, phi: float, *,
+                active: tuple[np.ndarray, np.ndarray] | None = None, deadline: float | None = None,
+                max_iter: int = 300) -> tuple[np.ndarray, np.ndarray, float] | None:
     """The semismooth Newton step of φ at (Y, t): on the pairs active there (λ > 0 off the supports, every tie)
     φ is the quadratic ½‖A z − b‖², whose minimiser is a linear least-squares problem (LSQR, warm-started at
     the current point, up to ``max_iter`` iterations or the deadline). When the active set is that of a minimiser
     this is the minimiser itself; its residuals are then the Farkas weights (Aᵀρ = 0) to LSQR's precision.
-    None when the active pairs and ties are more than NEWTON_MAX_ROWS."""
+    ``phi`` is φ(Y, t); ``active`` the off-support pairs (g, j) with λ > 0 at (Y, t) when the caller has them (else
+    one pass finds them). Returns (Y, t, φ) of the point :func:`_line_search` picks, or None when the active pairs
+    and ties are more than NEWTON_MAX_ROWS."""
     m, G, r = hp.shape
     from scipy.sparse.linalg import lsqr
 
-    g, j, _ = off_residuals(hp, Y, t, limit=np.iinfo(np.int64).max)
+    g, j = active if active is not None else off_residuals(hp, Y, t, limit=np.iinfo(np.int64).max)[:2]
     tie_j, tie_g = hp.support.nonzero()
     if len(g) + len(tie_g) > NEWTON_MAX_ROWS:
         return None
@@ -269,7 +272,7 @@ def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *, deadline: flo
     z = np.concatenate([Y.ravel(), t])
     done = 0
     if not np.any(A @ z - b):
-        return Y, t  # every active residual is already zero: the least-squares minimiser is here
+        return Y, t, phi  # every active residual is already zero: the least-squares minimiser is here
     while done < max_iter:
         with np.errstate(divide="ignore", invalid="ignore"):  # LSQR divides by a residual that can reach 0
             out = lsqr(A, b, atol=1e-15, btol=1e-15, iter_lim=LSQR_CHUNK, x0=z)
@@ -278,14 +281,15 @@ def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *, deadline: flo
         z, done = out[0], done + out[2]
         if out[1] in (1, 2, 4, 5) or (deadline is not None and time.perf_counter() > deadline):
             break  # 1, 2, 4, 5: LSQR's tolerances met (the least-squares solution to rounding)
-    return _line_search(hp, Y, t, z[:G * r].reshape(G, r), z[G * r:])
+    return _line_search(hp, Y, t, phi, z[:G * r].reshape(G, r), z[G * r:])
 
 
-def _line_search(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, Yn: np.ndarray, tn: np.ndarray):
-    """The point on the segment from (Y, t) to the Newton point with the least φ among steps 1, ½, ¼, … (φ is
-    convex, so the first step that decreases it after a larger one that did not is near the best): the Newton point
-    of a wrong active set can be far worse than its start (semismooth Newton needs this globalisation)."""
-    best, phi0 = None, value_and_grad(hp, Y, t)[0]
+def _line_search(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, phi0: float, Yn: np.ndarray, tn: np.ndarray):
+    """(Y, t, φ) of the point on the segment from (Y, t) (where φ = ``phi0``) to the Newton point with the least φ
+    among steps 1, ½, ¼, … (φ is convex, so the first step that decreases it after a larger one that did not is near
+    the best): the Newton point of a wrong active set can be far worse than its start (semismooth Newton needs this
+    globalisation)."""
+    best = None
     step = 1.0
     for _ in range(LINE_SEARCH_STEPS):
         Ya, ta = Y + step * (Yn - Y), t + step * (tn - t)
@@ -295,4 +299,4 @@ def _line_search(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, Yn: np.ndarray,
         elif best is not None:
             break  # past the best along the segment
         step /= 2
-    return (Y, t) if best is None else best[:2]
+    return (Y, t, phi0) if best is None else best
