@@ -223,3 +223,87 @@ def test_minimise_stops_when_it_slows_without_losing_its_point():
     assert run.phi == pytest.approx(squared_hinge.value_and_grad(hp, run.Y, run.t)[0], rel=1e-12)
     free = squared_hinge.minimise(hp)
     assert not free.slowed and free.phi <= run.phi
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_working_set_phi_is_phi_on_its_pairs(single):
+    """φ_W with every off-support pair in W is φ (value and gradient, to float32's precision with ``single``); with a
+    violated pair left out it is φ less that pair's term, and its gradient differs (a negative control)."""
+    K, pattern = _problem(3, m=12, G=7, r=4)
+    hp = squared_hinge.whiten(K, pattern)
+    rng = np.random.default_rng(4)
+    Y, t = rng.standard_normal((7, 4)), rng.standard_normal(12)
+    g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-np.inf)
+    assert len(g) == 12 * 7 - pattern.nnz  # every off-support pair, none of the supports
+    full = squared_hinge.value_and_grad(hp, Y, t)
+    ws = squared_hinge.working_set(hp, g, j)
+    part = squared_hinge.working_value_and_grad(hp, ws, Y, t, single=single)
+    tol = 1e-5 if single else 1e-12
+    assert part[0] == pytest.approx(full[0], rel=tol)
+    np.testing.assert_allclose(part[1], full[1], rtol=tol, atol=tol * np.abs(full[1]).max())
+    np.testing.assert_allclose(part[2], full[2], rtol=tol, atol=tol * np.abs(full[2]).max())
+    drop = int(np.argmax(arg))  # the most violated pair
+    assert arg[drop] > 0
+    keep = np.arange(len(g)) != drop
+    less = squared_hinge.working_value_and_grad(hp, squared_hinge.working_set(hp, g[keep], j[keep]), Y, t)
+    assert less[0] == pytest.approx(full[0] - 0.5 * arg[drop] ** 2, rel=1e-12)
+    assert np.abs(less[2] - full[2]).max() == pytest.approx(arg[drop], rel=1e-12)
+
+
+def test_lbfgs_direction_is_the_bfgs_inverse_hessian_from_scaled_identity():
+    """The two-loop recursion against the BFGS update written out as matrices (Nocedal & Wright eq. 7.19 from
+    H₀ = γI, γ = sᵀy/yᵀy of the newest pair), over the pairs kept in memory only; the newest pair's secant
+    equation H y = s holds."""
+    rng = np.random.default_rng(0)
+    n, memory = 6, 3
+    A = rng.standard_normal((n, n))
+    A = A @ A.T + n * np.eye(n)  # convex: every sᵀy > 0
+    mem = squared_hinge.LBFGS(memory)
+    pairs = []
+    for _ in range(5):
+        s = rng.standard_normal(n)
+        mem.update(s, A @ s)
+        pairs.append((s, A @ s))
+    kept = pairs[-memory:]
+    s, y = kept[-1]
+    H = (s @ y) / (y @ y) * np.eye(n)
+    for s, y in kept:
+        rho = 1.0 / (s @ y)
+        H = (np.eye(n) - rho * np.outer(s, y)) @ H @ (np.eye(n) - rho * np.outer(y, s)) + rho * np.outer(s, s)
+    g = rng.standard_normal(n)
+    np.testing.assert_allclose(mem.direction(g), -H @ g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mem.direction(kept[-1][1]), -kept[-1][0], rtol=1e-12, atol=1e-12)
+    g0 = g.copy()
+    mem.direction(g)
+    assert np.array_equal(g, g0)  # the in-place updates leave the gradient alone
+
+
+def test_the_working_set_run_reaches_the_full_runs_minimum(monkeypatch):
+    """On non-separable data (φ > 0 at its minimiser) L-BFGS over working sets refreshed every few steps ends where
+    L-BFGS on the full φ does (the minimum of φ is unique), and the run reports the full φ there, not φ_W's."""
+    data = synthetic(80, 40, 6, 1, seed=0)  # at φ's minimiser 506 of 2800 off-support pairs violated, 1959 near
+    coords, groups = coordinates(data.embeddings), token_groups(data)
+    hp = squared_hinge.whiten(coords.K, groups.pattern)
+    m, G, r = hp.shape
+
+    def fun(z):
+        val, gY, gt = squared_hinge.value_and_grad(hp, z[:G * r].reshape(G, r), z[G * r:])
+        return val, np.concatenate([gY.ravel(), gt])
+
+    import scipy.optimize as so  # the reference minimum: scipy's L-BFGS-B run to its gradient tolerance
+
+    ref = so.minimize(fun, np.zeros(G * r + m), jac=True, method="L-BFGS-B",
+                      options={"maxiter": 20000, "gtol": 1e-10, "ftol": 0.0})
+    monkeypatch.setattr(squared_hinge, "STALL_DROP", 1e-12)  # run to the line search's end, not to a 0.1 % stall
+    full = squared_hinge.minimise(hp, max_steps=3000)
+    assert full.phi == pytest.approx(ref.fun, rel=1e-8)
+    monkeypatch.setattr(squared_hinge, "WS_PAIRS", 1200)  # fewer than the near pairs: the cap is used
+    monkeypatch.setattr(squared_hinge, "REFRESH", 5)
+    used = []
+    real = squared_hinge.working_value_and_grad
+    monkeypatch.setattr(squared_hinge, "working_value_and_grad", lambda *a, **k: used.append(1) or real(*a, **k))
+    ws = squared_hinge.minimise(hp, max_steps=3000, working=True)
+    assert used, "the working set was never used"
+    assert full.phi > 0.1
+    assert ws.phi == pytest.approx(ref.fun, rel=1e-8)
+    assert ws.phi == pytest.approx(squared_hinge.value_and_grad(hp, ws.Y, ws.t)[0], rel=1e-12)

@@ -367,7 +367,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     start, steps, single, value, stalls = None, 0, True, np.inf, 0
     while True:
         run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start, single=single,
-                          slow=(sh.NEWTON_EVERY, sh.NEWTON_WHEN_DROP))
+                          slow=(sh.NEWTON_EVERY, sh.NEWTON_WHEN_DROP), working=True)
         steps += run.steps
         if "sep" in found or (run.phi == 0.0 and check(run.Y, run.t)):
             return found["sep"]
