@@ -58,6 +58,9 @@ def test_smoke_run(name, tmp_path):
     out = tmp_path / name
     rec = run(name, "quick", exp.smoke, out=out, scheduler="inline", threads=1)
     assert rec.error is None and rec.paper == exp.paper and rec.title == exp.title
+    if exp.requires and exp.requires not in exp.smoke:  # skipped, saying what to give
+        assert rec.claims == [] and rec.notes[0].startswith("skipped:") and f"--set {exp.requires}=" in rec.notes[0]
+        return
     assert rec.claims and all(c.ok in (True, False, None) for c in rec.claims)
     claims = json.loads((out / "claims.json").read_text())
     assert [c["name"] for c in claims] == [c.name for c in rec.claims]

@@ -95,6 +95,9 @@ class Experiment:
     #: Seconds of a quick run measured on one quiet core (``taskset -c 0 embgeo reproduce``, :data:`QUICK_MEASURED`):
     #: ``reproduce`` adds them up into its estimate before it starts, and the README's time is their sum.
     quick_seconds: float | None = None
+    #: A setting the user must give (e.g. ``"model"``, a checkpoint's path) that no preset can: a run without it is
+    #: skipped — its result has no claims and a note that starts with "skipped:" and says what to give.
+    requires: str = ""
 
     def config(self, scale: str = "quick", overrides: dict | None = None) -> Any:
         """The config at ``scale`` with ``overrides`` (values may be strings from ``--set``), its settings checked
