@@ -103,13 +103,13 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
         k_claims, k_notes = _theorem2(k, head)
         claims += k_claims
         notes += [_summary_note(k, res), *k_notes]
-    df = pd.DataFrame(rows)
     trace = pd.DataFrame(records)
     notes.insert(0, f"{cfg.model} on {source} ({cfg.units}); up to {cfg.max_contexts} random contexts (seed "
                     f"{cfg.seed}) per k")
-    return Result(claims, {"head_training": _figure(trace)}, trace=trace, notes=notes,
-                  scalars={f"k{r['k']}_{c}": r[c] for r in rows for c in ("kl_gap", "separable", "m")
-                           if isinstance(r[c], (int, float))})
+    # the per-k measurements (the trace holds the heads' records): every number of _row, named k<k>_<name>
+    scalars = {f"k{r['k']}_{c}": float(v) for r in rows for c, v in r.items()
+               if c != "k" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return Result(claims, {"head_training": _figure(trace)}, trace=trace, notes=notes, scalars=scalars)
 
 
 def _row(k: int, res, head: dict) -> dict:
@@ -165,7 +165,8 @@ def _figure(trace: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    panels = [("kl_gap", "CE − H (nats, H the empirical entropy)", "log"), ("subspace_error", "‖P_F(W_t) − W*‖/‖W*‖", "linear"),
+    panels = [("kl_gap", "CE − H (nats, H the empirical entropy)", "log"),
+              ("subspace_error", "‖P_F(W_t) − W*‖/‖W*‖", "linear"),
               ("rows_cos_corrected", "cos(T(W_t − W*), T W^mm)", "linear")]
     for ax, (col, label, yscale) in zip(axes, panels, strict=True):
         for (k, opt), g in trace.groupby(["k", "optimizer"]):
