@@ -378,8 +378,8 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
 def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarray) -> WorkingSet | None:
     """The working set at (Y, t): None (the full pass) while more than WS_PAIRS / 2 pairs are violated or more than
     WS_SHARE of all are near violation, else the WS_PAIRS off-support pairs nearest to violation (hinge argument
-    > −SLACK; ``ws`` itself when they are the same). A pair that leaves the set is at least SLACK from violation, so φ_W and its gradient at (Y, t) are
-    φ's either way."""
+    > −SLACK; ``ws`` itself when they are the same). A pair that leaves the set is at least SLACK from violation,
+    so φ_W and its gradient at (Y, t) are φ's either way."""
     m, G, _ = hp.shape
     g, j, arg = off_residuals(hp, Y, t, WS_PAIRS, floor=-SLACK)
     if len(g) > WS_SHARE * m * G or (ws is None and np.count_nonzero(arg > 0) > WS_PAIRS // 2):
