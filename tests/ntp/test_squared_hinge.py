@@ -298,6 +298,7 @@ def test_the_working_set_run_reaches_the_full_runs_minimum(monkeypatch):
     full = squared_hinge.minimise(hp, max_steps=3000)
     assert full.phi == pytest.approx(ref.fun, rel=1e-8)
     monkeypatch.setattr(squared_hinge, "WS_PAIRS", 1200)  # fewer than the near pairs: the cap is used
+    monkeypatch.setattr(squared_hinge, "WS_SHARE", 1.0)  # a working set at any share of the pairs (here ~40 %)
     monkeypatch.setattr(squared_hinge, "REFRESH", 5)
     used = []
     real = squared_hinge.working_value_and_grad
@@ -307,3 +308,17 @@ def test_the_working_set_run_reaches_the_full_runs_minimum(monkeypatch):
     assert full.phi > 0.1
     assert ws.phi == pytest.approx(ref.fun, rel=1e-8)
     assert ws.phi == pytest.approx(squared_hinge.value_and_grad(hp, ws.Y, ws.t)[0], rel=1e-12)
+
+
+def test_no_working_set_while_the_near_pairs_are_a_large_share(monkeypatch):
+    """Past WS_SHARE of all pairs near violation the working set would cost more than the full pass: not used."""
+    data = synthetic(80, 40, 6, 1, seed=0)  # 1959 of 2800 off-support pairs near violation at the minimiser
+    coords, groups = coordinates(data.embeddings), token_groups(data)
+    hp = squared_hinge.whiten(coords.K, groups.pattern)
+    monkeypatch.setattr(squared_hinge, "WS_PAIRS", 1200)
+    monkeypatch.setattr(squared_hinge, "REFRESH", 5)
+    used = []
+    real = squared_hinge.working_value_and_grad
+    monkeypatch.setattr(squared_hinge, "working_value_and_grad", lambda *a, **k: used.append(1) or real(*a, **k))
+    squared_hinge.minimise(hp, max_steps=200, working=True)
+    assert used == []

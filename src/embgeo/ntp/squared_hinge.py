@@ -326,6 +326,14 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
         if not gd < 0:  # not a descent direction (rounding in float32): start over from the gradient
             mem = LBFGS(MEMORY)
             d, gd = -g, -float(g @ g)
+        if gd == 0.0:  # a zero gradient: φ's minimum (φ_W's: then a refresh says whether it is φ's)
+            new = _refresh(hp, ws, *split(z)) if ws is not None and working else ws
+            if new is ws:
+                stop = "zero" if f == 0.0 else "line search"
+                break
+            ws = new
+            f, g = fun(z)
+            continue
         step = 1.0 if mem.pairs else min(1.0, 1.0 / np.sqrt(-gd))
         for _ in range(MAX_HALVINGS):
             zn = z + step * d
