@@ -29,6 +29,7 @@ Without one the run is skipped with that reason: nothing to measure.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,10 +94,16 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
         raise InputError(f"context_lengths: expected context lengths ≥ 1, got {cfg.context_lengths!r}")
     lines, source = read_lines(cfg.text)
     rows, records, claims, notes = [], [], [], []
+    t0 = time.perf_counter()
     for k in ks:
+        # a line per stage, flushed (minutes each on a real LM; no bars, which a log file would not show)
+        def started(stage, k=k):
+            print(f"ntp-real-lm: k = {k}: {stage} started ({time.perf_counter() - t0:.0f} s)", flush=True)
+
         res = probe_model(cfg.model, lines, context_length=k, max_contexts=cfg.max_contexts, seed=cfg.seed,
-                          units=cfg.units, dtype=cfg.dtype, max_seconds=cfg.max_seconds, progress=False)
-        head = train_head(res, cfg.head_optimizers, steps=cfg.head_steps)
+                          units=cfg.units, dtype=cfg.dtype, max_seconds=cfg.max_seconds, progress=False,
+                          started=started)
+        head = train_head(res, cfg.head_optimizers, steps=cfg.head_steps, started=started)
         rows.append(_row(k, res, head))
         for opt, run in head["runs"].items():
             records += [{"k": k, "optimizer": opt, **r} for r in run["rows"]]
