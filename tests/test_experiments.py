@@ -16,6 +16,9 @@ NTP = names("ntp")
 #: The trained models on real text take minutes each at quick scale; tests/test_experiments_ntp_real.py runs
 #: each on a small corpus and checks its claims' logic, and the README records their quick-scale verdicts.
 REAL = ["ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer"]
+#: ntp-real-lm measures a checkpoint the user brings (reproduce skips it): tests/ntp/test_experiment_real_lm.py runs it
+#: on a tiny GGUF model written by the test.
+REAL.append("ntp-real-lm")
 CORE = [n for n in NTP if n not in REAL]
 CLAIM_KEYS = {"name", "paper", "theory", "measured", "tolerance", "ok", "note", "check"}
 
@@ -32,7 +35,7 @@ def reproduction(tmp_path_factory):
 def test_registry_lists_the_paper_figures():
     assert NTP == ["ntp-toy2d", "ntp-examples", "ntp-gd", "ntp-ngd-adam", "ntp-sgd", "ntp-regpath",
                    "ntp-sequence-length", "ntp-overparam", "ntp-separability", "ntp-real-ufm", "ntp-real-ufm-gd",
-                   "ntp-real-lstm", "ntp-real-transformer"]
+                   "ntp-real-lstm", "ntp-real-transformer", "ntp-real-lm"]
     for name in NTP:
         exp = get(name)
         assert exp.paper_runtime, name  # documented paper-scale run time

@@ -322,3 +322,20 @@ def test_no_working_set_while_the_near_pairs_are_a_large_share(monkeypatch):
     monkeypatch.setattr(squared_hinge, "working_value_and_grad", lambda *a, **k: used.append(1) or real(*a, **k))
     squared_hinge.minimise(hp, max_steps=200, working=True)
     assert used == []
+
+
+def test_off_residuals_keeps_the_largest_block_by_block(monkeypatch):
+    """With a limit and blocks of a few contexts, the pairs kept are the ``limit`` largest of all (the same set as
+    choosing after collecting everything), and the counts are of all pairs above the floor."""
+    K, pattern = _problem(5, m=30, G=9, r=4)
+    hp = squared_hinge.whiten(K, pattern)
+    rng = np.random.default_rng(6)
+    Y, t = rng.standard_normal((9, 4)), rng.standard_normal(30)
+    g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-1.0)
+    monkeypatch.setattr(squared_hinge, "BLOCK_ENTRIES", 9 * 4)  # blocks of 4 contexts
+    counts = {}
+    g2, j2, arg2 = squared_hinge.off_residuals(hp, Y, t, 25, floor=-1.0, counts=counts)
+    assert counts == {"above": len(arg), "positive": int((arg > 0).sum())} and len(arg) > 25
+    best = np.argsort(-arg)[:25]
+    assert set(zip(g[best], j[best], strict=True)) == set(zip(g2, j2, strict=True))
+    np.testing.assert_allclose(np.sort(arg2), np.sort(arg[best]), rtol=1e-12)

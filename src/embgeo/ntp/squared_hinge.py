@@ -132,12 +132,17 @@ def value_and_grad(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *,
 
 
 def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
-                  floor: float = 0.0) -> tuple[np.ndarray, ...]:
+                  floor: float = 0.0, counts: dict | None = None) -> tuple[np.ndarray, ...]:
     """The off-support pairs whose hinge argument 1 − t_j + y_gᵀq_j exceeds ``floor`` (at most ``limit`` largest):
-    (groups, contexts, arguments). With ``floor`` = 0 these are the pairs with λ_gj > 0 and their λ."""
+    (groups, contexts, arguments). With ``floor`` = 0 these are the pairs with λ_gj > 0 and their λ.
+
+    Memory O(limit + one block): the largest are kept block by block (at m = 100,000, G = 12,576 a billion pairs can
+    be above the floor early in a run; collecting them all before choosing took 22 GB). ``counts``, when given,
+    receives how many pairs were above the floor ("above") and how many had a positive argument ("positive")."""
     m, G, _ = hp.shape
     rows = max(1, BLOCK_ENTRIES // max(G, 1))
-    gs, js, ls = [], [], []
+    g = j = lam = np.empty(0)
+    above = positive = 0
     for lo in range(0, m, rows):
         hi = min(m, lo + rows)
         L = hp.Q[lo:hi] @ Y.T
@@ -146,14 +151,16 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
         ri, ci = on.nonzero()
         L[ri, ci] = -np.inf
         jj, gg = np.nonzero(L > floor)
-        gs.append(gg)
-        js.append(jj + lo)
-        ls.append(L[jj, gg])
-    g, j, lam = np.concatenate(gs), np.concatenate(js), np.concatenate(ls)
-    if len(lam) > limit:
-        keep = np.argpartition(-lam, limit - 1)[:limit]
-        g, j, lam = g[keep], j[keep], lam[keep]
-    return g, j, lam
+        vals = L[jj, gg]
+        above += len(vals)
+        positive += int(np.count_nonzero(vals > 0))
+        g, j, lam = np.concatenate([g, gg]), np.concatenate([j, jj + lo]), np.concatenate([lam, vals])
+        if len(lam) > limit:
+            keep = np.argpartition(-lam, limit - 1)[:limit]
+            g, j, lam = g[keep], j[keep], lam[keep]
+    if counts is not None:
+        counts.update(above=above, positive=positive)
+    return g.astype(np.int64), j.astype(np.int64), lam
 
 
 @dataclass
@@ -271,7 +278,7 @@ ARMIJO = 1e-4
 MAX_HALVINGS = 40
 #: The working set (:class:`WorkingSet`): the off-support pairs within SLACK of violation (hinge argument > −SLACK),
 #: at most WS_PAIRS of them (the largest), taken anew every REFRESH steps; it replaces the full pass once at most
-#: WS_PAIRS / 2 pairs are violated, and while the pairs near violation are at most WS_SHARE of all (a pair costs the
+#: WS_PAIRS / 2 pairs are violated, and while the set holds at most WS_SHARE of all pairs (a pair costs the
 #: sampled product several times what it costs the dense one: at m = 2000, G = 1190 a working set of 300,000 pairs,
 #: 12 % of them, made the steps slower than full passes).
 SLACK = 1.0
@@ -384,14 +391,15 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
 
 
 def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarray) -> WorkingSet | None:
-    """The working set at (Y, t): None (the full pass) while more than WS_PAIRS / 2 pairs are violated or more than
-    WS_SHARE of all are near violation, else the WS_PAIRS off-support pairs nearest to violation (hinge argument
+    """The working set at (Y, t): None (the full pass) while more than WS_PAIRS / 2 pairs are violated or the set
+    would hold more than WS_SHARE of all pairs, else the WS_PAIRS off-support pairs nearest to violation (hinge argument
     > −SLACK; ``ws`` itself when they are the same). A pair that leaves the set is at least SLACK from violation,
     so φ_W and its gradient at (Y, t) are φ's either way."""
     m, G, _ = hp.shape
-    g, j, arg = off_residuals(hp, Y, t, WS_PAIRS, floor=-SLACK)
-    if len(g) > WS_SHARE * m * G or (ws is None and np.count_nonzero(arg > 0) > WS_PAIRS // 2):
-        return None  # too many pairs near violation for the working set to be much cheaper than the full pass
+    counts: dict = {}
+    g, j, _ = off_residuals(hp, Y, t, WS_PAIRS, floor=-SLACK, counts=counts)
+    if len(g) > WS_SHARE * m * G or (ws is None and counts["positive"] > WS_PAIRS // 2):
+        return None  # a working set this large a share of all pairs is not much cheaper than the full pass
     if ws is not None and len(g) == ws.size:
         key = np.sort(j.astype(np.int64) * hp.shape[1] + g)
         if np.array_equal(key, ws.j[ws.off].astype(np.int64) * hp.shape[1] + ws.mask.indices[ws.off]):

@@ -191,7 +191,8 @@ EXPERIMENTS.append(Experiment(
     "ntp-real-lm", "ntp", "A pretrained LM's own embeddings: separability, W*, W^mm and Theorem 2 (App. D)",
     RealLMConfig, run_real_lm, {"paper": {"context_lengths": (2, 4, 8), "max_contexts": 10000, "head_steps": 1000,
                                           "max_seconds": 1800.0}},
-    "about 1.5 h on SmolLM2-135M (3 probes of m = 10,000 and their GD heads)",
+    # what reproduce meets is the skip (no checkpoint); with one the time is the model's and the text's
+    "seconds: skipped without a checkpoint (with SmolLM2-135M about 1.5 h: 3 probes of m = 10,000 and their heads)",
     # reproduce gives no checkpoint: the run is skipped at once (measured with a checkpoint, quick is 3 probes of
     # m = 2000 and 200 GD steps each, about 15 min on SmolLM2-135M)
     quick_seconds=0.0, requires="model"))
