@@ -179,11 +179,27 @@ def _interruptible(fn, *args):
 
     worker = threading.Thread(target=target, name="embgeo-analysis", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        # The worker may be inside native code (a torch forward pass): tearing the interpreter down around it
+        # aborts the process ("terminate called without an active exception", exit 134, measured on SmolLM2).
+        # So once main() has said what happened, the process leaves without that teardown, with Ctrl-C's status.
+        import atexit
+
+        atexit.register(_leave_now, 130)
+        raise
     if "error" in out:
         raise out["error"]
     return out["value"]
+
+
+def _leave_now(status: int) -> None:
+    """Exit at once with ``status`` after flushing the standard streams (see :func:`_interruptible`)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _print_stage(stage: str, result) -> None:
