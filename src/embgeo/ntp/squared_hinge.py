@@ -141,8 +141,8 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
     receives how many pairs were above the floor ("above") and how many had a positive argument ("positive")."""
     m, G, _ = hp.shape
     rows = max(1, BLOCK_ENTRIES // max(G, 1))
-    g = j = lam = np.empty(0)
-    above = positive = 0
+    gs, js, ls = [], [], []
+    kept = above = positive = 0
     for lo in range(0, m, rows):
         hi = min(m, lo + rows)
         L = hp.Q[lo:hi] @ Y.T
@@ -154,13 +154,24 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
         vals = L[jj, gg]
         above += len(vals)
         positive += int(np.count_nonzero(vals > 0))
-        g, j, lam = np.concatenate([g, gg]), np.concatenate([j, jj + lo]), np.concatenate([lam, vals])
-        if len(lam) > limit:
-            keep = np.argpartition(-lam, limit - 1)[:limit]
-            g, j, lam = g[keep], j[keep], lam[keep]
+        gs.append(gg)
+        js.append(jj + lo)
+        ls.append(vals)
+        kept += len(vals)
+        if kept > 2 * limit:  # trim to the largest now and then (linear time, memory O(limit + one block))
+            gs, js, ls = ([a] for a in _largest(np.concatenate(gs), np.concatenate(js), np.concatenate(ls), limit))
+            kept = limit
     if counts is not None:
         counts.update(above=above, positive=positive)
-    return g.astype(np.int64), j.astype(np.int64), lam
+    return _largest(np.concatenate(gs), np.concatenate(js), np.concatenate(ls), limit)
+
+
+def _largest(g: np.ndarray, j: np.ndarray, lam: np.ndarray, limit: int) -> tuple[np.ndarray, ...]:
+    """(g, j, λ) of the ``limit`` largest λ (all of them when there are no more)."""
+    if len(lam) <= limit:
+        return g, j, lam
+    keep = np.argpartition(-lam, limit - 1)[:limit]
+    return g[keep], j[keep], lam[keep]
 
 
 @dataclass
@@ -334,7 +345,7 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
             mem = LBFGS(MEMORY)
             d, gd = -g, -float(g @ g)
         if gd == 0.0:  # a zero gradient: φ's minimum (φ_W's: then a refresh says whether it is φ's)
-            new = _refresh(hp, ws, *split(z)) if ws is not None and working else ws
+            new = ws if ws is None else _refresh(hp, ws, *split(z))
             if new is ws:
                 stop = "zero" if f == 0.0 else "line search"
                 break
@@ -401,8 +412,8 @@ def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarr
     if len(g) > WS_SHARE * m * G or (ws is None and counts["positive"] > WS_PAIRS // 2):
         return None  # a working set this large a share of all pairs is not much cheaper than the full pass
     if ws is not None and len(g) == ws.size:
-        key = np.sort(j.astype(np.int64) * hp.shape[1] + g)
-        if np.array_equal(key, ws.j[ws.off].astype(np.int64) * hp.shape[1] + ws.mask.indices[ws.off]):
+        key = np.sort(j.astype(np.int64) * G + g)
+        if np.array_equal(key, ws.j[ws.off].astype(np.int64) * G + ws.mask.indices[ws.off]):
             return ws
     return working_set(hp, g, j)
 

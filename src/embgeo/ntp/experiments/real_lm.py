@@ -120,7 +120,8 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
 
 
 def _row(k: int, res, head: dict) -> dict:
-    """The measured numbers of one probe and its GD head (NaN where an object does not exist)."""
+    """The measured numbers of one probe and its GD head — the first head trained when ``head_optimizers`` has no gd
+    (NaN where an object does not exist)."""
     a, data = res.alignment, res.data
     gd = head["runs"].get("gd") or next(iter(head["runs"].values()))
     last = gd["rows"][-1]
