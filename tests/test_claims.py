@@ -15,6 +15,7 @@ from embgeo.lab.claims import (
     close,
     counted,
     holds,
+    not_applicable,
     significant,
     tally,
     verdict,
@@ -141,7 +142,8 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     from embgeo.lab.report import write_report
 
     claims = [at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), banded("c", 0.91, 0.02, 0.9)]
-    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "checks": 0, "checks failing": 0}
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "not applicable": 0, "checks": 0,
+                             "checks failing": 0}
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert rec.passed == 1 and rec.undecided == 1
     assert _claims_summary({"exp": claims}, "report.html") == [
@@ -175,7 +177,8 @@ def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     assert ok_check.check and "consistency check, not counted: the generator's parameter" in ok_check.note
     claims = [at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), ok_check, bad_check]
     assert [c.name for c in counted(claims)] == ["a", "b"]
-    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 0, "checks": 2, "checks failing": 1}
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 0, "not applicable": 0, "checks": 2,
+                             "checks failing": 1}
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert (rec.passed, rec.total, rec.checks, rec.checks_failing) == (1, 2, 2, 1)
     assert rec.summary() == "1/2 claims hold, 2 consistency checks (1 FAILING)"
@@ -188,6 +191,51 @@ def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     # a record written before checks existed counts every claim
     old = [Claim.from_dict({k: v for k, v in c.to_dict().items() if k != "check"}) for c in claims]
     assert RunRecord(name="exp", claims=old, seconds=1.0, out=str(tmp_path)).total == 4
+
+
+# -- not applicable: a premise fails, neither held nor failed ------------------------------------------------
+
+def test_not_applicable_is_its_own_state_everywhere(tmp_path):
+    """A claim whose premise fails keeps its measured value but is neither held nor failed: out of tally's held /
+    failing / undecided, the run record's count, the CLI's failing list, the report's failing list and the seed
+    aggregate's verdict; counted apart with the premise shown. Negative control: the same claim applicable fails."""
+    from embgeo.cli import _claims_summary
+    from embgeo.lab.claims import aggregate_claims
+    from embgeo.lab.record import RunRecord
+    from embgeo.lab.report import write_report
+
+    limit = at_most("subspace error -> 0", float("nan"), 0.33)
+    assert verdict(limit) == "fails"  # applicable, a NaN fails (the negative control)
+    na = not_applicable(limit, "the data are not NTP-separable (Farkas certificate, perp 2.1e-3)")
+    assert verdict(na) == "not applicable" and na.verdict == "not applicable"
+    claims = [at_least("a", 1.0, 0.5), na]
+    assert counted(claims) == [claims[0]]
+    assert tally(claims) == {"holds": 1, "fails": 0, "undecided": 0, "not applicable": 1, "checks": 0,
+                             "checks failing": 0}
+    rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
+    assert (rec.passed, rec.total, rec.not_applicable) == (1, 1, 1)
+    assert rec.summary() == "1/1 claims hold, 1 not applicable"
+    assert _claims_summary({"exp": claims}, "report.html") == [
+        "claims: 1 of 1 hold, 0 failing, 0 undecided, 1 not applicable (a premise fails)"]
+    (tmp_path / "exp").mkdir()
+    text = write_report([rec], tmp_path / "report.html").read_text()
+    assert "1 of 1 claims hold" in text and "1 not applicable" in text
+    assert "Claims not applicable (a premise fails) (1)" in text and "Failing claims (0)" in text
+    assert "premise fails: the data are not NTP-separable" in text
+    # the file keeps the state and the premise; older files (no key) are applicable
+    back = Claim.from_dict(na.to_dict())
+    assert not back.applicable and back.premise == na.premise
+    assert "applicable" not in claims[0].to_dict() and Claim.from_dict(claims[0].to_dict()).applicable
+    # over seeds: the seeds whose premise fails are left out of the verdict; in every seed: not applicable
+    held = claims[0]
+    agg = aggregate_claims([[held], [not_applicable(held, "premise")]])[0]
+    assert agg.ok is True and agg.applicable and agg.seeds.not_applicable == 1 and agg.seeds.n == 2
+    assert agg.measured == 1.0  # the mean over the applicable seeds only
+    assert not aggregate_claims([[na], [na]])[0].applicable
+    with pytest.raises(ValueError, match="premise"):
+        not_applicable(held, "")
+    with pytest.raises(ValueError, match="consistency check"):
+        not_applicable(as_check(held, "by construction"), "premise")
 
 
 def test_cell_text_is_the_one_formatter_of_report_and_docs(monkeypatch):

@@ -184,6 +184,25 @@ def test_results_pages_are_generated_from_claims_files(tmp_path):
     assert not (out / "quick-attention.rst").exists()
 
 
+def test_results_pages_count_not_applicable_claims_apart(tmp_path):
+    """A claim whose premise fails ("applicable": false) is shown with its premise, out of held / failing / undecided
+    on the page and in the summary (negative control: the same claim applicable counts as failing)."""
+    root = tmp_path / "results"
+    na = {**_claim("limit", False, note="NaN"), "applicable": False, "premise": "not NTP-separable (Farkas)"}
+    _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp", [_claim("one", True), na])
+    out = tmp_path / "gen"
+    embgeo_results.generate(root, out, order=[])
+    page = (out / "quick-ntp.rst").read_text()
+    assert "1/1 claims hold, 1 not applicable" in page and "**not applicable**" in page
+    assert "premise fails: not NTP-separable (Farkas); NaN" in page and "**fails**" not in page
+    summary = (out / "summary.inc").read_text()
+    assert "     - 1 of 1" in summary and "not applicable" in summary
+    shutil.rmtree(root)
+    _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp", [_claim("one", True), _claim("limit", False)])
+    embgeo_results.generate(root, out, order=[])
+    assert "1/2 claims hold" in (out / "quick-ntp.rst").read_text()
+
+
 def test_results_summary_without_runs(tmp_path):
     embgeo_results.generate(tmp_path / "none", tmp_path / "gen", order=[])
     text = (tmp_path / "gen" / "summary.inc").read_text()

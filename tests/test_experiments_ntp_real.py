@@ -161,11 +161,27 @@ def test_growth_is_measured_after_the_fit_only():
     assert _claims(never, 1.0)[4].ok is False and "never came within" in _claims(never, 1.0)[4].note
 
 
-def test_undecided_and_missing_objects_fail_with_the_reason():
+def test_undecided_premises_leave_the_claims_undecided_and_false_ones_not_applicable():
+    """Separability undecided: the premise claim and Theorem 2's claims that need it are undecided (not failed);
+    compatibility certified false: the subspace claim is not applicable (W* does not exist), not failed."""
     claims = _claims(_frame(separable=None, compatible=False, cos_mm=math.nan, subspace_error=math.nan), 1.0)
-    assert claims[1].measured == "undecided" and claims[1].ok is False
-    assert claims[2].ok is False and "not computed" in claims[2].note
-    assert claims[3].ok is False and "not NTP-compatible" in claims[3].note
+    assert claims[1].measured == "undecided" and claims[1].ok is None
+    assert claims[2].ok is None and claims[2].applicable and "undecided" in claims[2].note
+    assert claims[3].verdict == "not applicable" and "not NTP-compatible" in claims[3].premise
+    assert claims[4].ok is None and "separability of H_T undecided" in claims[4].note
+
+
+def test_not_separable_makes_theorem_2_not_applicable_once_not_three_failures():
+    """H_T certified not NTP-separable: the premise claim fails (a finding), and the alignment, subspace and growth
+    claims are not applicable with the certificate named — not three more failures of the same fact. Negative
+    control: separable, the same measured values are judged (the alignment below its level fails)."""
+    frame = _frame(separable=False, cos_mm=math.nan, cos_corrected=math.nan, separability_method="pair certificate")
+    claims = _claims(frame, 1.0)
+    assert claims[1].ok is False
+    assert [c.verdict for c in claims[2:5]] == ["not applicable"] * 3
+    assert all("not NTP-separable (Def. 2; pair certificate)" in c.premise for c in claims[2:5])
+    judged = _claims(_frame(cos_corrected=0.5), 1.0)
+    assert judged[2].verdict == "fails" and judged[2].applicable
 
 
 @pytest.mark.parametrize("name", ["ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer"])

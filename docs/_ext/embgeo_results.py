@@ -31,6 +31,7 @@ from pathlib import Path
 #: Scales in display order (others follow alphabetically).
 SCALES = ("quick", "paper")
 VERDICTS = {True: "holds", False: "fails", None: "undecided"}
+NOT_APPLICABLE = "not applicable"  # a claim whose premise fails in the run (``"applicable": false`` in claims.json)
 GENERATED = "_generated"
 DATE_KEYS = ("date", "finished", "started", "timestamp", "created")
 COMMIT_KEYS = ("commit", "git_commit", "revision")
@@ -56,16 +57,19 @@ class Run:
     command: str | None = None
 
     def tally(self) -> dict:
-        counted = [c for c in self.claims if not c.get("check")]
+        counted = [c for c in self.claims if not c.get("check") and c.get("applicable", True)]
         checks = [c for c in self.claims if c.get("check")]
         out = {v: sum(_verdict(c) == v for c in counted) for v in VERDICTS.values()}
         out["total"] = len(counted)
+        out[NOT_APPLICABLE] = sum(not c.get("applicable", True) for c in self.claims)
         out["checks"] = len(checks)
         out["checks failing"] = sum(_verdict(c) != "holds" for c in checks)
         return out
 
 
 def _verdict(claim: dict) -> str:
+    if not claim.get("applicable", True):
+        return NOT_APPLICABLE
     ok = claim.get("ok")
     return VERDICTS[None if ok is None else bool(ok)]
 
@@ -169,6 +173,8 @@ def _summary_text(t: dict) -> str:
     text = f"{t['holds']}/{t['total']} claims hold"
     if t["undecided"]:
         text += f", {t['undecided']} undecided"
+    if t[NOT_APPLICABLE]:
+        text += f", {t[NOT_APPLICABLE]} not applicable"
     if t["checks"]:
         s = "s" if t["checks"] > 1 else ""
         text += f", {t['checks']} consistency check{s} " + (
@@ -177,7 +183,7 @@ def _summary_text(t: dict) -> str:
 
 
 def _sum(tallies) -> dict:
-    out = {k: 0 for k in ("holds", "fails", "undecided", "total", "checks", "checks failing")}
+    out = {k: 0 for k in ("holds", "fails", "undecided", NOT_APPLICABLE, "total", "checks", "checks failing")}
     for t in tallies:
         for k in out:
             out[k] += t[k]
@@ -247,9 +253,12 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
                 verdict = f"check: {v}" if c.get("check") else v
                 if v != "holds":
                     verdict = f"**{verdict}**"
+                note = c.get("note") or ""
+                if v == NOT_APPLICABLE:
+                    note = f"premise fails: {c.get('premise', '')}" + (f"; {note}" if note else "")
                 row = [_cell(c.get("name", "")), _cell(fmt(c.get("paper"))), _cell(fmt(c.get("theory"))),
                        _cell(fmt(c.get("measured"))), _cell(fmt_tolerance(c.get("tolerance"))), verdict,
-                       _cell(c.get("note") or "")]
+                       _cell(note)]
                 lines.append("   * - " + row[0])
                 lines += ["     - " + x for x in row[1:]]
             lines.append("")
@@ -305,7 +314,7 @@ def generate(root: Path, out_dir: Path, order: list[str] | None = None) -> list[
         summary += _provenance_lines(found[scale], scale, root / scale)
         summary += [".. list-table::", "   :header-rows: 1", "",
                     "   * - paper", "     - experiments", "     - claims hold", "     - fail", "     - undecided",
-                    "     - consistency checks"]
+                    "     - not applicable", "     - consistency checks"]
         for paper in sorted(by_paper, key=_order):
             runs = sorted(by_paper[paper], key=lambda r: (rank.get(r.name, len(rank)), r.name))
             page = f"{scale}-{paper}"
@@ -315,7 +324,7 @@ def generate(root: Path, out_dir: Path, order: list[str] | None = None) -> list[
             summary += [f"   * - :doc:`{_titles_and_keys()[0].get(paper, paper)} <{GENERATED}/{page}>`",
                         f"     - {len(runs)}",
                         f"     - {t['holds']} of {t['total']}", f"     - {t['fails']}", f"     - {t['undecided']}",
-                        f"     - {checks}"]
+                        f"     - {t[NOT_APPLICABLE]}", f"     - {checks}"]
         summary += [""]
     if pages:
         summary += [".. toctree::", "   :hidden:", ""] + [f"   {GENERATED}/{p}" for p in pages] + [""]

@@ -791,8 +791,8 @@ def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
     ("  EXPERIMENT: NAME", cut at :data:`LINE_WIDTH` characters, at most :data:`FAILING_SHOWN` of them); a
     consistency check that does not hold is a bug and is listed with them, marked. Undecided claims (their
     certified band straddles the level) are counted, with where they are listed (``listed_in``). The last
-    line tallies every run's claims: "claims: 27 of 31 hold, 3 failing, 1 undecided; consistency checks: 12
-    of 12 pass".
+    line tallies every run's claims: "claims: 27 of 31 hold, 3 failing, 1 undecided, 2 not applicable (a premise
+    fails); consistency checks: 12 of 12 pass" (the part on premises only when some claim's premise fails).
     """
     from embgeo.lab.claims import tally
 
@@ -800,8 +800,8 @@ def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
         return text if len(text) <= LINE_WIDTH else text[:LINE_WIDTH - 1] + "…"
 
     failing = [(run, c) for run, claims in claims_by_run.items() for c in claims
-               if (c.check and c.ok is not True) or (not c.check and c.ok is False)]
-    undecided = sum(not c.check and c.ok is None for claims in claims_by_run.values() for c in claims)
+               if (c.check and c.ok is not True) or c.verdict == "fails"]
+    undecided = sum(c.verdict == "undecided" for claims in claims_by_run.values() for c in claims if not c.check)
     lines = []
     if failing:
         n_checks = sum(c.check for _, c in failing)
@@ -821,6 +821,8 @@ def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
     t = tally(c for claims in claims_by_run.values() for c in claims)
     total = t["holds"] + t["fails"] + t["undecided"]
     last = f"claims: {t['holds']} of {total} hold, {t['fails']} failing, {t['undecided']} undecided"
+    if t["not applicable"]:
+        last += f", {t['not applicable']} not applicable (a premise fails)"
     if t["checks"]:
         last += f"; consistency checks: {t['checks'] - t['checks failing']} of {t['checks']} pass"
     return lines + [last]

@@ -19,12 +19,15 @@ import numpy as np
 
 #: The three verdicts of a claim, from its ``ok``: True, False, None.
 VERDICTS = {True: "holds", False: "fails", None: "undecided"}
+#: The state of a claim whose premise does not hold in the run (:func:`not_applicable`): neither held nor failed.
+NOT_APPLICABLE = "not applicable"
 
 
 @dataclass(frozen=True)
 class SeedStats:
     """A claim over several seeds (``reproduce --seeds N``): how many seeds ran it, how many held it, how many
-    left it undecided, each seed's measured value, and (numbers only) their mean and sample standard deviation."""
+    left it undecided, each seed's measured value, and (numbers only) their mean and sample standard deviation;
+    ``not_applicable``: in how many of the n seeds its premise failed (they are left out of the verdict)."""
 
     n: int
     holds: int
@@ -32,16 +35,20 @@ class SeedStats:
     values: list
     mean: float | None = None
     std: float | None = None
+    not_applicable: int = 0
 
     def to_dict(self) -> dict:
         out = {"n": self.n, "holds": self.holds, "undecided": self.undecided, "values": jsonable(self.values)}
         if self.mean is not None:
             out.update(mean=self.mean, std=self.std)
+        if self.not_applicable:
+            out["not_applicable"] = self.not_applicable
         return out
 
     @classmethod
     def from_dict(cls, d: dict) -> SeedStats:
-        return cls(d["n"], d["holds"], d.get("undecided", 0), list(d.get("values", [])), d.get("mean"), d.get("std"))
+        return cls(d["n"], d["holds"], d.get("undecided", 0), list(d.get("values", [])), d.get("mean"), d.get("std"),
+                   d.get("not_applicable", 0))
 
 
 @dataclass
@@ -66,6 +73,10 @@ class Claim:
     were wrong. It stays in the tables — a failing check is a bug — but is counted apart from the claims
     (:func:`counted`, :func:`as_check`).
 
+    ``applicable`` False marks a claim whose **premise fails** in this run (e.g. Theorem 2's limit where the data are
+    certified not NTP-separable): its state is "not applicable", neither held nor failed, counted apart like the
+    checks, and ``premise`` says which premise failed and with what certificate (:func:`not_applicable`).
+
     ``seeds`` is set on a claim aggregated over seeds (:func:`aggregate_claims`): ``measured`` is then the mean.
     """
 
@@ -79,10 +90,15 @@ class Claim:
     any_scale: bool = False
     check: bool = False
     seeds: SeedStats | None = None
+    applicable: bool = True
+    premise: str = ""
 
     def to_dict(self) -> dict:
         """The claim as ``claims.json`` stores it (non-finite floats as strings; ``seeds`` only when set)."""
-        out = {k: jsonable(v) for k, v in dataclasses.asdict(self).items() if k not in ("any_scale", "seeds")}
+        out = {k: jsonable(v) for k, v in dataclasses.asdict(self).items()
+               if k not in ("any_scale", "seeds", "applicable", "premise")}
+        if not self.applicable:  # only where it matters: older files and most claims have neither key
+            out.update(applicable=False, premise=self.premise)
         if self.seeds is not None:
             out["seeds"] = self.seeds.to_dict()
         return out
@@ -94,11 +110,12 @@ class Claim:
         seeds = d.get("seeds")
         return cls(d["name"], d.get("measured"), d.get("ok"), d.get("paper"), d.get("theory"), d.get("tolerance"),
                    d.get("note", "") or "", check=bool(d.get("check", False)),
-                   seeds=SeedStats.from_dict(seeds) if seeds else None)
+                   seeds=SeedStats.from_dict(seeds) if seeds else None, applicable=bool(d.get("applicable", True)),
+                   premise=d.get("premise", "") or "")
 
     @property
     def verdict(self) -> str:
-        """"holds", "fails" or "undecided"."""
+        """"holds", "fails", "undecided" or "not applicable"."""
         return verdict(self)
 
 
@@ -120,23 +137,37 @@ def as_check(claim: Claim, why: str) -> Claim:
     return dataclasses.replace(claim, check=True, note=note)
 
 
+def not_applicable(claim: Claim, premise: str) -> Claim:
+    """``claim`` in the state "not applicable": the statement's ``premise`` fails in this run (say which, and with what
+    certificate). Its measured value stays for the reader; it is neither held nor failed, and counted apart."""
+    if claim.check:
+        raise ValueError(f"not_applicable({claim.name!r}): a consistency check has no premise to fail")
+    if not premise:
+        raise ValueError(f"not_applicable({claim.name!r}): say which premise fails")
+    return dataclasses.replace(claim, applicable=False, premise=premise)
+
+
 def counted(claims: Iterable[Claim]) -> list[Claim]:
-    """The claims that count (consistency checks removed)."""
-    return [c for c in claims if not c.check]
+    """The claims that count: consistency checks and claims whose premise fails (not applicable) removed."""
+    return [c for c in claims if not c.check and c.applicable]
 
 
 def verdict(claim: Claim) -> str:
-    """"holds", "fails" or "undecided" for a claim (``ok`` True / False / None)."""
+    """"holds", "fails" or "undecided" for a claim (``ok`` True / False / None); "not applicable" where its premise
+    fails (:func:`not_applicable`), whatever ``ok`` is."""
+    if not claim.applicable:
+        return NOT_APPLICABLE
     return VERDICTS[None if claim.ok is None else bool(claim.ok)]
 
 
 def tally(claims: Iterable[Claim]) -> dict:
-    """{"holds": n, "fails": n, "undecided": n} over the counted claims, and {"checks": n, "checks failing": n}
-    over the consistency checks."""
+    """{"holds": n, "fails": n, "undecided": n} over the counted claims, {"not applicable": n} over the claims whose
+    premise fails, and {"checks": n, "checks failing": n} over the consistency checks."""
     claims = list(claims)
     out = dict.fromkeys(VERDICTS.values(), 0)
     for c in counted(claims):
         out[verdict(c)] += 1
+    out[NOT_APPLICABLE] = sum(not c.applicable for c in claims)
     checks = [c for c in claims if c.check]
     out["checks"] = len(checks)
     out["checks failing"] = sum(verdict(c) != "holds" for c in checks)
@@ -218,14 +249,21 @@ def aggregate_claims(per_seed: list[list[Claim]]) -> list[Claim]:
 
     The spread is the sample standard deviation over seeds (0 for one seed). A non-numeric measured
     value (a statement, a list) keeps the first seed's value; the verdict count is what it reports.
-    Holds only if it holds in every seed; fails if it fails in one; else (some undecided) undecided.
+    Holds only if it holds in every seed; fails if it fails in one; else (some undecided) undecided. Seeds in which
+    the claim's premise fails (:func:`not_applicable`) are left out of the verdict and the mean, and counted; a claim
+    not applicable in every seed stays not applicable.
     """
     order: dict[str, list[Claim]] = {}
     for claims in per_seed:
         for c in claims:
             order.setdefault(c.name, []).append(c)
     out = []
-    for cs in order.values():
+    for every in order.values():
+        cs = [c for c in every if c.applicable]
+        if not cs:
+            out.append(dataclasses.replace(every[0], seeds=SeedStats(len(every), 0, 0, [c.measured for c in every],
+                                                                     not_applicable=len(every))))
+            continue
         values = [c.measured for c in cs]
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         held = sum(c.ok is True for c in cs)
@@ -240,5 +278,6 @@ def aggregate_claims(per_seed: list[list[Claim]]) -> list[Claim]:
         failed = len(cs) - held - undecided
         ok = True if held == len(cs) else (False if failed else None)
         out.append(dataclasses.replace(cs[0], measured=measured, ok=ok,
-                                       seeds=SeedStats(len(cs), held, undecided, values, mean, std)))
+                                       seeds=SeedStats(len(every), held, undecided, values, mean, std,
+                                                       len(every) - len(cs))))
     return out

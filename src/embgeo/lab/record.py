@@ -64,6 +64,11 @@ class RunRecord:
         return sum(c.ok is None for c in counted(self.claims))
 
     @property
+    def not_applicable(self) -> int:
+        """Claims whose premise fails in this run (:func:`~embgeo.lab.claims.not_applicable`): counted apart."""
+        return sum(not c.applicable for c in self.claims)
+
+    @property
     def checks(self) -> int:
         return sum(c.check for c in self.claims)
 
@@ -73,8 +78,10 @@ class RunRecord:
         return sum(c.check and c.ok is not True for c in self.claims)
 
     def summary(self) -> str:
-        """"5/6 claims hold, 1 undecided, 2 consistency checks pass" (the parts that apply)."""
+        """"5/6 claims hold, 1 undecided, 1 not applicable, 2 consistency checks pass" (the parts that apply)."""
         text = f"{self.passed}/{self.total} claims hold" + (f", {self.undecided} undecided" if self.undecided else "")
+        if self.not_applicable:
+            text += f", {self.not_applicable} not applicable"
         if self.checks:
             text += (f", {self.checks} consistency check{'s' if self.checks > 1 else ''} "
                      + (f"({self.checks_failing} FAILING)" if self.checks_failing else "pass"))

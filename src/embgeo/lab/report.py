@@ -35,7 +35,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from embgeo.lab import registry
-from embgeo.lab.claims import Claim, verdict
+from embgeo.lab.claims import NOT_APPLICABLE, Claim, verdict
 from embgeo.lab.record import RunRecord
 from embgeo.lab.registry import Paper
 
@@ -61,7 +61,7 @@ main{{max-width:1400px;margin:0 auto;padding:0 1em 3em}}
 table{{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em;width:100%;table-layout:auto}}
 th,td{{border:1px solid #bbb;padding:.25em .5em;text-align:left;vertical-align:top;overflow-wrap:normal}}
 th{{background:#eee;white-space:nowrap}} .ok{{color:#05620b;font-weight:bold}} .fail{{color:#a40000;font-weight:bold}}
-.undecided{{color:#8a5a00;font-weight:bold}}
+.undecided{{color:#8a5a00;font-weight:bold}} .na{{color:#555;font-style:italic}}
 td.value{{white-space:nowrap}} td.value.long{{white-space:normal;min-width:8em}} span.n{{white-space:nowrap}}
 @media (max-width:1000px){{td.value,td.value.long{{white-space:normal;min-width:0}}}}
 td.claim{{min-width:7em}} td.note{{min-width:8em}}
@@ -87,6 +87,9 @@ claim holds. A failing claim is reported with its reason in the note, never tune
 verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.
 <i>undecided</i>: the measured value is known only within a certified band (a solver's error bound, an
 interval) that straddles the level, so this run cannot say; such claims are counted apart.
+<i>not applicable</i>: a premise of the statement fails in this run (e.g. a theorem about NTP-separable data on
+data certified not separable); the note names the premise and its certificate; neither held nor failed, counted
+apart.
 <i>check</i>: a consistency check — a statement true by construction of the code or of the chosen data (an
 identity of the solvers' output, a setting read back), which could not fail were the paper wrong; shown so a
 bug would be seen, not counted among the claims.</div>"""
@@ -156,7 +159,7 @@ def _fold(note: str) -> tuple[str, str]:
     return note[:cut], note[cut:].lstrip()
 
 
-_CSS = {"holds": "ok", "fails": "fail", "undecided": "undecided"}
+_CSS = {"holds": "ok", "fails": "fail", "undecided": "undecided", NOT_APPLICABLE: "na"}
 
 
 def _claim_row(c: Claim) -> dict:
@@ -169,7 +172,10 @@ def _claim_row(c: Claim) -> dict:
         seeds = f": holds in {c.seeds.holds}/{c.seeds.n} seeds"
         if c.seeds.undecided:
             seeds += f", undecided in {c.seeds.undecided}"
-    head, rest = _fold(c.note)
+        if c.seeds.not_applicable:
+            seeds += f", not applicable in {c.seeds.not_applicable}"
+    note = f"premise fails: {c.premise}" + (f"; {c.note}" if c.note else "") if not c.applicable else c.note
+    head, rest = _fold(note)
     return {"name": unbroken(c.name), "paper": _value(cell_text(c.paper)), "theory": _value(cell_text(c.theory)),
             "measured": _value(measured), "tolerance": _value(tolerance_text(c.tolerance)), "css": _CSS[word],
             "verdict": ("check: " if c.check else "") + word, "seeds": seeds, "note": unbroken(head),
@@ -184,7 +190,8 @@ def _run_view(r: RunRecord, report_dir: Path) -> dict:
         rel = out.resolve().as_uri()
     figures = [{"name": name, "data": base64.b64encode((out / f"{name}.png").read_bytes()).decode("ascii"),
                 "pdf": f"{rel}/{name}.pdf"} for name in r.figures]
-    state = "error" if r.error else f"{r.passed}/{r.total}" + (f" ({r.undecided} undecided)" if r.undecided else "")
+    apart = [f"{n} {word}" for n, word in ((r.undecided, "undecided"), (r.not_applicable, NOT_APPLICABLE)) if n]
+    state = "error" if r.error else f"{r.passed}/{r.total}" + (f" ({', '.join(apart)})" if apart else "")
     return {"name": r.name, "title": r.title, "scale": r.scale, "seconds": f"{r.seconds:.1f}", "state": state,
             "error": r.error, "figures": figures, "claims": [_claim_row(c) for c in r.claims], "notes": r.notes,
             "config": json.dumps(r.config, indent=2), "versions": json.dumps(r.versions, indent=2)}
@@ -205,18 +212,21 @@ def _sections(records: Sequence[RunRecord], papers: Sequence[Paper], report_dir:
         sections.append({"name": name, "title": head.title if head else name, "citation": head.citation if head
                          else "", "passed": sum(r.passed for r in runs), "total": sum(r.total for r in runs),
                          "undecided": sum(r.undecided for r in runs),
+                         "not_applicable": sum(r.not_applicable for r in runs),
                          "runs": [_run_view(r, report_dir) for r in runs]})
     return sections
 
 
 def _listings(records: Sequence[RunRecord]) -> list[dict]:
-    """The failing claims (always listed, 'None.' when there are none) and the undecided ones (when any)."""
+    """The failing claims (always listed, 'None.' when there are none), the undecided ones and those not applicable
+    (when any)."""
     out = []
     for word, anchor, heading in (("fails", "failing", "Failing claims"), ("undecided", "undecided",
-                                                                           "Undecided claims")):
+                                                                           "Undecided claims"),
+                                  (NOT_APPLICABLE, "not-applicable", "Claims not applicable (a premise fails)")):
         items = [{"run": r.name, "index": i, "name": c.name, "check": c.check}
                  for r in records for i, c in enumerate(r.claims) if verdict(c) == word]
-        if word == "undecided" and not items:
+        if word != "fails" and not items:
             continue
         out.append({"anchor": anchor, "heading": heading, "entries": items})
     return out
@@ -242,6 +252,7 @@ def write_report(records: Sequence[RunRecord], path: str | Path, title: str = "e
     path.parent.mkdir(parents=True, exist_ok=True)
     totals = {"passed": sum(r.passed for r in records), "total": sum(r.total for r in records),
               "undecided": sum(r.undecided for r in records), "runs": len(records),
+              "not_applicable": sum(r.not_applicable for r in records),
               "checks": sum(r.checks for r in records), "checks_failing": sum(r.checks_failing for r in records)}
     page = _environment().get_template("report.html.j2").render(
         title=title, style=Markup(STYLE), legend=Markup(LEGEND), totals=totals,

@@ -345,6 +345,8 @@ def point_claims(points: list[Point], rows: Mapping[str, dict]) -> tuple[list[Po
         for run in claims:
             for c in run:
                 entry = counts.setdefault(c["name"], [0, 0, bool(c.get("check"))])
+                if not c.get("applicable", True):
+                    continue  # its premise fails in this run: neither a failure nor undecided
                 entry[0] += c.get("ok") is False
                 entry[1] += c.get("ok") is None
         settings = tuple((k, v) for k, v in members[0].overrides if k != "seed")

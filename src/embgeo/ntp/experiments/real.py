@@ -19,13 +19,13 @@ the certified band cos ± 2ε: undecided when the band straddles the level.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from embgeo.errors import InputError
-from embgeo.lab.claims import Claim, at_least, at_most, banded, holds
+from embgeo.lab.claims import Claim, at_least, at_most, banded, holds, not_applicable
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp import geometry
@@ -111,6 +111,7 @@ def _measure(corpus, groups: np.ndarray, cfg: RealConfig):
             previous["svm"] = ref["svm_result"]
         out.update({k: ref[k] for k in ("compatible", "separable", "cos_mm", "cos_corrected", "subspace_error",
                                         "compatibility_residual", "svm_error_bound", "svm_status")})
+        out["separability_method"] = ref.get("separability_method", "")
         logits = geometry.logit_structure(H @ W.T, data)
         out.update({k: logits[k] for k in ("support_residual", "margin_normalized", "sparse_energy",
                                            "effective_rank", "effective_rank_rest")})
@@ -156,9 +157,10 @@ def _claims(df: pd.DataFrame, H: float) -> list:
     claims = [at_most(f"CE − 𝓗 at the last step, in units of 𝓗 (trained to near the entropy; ε = {LOSS_LEVEL})",
                       float(last["kl_gap"]) / H, LOSS_LEVEL, theory=0.0)]
     sep, comp = _decision(last["separable"]), _decision(last["compatible"])
-    claims.append(holds("H_T is NTP-separable (Def. 2; the premise of the implicit bias)", _yes_no(sep), sep is True,
-                        note="decided by the exact solvers on the model's final embeddings; 'undecided' = not "
-                             "within the time limit"))
+    premise = holds("H_T is NTP-separable (Def. 2; the premise of the implicit bias)", _yes_no(sep), sep is True,
+                    note="decided by the exact solvers on the model's final embeddings; 'undecided' = not "
+                         "within the time limit")
+    claims.append(premise if sep is not None else replace(premise, ok=None))
     why_mm = None if sep is True else "W^mm(H_T) does not exist: H_T is not NTP-separable" if sep is False else \
         "W^mm(H_T) not computed: separability undecided within the time limit"
     why_star = None if comp is True else "W*(H_T) does not exist: H_T is not NTP-compatible" if comp is False else \
@@ -177,19 +179,42 @@ def _claims(df: pd.DataFrame, H: float) -> list:
                       "within ε = "
                       f"{eps:.2g} of the exact one (relative, {last.get('svm_status', 'solved')}), so the exact "
                       f"cosine is in {cos:.4g} ± {band:.2g}")
-    claims.append(banded(f"{label} ≥ {ALIGN_LEVEL} at the last step (Thm. 2 for the final embeddings)",
-                         cos, band, ALIGN_LEVEL, theory=1.0, note=note,
-                         band_source="2ε, the NTP-SVM's certified error bound"))
-    claims.append(at_most(f"‖P_F(W_T) − W*(H_T)‖/‖W*(H_T)‖ ≤ {SUBSPACE_LEVEL} at the last step", float(
+    # Theorem 2's statements assume NTP-separability (all three) and compatibility (the subspace): where a premise is
+    # certified false they are not applicable (one fact, not three failures); where it is undecided, undecided
+    not_sep = f"H_T is not NTP-separable (Def. 2; {last.get('separability_method') or 'certified'})"
+    not_comp = ("H_T is not NTP-compatible (Def. 1): W*(H_T) does not exist (least-squares residual "
+                f"{float(last.get('compatibility_residual', math.nan)):.3g})")
+    align = banded(f"{label} ≥ {ALIGN_LEVEL} at the last step (Thm. 2 for the final embeddings)",
+                   cos, band, ALIGN_LEVEL, theory=1.0, note=note,
+                   band_source="2ε, the NTP-SVM's certified error bound")
+    subspace = at_most(f"‖P_F(W_T) − W*(H_T)‖/‖W*(H_T)‖ ≤ {SUBSPACE_LEVEL} at the last step", float(
         last["subspace_error"]), SUBSPACE_LEVEL, theory=0.0,
-        note=why_star or "level: what GD reaches in the proven linear case (ntp-gd's calibration)"))
-    claims.append(_growth_claim(df, H))
+        note=why_star or "level: what GD reaches in the proven linear case (ntp-gd's calibration)")
+    growth = _growth_claim(df, H)
+    premises = {align.name: [(sep, not_sep, "separability")],
+                subspace.name: [(sep, not_sep, "separability"), (comp, not_comp, "compatibility")],
+                growth.name: [(sep, not_sep, "separability")]}
+    for claim in (align, subspace, growth):
+        claims.append(_under_premises(claim, premises[claim.name]))
     c0, c1 = float(first["collapse_directions"]), float(last["collapse_directions"])
     name = ("contexts with equal supports collapse in direction: within/between ratio at T over its value at "
             f"initialisation (ε = {COLLAPSE_FACTOR}; Zhao et al. 2024)")
     claims.append(at_most(name, c1 / c0, COLLAPSE_FACTOR, theory=0.0,
                           note=f"ratio of directions {c0:.3g} at step 0, {c1:.3g} at T"))
     return claims
+
+
+def _under_premises(claim: Claim, premises: list[tuple[bool | None, str, str]]) -> Claim:
+    """``claim`` as the run can judge it given its premises [(verdict, why it fails, name)]: not applicable when one
+    is certified false, undecided (its measured value kept) when one is undecided, else as measured."""
+    for verdict, why, _ in premises:
+        if verdict is False:
+            return not_applicable(claim, why)
+    undecided = [name for verdict, _, name in premises if verdict is None]
+    if undecided:
+        return replace(claim, ok=None, note=f"{' and '.join(undecided)} of H_T undecided within the time "
+                                   f"limit, so the premise is unknown; {claim.note}")
+    return claim
 
 
 def _growth_claim(df: pd.DataFrame, H: float) -> Claim:
