@@ -148,21 +148,22 @@ def test_reviews_on_a_user_file_adds_the_loss_claim_and_names_the_data(tmp_path,
     assert "IMDB reviews from" in record.notes[0]
 
 
+PREMISE = "Thm 4.3's premise (whether the theorem applies): fraction of seeds whose loss gets below 1/(2n)"
 LEMMA44 = "Lemma 4.4 (corollary): with a single irrelevant token type, only the important tokens are selected"
 
 
 def test_selection_quick(tmp_path):
-    """Seed 2 stalls above 1/(2n): the premise claim fails (1 of 2) and the rest is claimed on seed 0;
+    """Seed 2 stalls above 1/(2n): the premise (a check: the theorem applies to seed 0) is measured 1 of 2 and the
+    rest is claimed on seed 0;
     Lemma 4.5's sufficient condition fails and is reported; so does Lemma 4.4's corollary (with one irrelevant
     token type and seed 0, after 10⁴ steps 4 of the 20 sequences still select the irrelevant token: GD stalls at
     loss 0.015 with the negative sequences' margins near 0); ‖p̂‖ ≤ 4n is a consistency check."""
     record = run("attention-selection", overrides={"seeds": "0,2", "steps": "3000"}, out=tmp_path)
     claims = _claims(tmp_path)
     failing = {name for name, c in claims.items() if not c["ok"]}
-    assert failing == {"Thm 4.3's premise: fraction of seeds whose loss gets below 1/(2n)", LEMMA44,
-                       next(n for n in claims if n.startswith("Lemma 4.5's sufficient condition"))}
-    assert [n for n, c in claims.items() if c["check"]] == ["Lemma C.8: ‖p̂‖ ≤ 4n"]
-    assert claims["Thm 4.3's premise: fraction of seeds whose loss gets below 1/(2n)"]["measured"] == 0.5
+    assert failing == {LEMMA44, next(n for n in claims if n.startswith("Lemma 4.5's sufficient condition"))}
+    assert [n for n, c in claims.items() if c["check"]] == [PREMISE, "Lemma C.8: ‖p̂‖ ≤ 4n"]
+    assert claims[PREMISE]["measured"] == 0.5 and claims[PREMISE]["ok"]
     assert claims["Lemma 4.5: only the important token is selected"]["measured"] == 1.0
     cos = claims["Thm 4.3 (2) / Lemma 4.5: cos(p_T, p̂) at the last step"]
     assert cos["tolerance"] == f">= {cos_level(3000):g}"
@@ -401,8 +402,17 @@ def test_selection_claims_fail_with_a_wrong_p_hat_a_bounded_norm_or_a_stalled_se
     assert not bounded["Lemma C.1: ‖p_t‖ grows without bound, like ‖p̂‖·ln t"]
     stalled = verdicts([_run_row(0, p_T, p_hat, alt, log_growth),
                         _run_row(1, p_T, p_hat, alt, log_growth, min_loss=0.3)])
-    assert not stalled["Thm 4.3's premise: fraction of seeds whose loss gets below 1/(2n)"]
+    assert stalled[PREMISE]  # the theorem applies to seed 0
     assert stalled["Lemma 4.5: only the important token is selected"]  # claimed on the qualifying seed
+    # no seed reaches the premise: the check says so and the theorem's claims are not applicable, not failed
+    none = selection_claims(pd.DataFrame([_run_row(s, p_T, p_hat, alt, log_growth, min_loss=0.3) for s in (0, 1)]),
+                            n=20, steps=10**4)
+    by = {c.name: c for c in none}
+    assert by[PREMISE].check and by[PREMISE].ok is False
+    assert by["Lemma 4.5: only the important token is selected"].verdict == "not applicable"
+    assert "no seed brings the loss below" in by["Thm 4.3 (1): every sequence's selection 𝒮_X(p_t) contains its "
+                                                 "important token"].premise
+    assert by["Lemma C.8: ‖p̂‖ ≤ 4n"].applicable  # a check over every seed, whatever the premise
 
 
 def test_lemma44_claim_on_the_qualifying_seeds():
@@ -411,9 +421,9 @@ def test_lemma44_claim_on_the_qualifying_seeds():
     assert claim.ok and claim.measured == 1.0 and "2 of 3 seeds" in claim.note  # seed 2 stalls: outside
     rows.loc[1, "only"] = 0.95  # one sequence of twenty also selects the irrelevant token
     assert not lemma44_claim(rows, n=20).ok
-    rows["min_loss"] = 0.3  # no seed reaches the theorem's premise: no verdict
+    rows["min_loss"] = 0.3  # no seed reaches the theorem's premise: not applicable, neither held nor failed
     claim = lemma44_claim(rows, n=20)
-    assert claim.ok is None and "undecided" in claim.note
+    assert claim.verdict == "not applicable" and "premise of Thm 4.3" in claim.premise
 
 
 # -- real text: convergence gate, frequency, two-layer vs one-layer ----------------------------------

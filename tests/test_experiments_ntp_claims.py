@@ -18,7 +18,6 @@ from embgeo.ntp.experiments.paper import (
     faster_claims,
     gd_loss_claim,
     levels_from,
-    slightly_faster_claims,
     supports_only_claims,
     toy_geometry_claims,
 )
@@ -136,14 +135,18 @@ def test_faster_is_decided_on_the_last_decade_only():
     assert not any(c.ok for c in faster_claims("early", early, "slow", slow))
 
 
-@pytest.mark.parametrize("factor, ok", [(0.6, True), (0.9, True), (0.1, False), (0.45, False), (1.2, False)])
-def test_slightly_faster_means_faster_by_less_than_a_factor_two(factor, ok):
+@pytest.mark.parametrize("factor, ok", [(0.6, True), (0.9, True), (0.1, True), (1.2, False)])
+def test_slightly_faster_is_one_claim_per_metric_judged_on_faster(factor, ok):
+    """"Adam slightly faster than NGD": one claim per metric (not a "faster" and a "slightly faster" claim on the same
+    measurement); the paper prints no number for "slightly", so only "faster" is judged and the ratio is its size."""
     base = _frame(lambda k: np.log1p(k))
     other = base.assign(kl_gap=base["kl_gap"] * factor, subspace_error=base["subspace_error"] * factor,
                         cos_corrected=1 - (1 - base["cos_corrected"]) * factor)
-    claims = slightly_faster_claims("A", other, "B", base)
+    claims = faster_claims("A", other, "B", base, word="slightly")
+    assert len(claims) == 3 and all("A converges slightly faster than B" in c.name for c in claims)
     assert [c.ok for c in claims] == [ok] * 3
     assert [c.measured for c in claims] == pytest.approx([factor] * 3)
+    assert all("without a number" in c.note for c in claims)
 
 
 def test_cone_rule_compares_words_with_a_pattern_of_their_own():

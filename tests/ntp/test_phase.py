@@ -353,3 +353,22 @@ def test_uncertified_threshold_claims_are_undecided():
     row["converged"] = True
     assert _threshold_claim("sets in below d = m", row, lambda r: r["high"] < 1).ok is True
     assert _threshold_claim("sets in above d = m", row, lambda r: r["low"] > 1).ok is False
+
+
+def test_below_d_equals_m_is_one_check_over_the_certified_fits():
+    """The twelve "sets in below d = m" statements are one consistency check (a restatement of Lemma 1 being only
+    sufficient, not a paper's result): held when every certified interval is below 1, failed when one is not
+    (negative control), uncertified fits named and left out."""
+    import pandas as pd
+
+    from embgeo.ntp.experiments.separability import _below_d_equals_m
+
+    rows = pd.DataFrame({"S": [3, 3, 6], "V": [8, 8, 8], "m": [20, 40, 20], "threshold": [0.6, 0.5, 0.9],
+                         "low": [0.59, 0.45, 0.8], "high": [0.61, 0.55, 1.2], "converged": [True, True, False]})
+    check = _below_d_equals_m(rows)
+    assert check.check and check.ok is True and check.measured == "2/2"
+    assert "not certified (undecided): S=6 V=8 m=20" in check.note
+    rows.loc[2, "converged"] = True
+    failed = _below_d_equals_m(rows)
+    assert failed.ok is False and failed.measured == "2/3" and "above 1: S=6 V=8 m=20" in failed.note
+    assert _below_d_equals_m(rows.assign(converged=False)).ok is None

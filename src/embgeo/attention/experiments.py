@@ -56,7 +56,7 @@ from embgeo.attention.theory import compare_selections, lemma41_alpha, max_margi
 from embgeo.core.lazy import lazy
 from embgeo.core.status import Status
 from embgeo.errors import InputError
-from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds
+from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds, not_applicable
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Paper, Result, finished
 
@@ -705,14 +705,16 @@ def selection_claims(summary: pd.DataFrame, n: int, steps: int) -> list:
     distance = (ok["norm_slope_ratio"] - 1).abs()
     slope_ratio = (float("nan") if not k or distance.isna().any()
                    else float(ok.loc[distance.idxmax(), "norm_slope_ratio"]))
+    premise = as_check(
+        Claim("Thm 4.3's premise (whether the theorem applies): fraction of seeds whose loss gets below 1/(2n)",
+              k / len(summary), k > 0, None, 1.0, "> 0 (some seed to judge the theorem on)",
+              "the proof of Thm 4.3 (1) needs L(E¹, p_t) < 1/(2n) at some t (under (13) Lemma B.2 puts it "
+              "there right after step 1, w.p. ≥ 1 − δ); these sizes are far outside (13), so it is measured, "
+              "not assumed; minimum loss per seed: "
+              + ", ".join(f"{int(r.seed)}: {r.min_loss:.3g}" for r in summary.itertuples())
+              + "; the claims below are made on the seeds that reach it, and are not applicable if none does"),
+        "a premise of the theorem, not a result: it says on which seeds the theorem applies")
     claims = [
-        at_least("Thm 4.3's premise: fraction of seeds whose loss gets below 1/(2n)", k / len(summary), 1.0,
-                 theory=1.0,
-                 note=("the proof of Thm 4.3 (1) needs L(E¹, p_t) < 1/(2n) at some t (under (13) Lemma B.2 puts it "
-                       "there right after step 1, w.p. ≥ 1 − δ); these sizes are far outside (13), so it is tested, "
-                       "not assumed; minimum loss per seed: "
-                       + ", ".join(f"{int(r.seed)}: {r.min_loss:.3g}" for r in summary.itertuples())
-                       + "; the claims below are made on the seeds that reach it")),
         at_least("Thm 4.3 (1): every sequence's selection 𝒮_X(p_t) contains its important token",
                  float(ok["contains"].min()) if k else float("nan"), 1.0, theory=1.0,
                  note=f"worst fraction of sequences at the last step, {scope}"),
@@ -741,6 +743,11 @@ def selection_claims(summary: pd.DataFrame, n: int, steps: int) -> list:
                     f"that order; per seed: "
                     + ", ".join(f"{int(r.seed)}: {r.norm_slope_ratio:.3f}" for r in summary.itertuples()))
               if k else "no qualifying seed"),
+    ]
+    if not k:  # no seed meets the premise: the statements above say nothing about this run
+        why = f"no seed brings the loss below 1/(2n) = {threshold:g} (Thm 4.3's premise; see the check above)"
+        claims = [not_applicable(c, why) for c in claims]
+    claims = [premise] + claims + [
         as_check(at_most("Lemma C.8: ‖p̂‖ ≤ 4n", float(summary["norm_p_hat"].max()), 4.0 * n, theory=f"≤ {4 * n}",
                          note="largest over the seeds"),
                  "2·Σ_selected E⁰_s is feasible for (12) whenever the E⁰_s are nearly orthonormal, so the solver's "
@@ -764,16 +771,16 @@ def lemma44_claim(summary: pd.DataFrame, n: int) -> Claim:
     Lemma 4.4: a p̂ that selects every token of every sequence is not the limit (p̂ᵀ∇L ≡ 0 by Lemma A.2); with
     a single irrelevant token the only other candidate selection is that one, so gradient flow selects only
     the important tokens. Measured: the worst fraction of sequences whose selection is exactly {s_*}, over
-    the seeds that reach Thm 4.3's premise (loss below 1/(2n)); undecided when none does.
+    the seeds that reach Thm 4.3's premise (loss below 1/(2n)); not applicable when none does.
     """
     threshold = 1.0 / (2 * n)
     ok = summary[summary["min_loss"] < threshold]
     name = "Lemma 4.4 (corollary): with a single irrelevant token type, only the important tokens are selected"
     per_seed = ", ".join(f"{int(r.seed)}: {r.only:.2f} (min loss {r.min_loss:.3g})" for r in summary.itertuples())
     if ok.empty:
-        return Claim(name, float("nan"), None, None, 1.0, ">= 1",
-                     f"undecided: no seed brings the loss below 1/(2n) = {threshold:g}, the premise of Thm 4.3 under "
-                     f"which the lemma is stated; per seed: {per_seed}")
+        return not_applicable(Claim(name, float("nan"), None, None, 1.0, ">= 1", f"per seed: {per_seed}"),
+                              f"no seed brings the loss below 1/(2n) = {threshold:g}, the premise of Thm 4.3 under "
+                              "which the lemma is stated")
     return at_least(name, float(ok["only"].min()), 1.0, theory=1.0,
                     note=(f"worst fraction of sequences whose selection is exactly {{s_*}} at the last step, over the "
                           f"{len(ok)} of {len(summary)} seeds whose loss gets below 1/(2n) = {threshold:g}; the same "

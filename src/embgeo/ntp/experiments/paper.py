@@ -232,9 +232,6 @@ def gd_loss_claim(data: NTPData, reference: Reference, df: pd.DataFrame, lr: flo
                      "checks the GD trainer")]
 
 
-#: "Slightly faster" (Fig. 5: "Adam slightly faster than NGD"), read as: faster, but by less than this factor
-#: in error over the last decade — the curves of the two would be hard to tell apart on the paper's log axes.
-SLIGHTLY = 2.0
 _METRICS = (("kl_gap", "CE − 𝓗"), ("cos_corrected", "1 − cos(W_k − W*, W^mm)"),
             ("subspace_error", "‖P_F W_k − W*‖/‖W*‖"))
 
@@ -258,30 +255,25 @@ def _last_decade_ratios(A: pd.DataFrame, B: pd.DataFrame) -> list[tuple[str, flo
     return out
 
 
-def faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFrame, figure: str = "Fig. 5") -> list:
-    """"``fast`` converges faster than ``slow``" on every convergence metric of Figs. 4-5: the geometric mean of
-    the ratio of their errors CE − 𝓗, 1 − cos(W_k − W*, W^mm) and ‖P_F W_k − W*‖/‖W*‖ over the records of the
-    last decade is below 1 (:func:`_last_decade_ratios`). A, B: trace frames recorded at the same steps."""
+def faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFrame, figure: str = "Fig. 5",
+                  word: str = "") -> list:
+    """"``fast`` converges faster than ``slow``" on every convergence metric of Figs. 4-5, one claim per metric: the
+    geometric mean of the ratio of their errors CE − 𝓗, 1 − cos(W_k − W*, W^mm) and ‖P_F W_k − W*‖/‖W*‖ over the
+    records of the last decade is below 1 (:func:`_last_decade_ratios`). A, B: trace frames recorded at the same
+    steps. ``word``: the paper's qualifier ("slightly", Fig. 5's "Adam being slightly faster than NGD"), which
+    prints no number: the ratio is reported beside it, and only "faster" is judged (a level for "slightly" would
+    be ours, not the paper's)."""
     claims = []
+    qualifier = f"{word} " if word else ""
     for what, mean, ratio, steps in _last_decade_ratios(A, B):
         ahead = steps[ratio < 1]
-        claims.append(at_most(f"{fast} converges faster than {slow} in {what} ({figure}, last decade)", mean, 1.0,
-                              note=f"geometric mean of the error ratio {fast}/{slow} over steps "
-                                   f"{steps[0]}–{steps[-1]}; last step {ratio[-1]:.3g}; {fast} ahead at "
-                                   f"{ahead.size} of {ratio.size} records"))
-    return claims
-
-
-def slightly_faster_claims(fast: str, A: pd.DataFrame, slow: str, B: pd.DataFrame, figure: str = "Fig. 5") -> list:
-    """"``fast`` slightly faster than ``slow``": per metric, the last-decade error ratio in [1/SLIGHTLY, 1) —
-    faster, but by less than a factor SLIGHTLY (our reading of "slightly"; the paper gives none)."""
-    claims = []
-    for what, mean, ratio, _ in _last_decade_ratios(A, B):
-        claims.append(holds(f"{fast} slightly faster than {slow} in {what} ({figure}: error ratio in "
-                            f"[1/{SLIGHTLY:g}, 1) over the last decade)", mean, 1 / SLIGHTLY <= mean < 1,
-                            theory=f"[{1 / SLIGHTLY:g}, 1)",
-                            note=f"geometric mean of {fast}/{slow} over the last decade; last step {ratio[-1]:.3g}; "
-                                 f"'slightly' read as: faster by less than a factor {SLIGHTLY:g}"))
+        note = (f"geometric mean of the error ratio {fast}/{slow} over steps {steps[0]}–{steps[-1]}; last step "
+                f"{ratio[-1]:.3g}; {fast} ahead at {ahead.size} of {ratio.size} records")
+        if word:
+            note += (f"; '{word}' is the paper's word without a number (the figure's curves are not in its text): "
+                     f"only 'faster' is judged, the ratio {mean:.3g} is the size")
+        claims.append(at_most(f"{fast} converges {qualifier}faster than {slow} in {what} ({figure}, last decade)",
+                              mean, 1.0, note=note))
     return claims
 
 
@@ -320,12 +312,16 @@ def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
                              bool(svm.separability) and bool(is_compatible(data, F)), theory=True),
                        "a property of the angles we chose for the toy (90°/200°/320°), not a finding")]
     gap15 = float(np.linalg.norm(W_mm[0] - W_mm[4]))
-    claims.append(at_most("W^mm rows of words 1 and 5 are equal (same support pattern, Fig. 2)", gap15,
-                          1e-8 * np.linalg.norm(W_mm), theory=0.0,
-                          note="‖w_1 − w_5‖ in W^mm; tolerance: solver precision relative to ‖W^mm‖"))
+    claims.append(as_check(at_most("W^mm rows of words 1 and 5 are equal (same support pattern, Fig. 2)", gap15,
+                                   1e-8 * np.linalg.norm(W_mm), theory=0.0,
+                                   note="‖w_1 − w_5‖ in W^mm; tolerance: solver precision relative to ‖W^mm‖"),
+                           "Def. 3 is symmetric in two tokens with the same contexts, so its unique minimiser gives "
+                           "them equal rows (the supports-only check below tests the same symmetry)"))
     gap15_star = float(np.linalg.norm(Ws[0] - Ws[4]))
-    claims.append(at_least("W* rows of words 1 and 5 differ (different probabilities, Fig. 2)", gap15_star,
-                           1e-3, note="‖w*_1 − w*_5‖"))
+    claims.append(as_check(at_least("W* rows of words 1 and 5 differ (different probabilities, Fig. 2)", gap15_star,
+                                    1e-3, note="‖w*_1 − w*_5‖"),
+                           "two rows fitted to different log-odds differ for almost any data; 1e-3 tests no "
+                           "statement of the paper"))
     inner = float(np.sum(Ws * W_mm) / (np.linalg.norm(Ws) * np.linalg.norm(W_mm)))
     claims.append(as_check(at_most("W* ⟂ W^mm", abs(inner), 1e-10, theory=0.0, note="|cos(W*, W^mm)|"),
                            "W* ∈ F and W^mm ∈ F⊥ by construction of the solvers"))
@@ -339,7 +335,8 @@ def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
                                    ref_other.w_mm, ALIGN_LEVEL)
     c, _, _ = _entropy_claim("𝓗 of the toy generator vs the printed realization", PAPER_H_TOY, 0.5 + 1 / 3,
                              toy2d, cfg.entropy_seeds)
-    claims.append(c)
+    claims.append(as_check(c, "the entropy of our Dirichlet generator, chosen to match the printed value: a property "
+                              "of the generator, not a statement of the paper"))
     claims += gd_loss_claim(data, ref, df, lr) + convergence_claims("GD", df, "Thm. 2")
 
     fig1, axd = plt.subplot_mosaic([["geometry", "upper"], ["geometry", "lower"]], figsize=(10.5, 5.5),
@@ -476,7 +473,8 @@ def run_examples(cfg: ExamplesConfig, ctx: RunContext = DETACHED) -> Result:
 
     c, mean, sd = _entropy_claim("𝓗 of the Fig. 3-4 generator vs the printed ≈1.445 nats", PAPER_H_FIG4, theory_h,
                                  cfg.make_data, cfg.entropy_seeds)
-    claims.append(c)
+    claims.append(as_check(c, "the entropy of our Dirichlet generator (the paper does not state its law; Dirichlet(1) "
+                              "is our reading, chosen to match the printed value): a property of the generator"))
     notes = [f"Dirichlet(1) probabilities: E𝓗 = H_{S} − 1 = {theory_h:.4f} nats; this seed's 𝓗 = "
              f"{entropy(data):.4f}; over {cfg.entropy_seeds} seeds {mean:.4f} ± {sd:.4f}."]
     return Result(claims, {"fig3_examples": fig}, None, notes)
@@ -533,8 +531,7 @@ def run_ngd_adam(cfg: NGDAdamConfig, ctx: RunContext = DETACHED) -> Result:
         claims += convergence_claims(label, frames[label], "Fig. 5: same implicit bias")
         claims += faster_claims(label, frames[label], "GD", frames["GD"])
     # The paper: "Adam slightly faster than NGD": faster, and by how much
-    claims += faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"])
-    claims += slightly_faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"])
+    claims += faster_claims("Adam", frames["Adam"], "NGD", frames["NGD"], word="slightly")
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"{k} η={runs[k][1]:g}": v for k, v in frames.items()}, entropy(data), axes)
     return Result(claims, {"fig5_ngd_adam": fig}, _trace_frame(traces))
