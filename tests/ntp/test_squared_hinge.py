@@ -188,9 +188,17 @@ def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
         return gamma, X + 1e-3, t
 
     monkeypatch.setattr(squared_hinge, "separating_margin", broken)
+    monkeypatch.setattr(separability, "TIE_ROUNDS", 0)  # no refinement: the broken ties stay broken
     data = synthetic(12, 10, 6, 2, seed=3)
     with pytest.raises(SolverError, match="undecided"):
         is_separable(data, method="hinge", max_seconds=2.0)
+    # with the refinement the ties are projected again: a certificate with exact ties, checked from W and H alone
+    monkeypatch.setattr(separability, "TIE_ROUNDS", 3)
+    sep = is_separable(data, method="hinge", max_seconds=30.0)
+    L = data.embeddings @ sep.W.T
+    assert max(np.ptp(L[j, data.supports[j]]) for j in range(data.m)) <= 1e-9
+    margins = [L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m)]
+    assert min(margins) >= 1 - 1e-9
 
 
 def test_measure_takes_every_separability_route():
@@ -339,3 +347,25 @@ def test_off_residuals_keeps_the_largest_block_by_block(monkeypatch):
     best = np.argsort(-arg)[:25]
     assert set(zip(g[best], j[best], strict=True)) == set(zip(g2, j2, strict=True))
     np.testing.assert_allclose(np.sort(arg2), np.sort(arg[best]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("rounds", [separability.TIE_ROUNDS, 0])
+def test_certificate_ties_are_refined_to_the_target(monkeypatch, rounds):
+    """A separating point whose ties are off by ~1e-7 (the rounding a 1/γ rescaling magnified on a real LM) is projected
+    again: the certificate's ties, recomputed from W and H independently, come out at ≤ TIE_TARGET with every margin
+    ≥ 1. Negative control: without refinement rounds the ties stay off."""
+    monkeypatch.setattr(separability, "TIE_ROUNDS", rounds)
+    data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable with ties on every support
+    pb = separability.make_problem(data, None)
+    Z = pb.groups.pattern.toarray()
+    X = pb.coords.solve_logits(Z) + 1e-7 * np.random.default_rng(0).standard_normal((pb.groups.n_groups, data.m))
+    sep = separability.separable_result(pb, X, np.ones(data.m), "test")
+    assert sep.separable
+    L = data.embeddings @ sep.W.T  # (m, V) logits of the certificate, in the caller's units
+    spread = max(np.ptp(L[j, data.supports[j]]) for j in range(data.m))
+    margin = min(L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m))
+    assert margin >= 1 - spread - 1e-9  # margins ≥ 1 against the tie level t_j, within the ties' spread
+    if rounds:
+        assert sep.residuals["equality"] <= separability.TIE_TARGET and spread <= 10 * separability.TIE_TARGET
+    else:
+        assert sep.residuals["equality"] > 1e-9 and spread > 1e-9
