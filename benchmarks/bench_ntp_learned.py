@@ -16,6 +16,10 @@ Once a model learns its context embeddings H_T they are NTP-separable with d ≪
   share more than 128 spanning contexts), so the paper-like NTP-SVM instance is planted: each context's
   embedding with its tie rows under the trained decoder W_T projected out (W_T then ties every support
   exactly and ranks it first), m = 15,012, V = 1001, d = 128;
+* ``synthetic-3k``, ``synthetic-3k-even``: the same planted construction at d ≪ m with mixed support sizes and
+  exact ties (m = 3000, V = 400, d = 32; sizes 1–3 at 80/15/5 % or a third each), against ``cvxpy-active``:
+  cvxpy + Clarabel given only the (6b) pairs active at the ALM's answer (margin ≤ 1 + ACTIVE_TOL), i.e. a generic
+  solver told the answer's active set (its time includes finding them; Clarabel's own solve time is printed);
 * ``synthetic-100k``: the issue's largest size, m = 100,000 contexts, V = 5001, d = 128, made without
   training (a trained UFM at this size costs hours here): N(0, I) embeddings, a planted decoder W_0 whose
   first 200 rows are 3× larger (frequent tokens), supports of 1–3 tokens (80/15/5 %) = the top tokens of
@@ -66,11 +70,18 @@ INSTANCES = {
     "paper-cs": ("ufm", 2000, 1000, 128, 1000, 1e-2, "cs"),
     "paper-planted": ("ufm", 2000, 1000, 128, 1000, 1e-2, "planted"),
     "synthetic-100k": ("synthetic", 100_000, 5000, 128, 0, 0.0, None),
+    "synthetic-3k": ("synthetic", 3000, 399, 32, 0, 0.0, None),
+    "synthetic-3k-even": ("synthetic", 3000, 399, 32, 0, 0.0, None),
 }
+#: The planted instances' law of the support sizes 1, 2, 3 (the 3k cases are the issue's d ≪ m shape with mixed
+#: supports and exact ties; "even" gives the ties more weight: 2/3 of the contexts have two or three tied tokens).
+SIZE_LAW = {"synthetic-100k": (0.8, 0.15, 0.05), "synthetic-3k": (0.8, 0.15, 0.05),
+            "synthetic-3k-even": (1 / 3, 1 / 3, 1 / 3)}
 SIDES = {"tiny": ["alm", "alm-warm", "previous", "cvxpy"], "ufm": ["alm", "alm-warm", "previous"],
          "lstm": ["alm", "alm-warm", "previous"], "transformer": ["alm", "alm-warm", "previous"],
          "cs": ["alm", "previous", "liblinear-4", "liblinear-6"], "paper-cs": ["alm", "liblinear-4", "liblinear-6"],
-         "paper-planted": ["alm-warm", "alm"], "synthetic-100k": ["alm-warm", "alm"]}
+         "paper-planted": ["alm-warm", "alm"], "synthetic-100k": ["alm-warm", "alm"],
+         "synthetic-3k": ["alm", "alm-warm", "cvxpy-active"], "synthetic-3k-even": ["alm", "alm-warm", "cvxpy-active"]}
 
 
 # -- instances ---------------------------------------------------------------------------------------
@@ -96,7 +107,7 @@ def _train(model: str, lines: int, vocab: int, d: int, steps: int, lr: float, pa
              shape=np.array(P.shape), weights=data.weights)
 
 
-def _synthetic(m: int, vocab: int, d: int, path: Path) -> None:
+def _synthetic(m: int, vocab: int, d: int, path: Path, law: tuple = (0.8, 0.15, 0.05)) -> None:
     """The planted m-context instance of ``synthetic-100k`` (see the module docstring), saved like _train's."""
     import numpy as np
     import scipy.sparse as sp
@@ -105,7 +116,7 @@ def _synthetic(m: int, vocab: int, d: int, path: Path) -> None:
     V = vocab + 1
     W = rng.standard_normal((V, d)) * np.where(np.arange(V) < 200, 3.0, 1.0)[:, None]
     H = rng.standard_normal((m, d))
-    sizes = rng.choice([1, 2, 3], size=m, p=[0.8, 0.15, 0.05])
+    sizes = rng.choice([1, 2, 3], size=m, p=list(law))
     rows, cols = [], []
     for a in range(0, m, 5000):
         top = np.argsort(-(H[a:a + 5000] @ W.T), axis=1)[:, :3]
@@ -118,9 +129,11 @@ def _synthetic(m: int, vocab: int, d: int, path: Path) -> None:
             cols += list(S)
     P = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, V))
     P = sp.csr_matrix(sp.diags(1.0 / np.asarray(P.sum(axis=1)).ravel()) @ P)
-    assert min_margin_of(H, P, W) > 0  # W still ranks every support first after the projections: separable
+    # keep the contexts W still ranks first after the projections (all of them at 80/15/5 %): separable by W
+    keep = np.array([min_margin_of(H[j:j + 1], P[j], W) > 0 for j in range(m)])
+    H, P = H[keep], P[keep]
     np.savez(path, H=H, W=W, probs_data=P.data, probs_indices=P.indices, probs_indptr=P.indptr,
-             shape=np.array(P.shape), weights=np.full(m, 1.0 / m))
+             shape=np.array(P.shape), weights=np.full(len(H), 1.0 / len(H)))
 
 
 def load(path: Path, derived: str | None):
@@ -157,13 +170,13 @@ def load(path: Path, derived: str | None):
 
 def instance_file(name: str, cache: Path) -> Path:
     model, lines, vocab, d, steps, lr, _ = INSTANCES[name]
-    path = cache / f"{model}-{lines}-{vocab}-{d}-{steps}.npz"
+    path = cache / f"{model}-{lines}-{vocab}-{d}-{steps}{'-even' if name.endswith('-even') else ''}.npz"
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         if model == "synthetic":
             print(f"   making the planted instance for {name} ...", flush=True)
-            _synthetic(lines, vocab, d, path)
+            _synthetic(lines, vocab, d, path, SIZE_LAW[name])
         else:
             print(f"   training {model} on {lines} tweets (d = {d}, {steps} steps) for {name} ...", flush=True)
             _train(model, lines, vocab, d, steps, lr, path)
@@ -192,19 +205,22 @@ def worker(spec: dict) -> None:
         W = res.W
         out.update(status=res.status, gap=res.residuals.get("duality_gap"), eps=res.residuals.get("error_bound"),
                    method=res.method)
-    elif side == "cvxpy":
+    elif side in ("cvxpy", "cvxpy-active"):
         import cvxpy as cp
 
         from ntp_reference import reference_constraints
 
-        A_eq, _, A_in = reference_constraints(data)
+        # cvxpy-active: only the (6b) rows active at the ALM's answer (margin ≤ 1 + ACTIVE_TOL), i.e. the generic
+        # solver told the answer's active set; its time includes finding them (one pass over the logits)
+        A_eq, _, A_in = reference_constraints(data, active_pairs(data, np.load(spec["active_W"]))
+                                              if side == "cvxpy-active" else None)
         Wv = cp.Variable((data.V, data.d))
         x = cp.vec(Wv, order="C")
         prob = cp.Problem(cp.Minimize(cp.sum_squares(Wv)), [A_eq @ x == 0, A_in @ x >= 1])
         prob.solve(solver=cp.CLARABEL, max_threads=spec["threads"], tol_gap_abs=1e-10, tol_gap_rel=1e-10,
                    tol_feas=1e-10)
         W = Wv.value
-        out.update(status=prob.status)
+        out.update(status=prob.status, solve=prob.solver_stats.solve_time)
     else:  # liblinear-4 / liblinear-6
         from sklearn.svm import LinearSVC
 
@@ -222,6 +238,21 @@ def worker(spec: dict) -> None:
         np.save(spec["W_out"], W)
     out["sizes"] = {"m": data.m, "V": data.V, "d": data.d}
     print("RESULT " + json.dumps(out), flush=True)
+
+
+#: A (6b) pair is active at an answer W when its margin is at most 1 + ACTIVE_TOL (the ALM's answers have gaps ~1e-10).
+ACTIVE_TOL = 1e-6
+
+
+def active_pairs(data, W):
+    """The off-support pairs (j, v) whose anchor-form margin (w_a − w_v)ᵀh̄_j is ≤ 1 + ACTIVE_TOL at W."""
+    import numpy as np
+
+    Z = data.embeddings @ W.T  # (m, V)
+    margin = Z[np.arange(data.m), data.anchors][:, None] - Z
+    P = data.probs.tocsr()
+    margin[np.repeat(np.arange(data.m), np.diff(P.indptr)), P.indices] = np.inf
+    return np.nonzero(margin <= 1 + ACTIVE_TOL)
 
 
 def min_margin(data, W) -> float:
@@ -303,7 +334,8 @@ def main() -> None:
             W_out.unlink(missing_ok=True)
             spec = {"file": str(path), "derived": derived, "side": side, "threads": args.threads, "W_out": str(W_out),
                     "previous_seconds": args.previous_seconds, "alm_seconds": args.alm_seconds,
-                    "cap_gb": args.cap_gb if name == "synthetic-100k" else None, "src": src}
+                    "cap_gb": args.cap_gb if name == "synthetic-100k" else None, "src": src,
+                    "active_W": str(args.cache / f"W-{name}-alm.npy")}
             limit = (args.previous_seconds if side == "previous" else args.alm_seconds) + 600
             res = run_child(spec, limit)
             if W_out.exists():
@@ -323,7 +355,8 @@ def main() -> None:
             fmt = lambda v: "–" if v is None else f"{v:.1e}"  # noqa: E731
             print(f"   {side:<12} {res['total']:>9.1f} {res['peak'] / 2**30:>7.2f}GB {str(res['status'])[:20]:<20} "
                   f"{fmt(res.get('gap')):>9} {fmt(res.get('eps')):>9} {res.get('norm', float('nan')):>10.6f} "
-                  f"{res.get('min_margin', float('nan')):>11.7f} {dist:>13}", flush=True)
+                  f"{res.get('min_margin', float('nan')):>11.7f} {dist:>13}"
+                  + (f"  (Clarabel's solve {res['solve']:.1f} s)" if res.get("solve") else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@ def kron_rows(H: np.ndarray, ctx: np.ndarray, plus: np.ndarray, minus: np.ndarra
     return sp.csr_matrix((vals.ravel(), (np.repeat(np.arange(n), 2 * d), cols.ravel())), shape=(n, V * d))
 
 
-def reference_constraints(data) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
-    """A_eq, b (anchor vs the rest of S_j) and A_in (anchor vs every v ∉ S_j), built from the data."""
+def reference_constraints(data, pairs: tuple[np.ndarray, np.ndarray] | None = None
+                          ) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
+    """A_eq, b (anchor vs the rest of S_j) and A_in (anchor vs every v ∉ S_j), built from the data.
+
+    ``pairs`` = (j, v): the rows of A_in for these off-support pairs only (e.g. the active set of a known answer)."""
     P = data.probs.tocsr()
     V, H = data.V, data.embeddings
     ctx = np.repeat(np.arange(data.m), np.diff(P.indptr))
@@ -27,8 +30,11 @@ def reference_constraints(data) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matri
     p_anchor = np.asarray(P[ctx, anchor]).ravel()
     b = np.log(p_anchor[keep] / P.data[keep])
     A_eq = kron_rows(H, ctx[keep], anchor[keep], tok[keep], V)
-    off = np.ones((data.m, V), dtype=bool)
-    off[ctx, tok] = False
-    j_in, v_in = np.nonzero(off)
+    if pairs is None:
+        off = np.ones((data.m, V), dtype=bool)
+        off[ctx, tok] = False
+        j_in, v_in = np.nonzero(off)
+    else:
+        j_in, v_in = pairs
     A_in = kron_rows(H, j_in, data.anchors[j_in], v_in, V)
     return A_eq, b, A_in
