@@ -240,16 +240,31 @@ def test_toy_geometry_claims_fail_for_a_wrong_w_mm():
     assert not toy_geometry_claims(unequal, reversed_)[2].ok
 
 
-def test_remark2_entropy_ordering_holds_on_tweets_and_fails_on_a_corpus_built_against_it(tmp_path):
-    """Remark 2 on prefixes can fail: every line 'start a bK' has 𝓗_1 = 0 (a always follows 'start') and
-    𝓗_2 = log 3 (b1, b2, b3 follow 'start a' equally), so 𝓗_1 < 𝓗_2."""
-    from embgeo.ntp.experiments.paper import SequenceLengthConfig, entropy_by_length, run_sequence_length
+def test_remark2_is_a_trend_that_can_fail_and_names_where_it_breaks(tmp_path):
+    """Remark 2 ("generally") as a trend over t: Kendall's τ < 0 at one-sided p ≤ 0.05. It can fail: lines
+    'a a a a bK' have 𝓗_1 = 𝓗_2 = 𝓗_3 = 0 (a always follows) and 𝓗_4 = log 3, a rising trend; a strictly falling
+    series holds (exact p = 1/24 at four lengths) and one rise inside it is named, not failed on; three lengths cannot
+    decide."""
+    from embgeo.ntp.experiments.paper import (
+        SequenceLengthConfig,
+        decreasing_trend,
+        entropy_by_length,
+        run_sequence_length,
+    )
 
     text = tmp_path / "against.txt"
-    text.write_text("\n".join(f"start a b{k % 3}" for k in range(30)), encoding="utf-8")
-    result = run_sequence_length(SequenceLengthConfig(text=str(text), max_length=2))
-    assert result.claims[0].measured == pytest.approx([0.0, round(np.log(3), 4)])
-    assert not result.claims[0].ok and not result.claims[1].ok  # supports 1 then 3: not sparser
+    text.write_text("\n".join(f"a a a a b{k % 3}" for k in range(30)), encoding="utf-8")
+    result = run_sequence_length(SequenceLengthConfig(text=str(text), max_length=4))
+    assert "[0.0, 0.0, 0.0, 1.0986]" in result.claims[0].note
+    assert result.claims[0].ok is False and result.claims[1].ok is False  # supports 1, 1, 1, 3: not sparser
+    assert "increases at t = 3→4" in result.claims[0].note
+    t = np.arange(1, 7)
+    falling = decreasing_trend("x", t, np.array([3.0, 2.5, 2.0, 1.5, 1.0, 0.5]))
+    assert falling.ok is True and falling.measured == pytest.approx(-1.0)
+    bump = decreasing_trend("x", t, np.array([3.0, 2.5, 2.6, 1.5, 1.0, 0.5]))
+    assert bump.ok is True and "increases at t = 2→3" in bump.note
+    assert decreasing_trend("x", t[:4], np.array([4.0, 3.0, 2.0, 1.0])).ok is True
+    assert decreasing_trend("x", t[:3], np.array([3.0, 2.0, 1.0])).ok is None  # p ≥ 1/6 whatever the data
     from embgeo.ntp.corpus import build_corpus, read_lines
 
     tweets = build_corpus(read_lines(None, 300)[0], 3, 200, mode="prefixes").data
