@@ -155,13 +155,15 @@ LEMMA44 = "Lemma 4.4 (corollary): with a single irrelevant token type, only the 
 def test_selection_quick(tmp_path):
     """Seed 2 stalls above 1/(2n): the premise (a check: the theorem applies to seed 0) is measured 1 of 2 and the
     rest is claimed on seed 0;
-    Lemma 4.5's sufficient condition fails and is reported; so does Lemma 4.4's corollary (with one irrelevant
-    token type and seed 0, after 10⁴ steps 4 of the 20 sequences still select the irrelevant token: GD stalls at
-    loss 0.015 with the negative sequences' margins near 0); ‖p̂‖ ≤ 4n is a consistency check."""
+    Lemma 4.5's sufficient condition fails and is reported; Lemma 4.4's corollary is not applicable (with one
+    irrelevant token type Lemma 4.1's step-1 error along v is the size of the signal, so the irrelevant token ties with
+    the negative ones); ‖p̂‖ ≤ 4n is a consistency check."""
     record = run("attention-selection", overrides={"seeds": "0,2", "steps": "3000"}, out=tmp_path)
     claims = _claims(tmp_path)
-    failing = {name for name, c in claims.items() if not c["ok"]}
-    assert failing == {LEMMA44, next(n for n in claims if n.startswith("Lemma 4.5's sufficient condition"))}
+    failing = {name for name, c in claims.items() if not c["ok"] and c.get("applicable", True)}
+    assert failing == {next(n for n in claims if n.startswith("Lemma 4.5's sufficient condition"))}
+    # one irrelevant type: its step-1 error along v is the size of the signal in both seeds (4.25, 3.72 against 4.17)
+    assert claims[LEMMA44]["applicable"] is False and "Lemma 4.1's step-1 error" in claims[LEMMA44]["premise"]
     assert [n for n, c in claims.items() if c["check"]] == [PREMISE, "Lemma C.8: ‖p̂‖ ≤ 4n"]
     assert claims[PREMISE]["measured"] == 0.5 and claims[PREMISE]["ok"]
     assert claims["Lemma 4.5: only the important token is selected"]["measured"] == 1.0
@@ -423,7 +425,35 @@ def test_lemma44_claim_on_the_qualifying_seeds():
     assert not lemma44_claim(rows, n=20).ok
     rows["min_loss"] = 0.3  # no seed reaches the theorem's premise: not applicable, neither held nor failed
     claim = lemma44_claim(rows, n=20)
-    assert claim.verdict == "not applicable" and "premise of Thm 4.3" in claim.premise
+    assert claim.verdict == "not applicable" and "no seed meets the premises" in claim.premise
+
+
+def test_lemma44_needs_lemma_41s_small_step1_error():
+    """A seed whose step-1 error along v is as large as the important tokens' signal (the irrelevant token then ties
+    with them) is outside the lemma: left out, and with none left the claim is not applicable; the same failing
+    selection with a small error fails (negative control)."""
+    rows = pd.DataFrame({"seed": [0, 1], "min_loss": [0.001, 0.001], "only": [0.8, 1.0],
+                         "step1_error": [4.25, 0.7], "step1_signal": [4.17, 4.17]})
+    claim = lemma44_claim(rows, n=20)
+    assert claim.ok and "1 of 2 seeds" in claim.note  # seed 0's failure is outside the premise
+    rows["step1_error"] = [4.25, 9.3]
+    assert lemma44_claim(rows, n=20).verdict == "not applicable"
+    rows["step1_error"] = [0.5, 0.7]
+    assert lemma44_claim(rows, n=20).ok is False
+
+
+def test_step1_error_along_v_measures_the_deviation_from_lemma_41():
+    """The error along v is |dE·v̂ − (η0/2)α‖v‖| (an exact prediction gives 0; a shift along v shows up whole), the
+    signal the smallest important |(η0/2)α_s|‖v‖."""
+    from embgeo.attention.experiments import step1_error_along_v
+
+    rng = np.random.default_rng(0)
+    v, alpha = rng.standard_normal(16), np.array([0.1, -0.1, 0.0, 0.05])
+    dE = 0.5 * 100.0 * alpha[:, None] * v[None, :]
+    err, sig = step1_error_along_v(dE, alpha, v, 100.0, [0, 1, 3])
+    assert err == pytest.approx(0.0, abs=1e-12) and sig == pytest.approx(50 * 0.05 * np.linalg.norm(v))
+    dE[2] += 3.0 * v / np.linalg.norm(v)
+    assert step1_error_along_v(dE, alpha, v, 100.0, [0, 1, 3])[0] == pytest.approx(3.0)
 
 
 # -- real text: convergence gate, frequency, two-layer vs one-layer ----------------------------------
