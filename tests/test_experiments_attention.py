@@ -298,8 +298,9 @@ def test_level_claims_see_a_wrong_sign():
 
 
 def test_value_claims_ignore_a_common_offset_of_the_values_but_not_a_moved_irrelevant_cloud():
-    """A common offset of every ⟨E_s, v⟩ is a bias of f (issue 21): no claim changes. Moving the irrelevant
-    tokens' values alone (by a third of the level-1 values) does."""
+    """The value claims read ⟨E_s, v⟩ from the irrelevant tokens' value m₀ᵛ (a token's evidence in the model, issue 39),
+    so a common offset of every ⟨E_s, v⟩ changes no claim. Moving the irrelevant tokens' values alone (by a third of
+    the level-1 values) does."""
     Ep, Ev, post, levels, deltas = _ideal_levels()
     base = level_claims(Ep, Ev, post, levels, deltas)
     for offset in (-9.0, 4.0):

@@ -249,10 +249,15 @@ def level_claims(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: ArrayLik
     k from the irrelevant tokens (k = 0) up, ⟨E_s, v⟩ signed by the level, the irrelevant tokens small against
     the level tokens (ratios of medians, bound from the levels): ⟨E_s, v⟩ and ⟨E_s, p⟩ about their medians.
 
-    Both scores are held relative to the irrelevant tokens' median (m₀ᵛ, m₀): the loss does not change when
-    every E_s moves by one u ⟂ v (the softmax ignores the common shift ⟨u, p⟩), and a common offset of every
-    ⟨E_s, v⟩ moves every f(X) alike (the attention weights sum to 1), a bias of f; neither is the paper's
-    statement. The numbers are :func:`~embgeo.attention.metrics.level_statistics` of the arguments."""
+    Both scores are held relative to the irrelevant tokens' median (m₀ᵛ, m₀). For ⟨E_s, p⟩ that is an invariance:
+    the loss does not change when every E_s moves by one u ⟂ v (the softmax ignores the common shift ⟨u, p⟩). For
+    ⟨E_s, v⟩ it is not (a common offset changes f and the loss), and the reference comes from the model instead:
+    m₀ᵛ is the value the trained model gives the tokens that carry no label information (α_s = 0), and replacing
+    one of them by s in a sequence changes f(X) by q(⟨E_s, v⟩ − m₀ᵛ) at the same attention weight q — so the sign
+    of ⟨E_s, v⟩ − m₀ᵛ is the direction of s's evidence for the label in this model, whatever offset it learned. The
+    paper states neither reading (its Fig. 2 shows the V and "a clear separation between positive and negative
+    tokens"; its irrelevant "point cloud around zero" is at posterior difference 0); the values read from 0 are in
+    the notes. The numbers are :func:`~embgeo.attention.metrics.level_statistics` of the arguments."""
     st = level_statistics(Ep, Ev, post, levels, deltas)
     Ev, post, levels = np.asarray(Ev, dtype=np.float64), np.asarray(post, dtype=np.float64), np.asarray(levels)
     bound = st.irrelevant_bound
@@ -282,9 +287,11 @@ def level_claims(Ep: ArrayLike, Ev: ArrayLike, post: ArrayLike, levels: ArrayLik
                       + ("; wrong sign (level, posterior difference, ⟨E_s, v⟩ − m₀ᵛ): "
                          + ", ".join(f"({int(levels[s])}, {post[s]:.3g}, {Ev[s] - m0v:.3g})" for s in wrong[:10])
                          if wrong.size else "")
-                      + f"; m₀ᵛ = {m0v:.3g}: measured from it, not from 0, because a common offset of the values "
-                        "adds to every f(X) alike (the attention weights sum to 1), a bias of f; from 0 the worst "
-                        f"level's fraction would be {_sign_fraction_from_zero(Ev, levels):.2f}"),
+                      + f"; m₀ᵛ = {m0v:.3g}: measured from it, not from 0, because replacing a token without label "
+                        "information (α = 0) by s changes f by q(⟨E_s, v⟩ − m₀ᵛ) at equal attention: its sign is "
+                        "s's evidence in the model (a common offset is not an invariance of the loss, so 0 is not "
+                        f"neutral here); from 0 the worst level's fraction would be "
+                        f"{_sign_fraction_from_zero(Ev, levels):.2f}"),
         at_least("clear separation of positive and negative tokens by ⟨E_s, v⟩ (Fig. 2, right): fraction of "
                  "(positive, negative) level-token pairs in order", st.separation, 1.0, theory=1.0,
                  note="1: every positive token's value lies above every negative token's, whatever their common "
