@@ -221,7 +221,8 @@ def rank_claim(name: str, x: ArrayLike, y: ArrayLike, *, effect: float = RANK_EF
     rho, p = test.rho, test.pvalue
     ok = bool(np.isfinite(rho) and rho >= effect and p <= level)
     text = f"one-sided Spearman test over {test.n} tokens: ρ = {rho:.3f}, {_p_text(p)}"
-    return Claim(name, rho, ok, None, None, f"Spearman ρ >= {effect:g} and one-sided p-value <= {level:g}",
+    return Claim(name, rho, ok, None, None, f"Spearman ρ >= {effect:g} and one-sided p-value <= {level:g} (ρ: "
+                 "Cohen's 'large' correlation, a convention — the paper prints no number for 'proportional')",
                  f"{text}; {note}" if note else text)
 
 
@@ -473,10 +474,20 @@ PAPER_FINAL_LOSS = {"one-layer": 1e-1, "two-layer": 1e-5}
 ORDER_OF_MAGNITUDE = 0.5
 
 
-def converged(final_loss: float, architecture: str) -> bool:
-    """Whether a final training loss is within the paper's order of magnitude for ``architecture`` or below."""
-    return bool(np.isfinite(final_loss) and np.log10(final_loss) <= np.log10(PAPER_FINAL_LOSS[architecture])
-                + ORDER_OF_MAGNITUDE)
+def convergence_level(architecture: str, floor: float = 0.0) -> float:
+    """The final training loss a run must reach to count as converged: the paper's order of magnitude for
+    ``architecture``, or, on a corpus whose loss floor is above it (``floor``: the least mean loss any function of a
+    sequence's token multiset reaches, :func:`~embgeo.attention.metrics.multiset_loss_floor`), the floor — both within
+    ORDER_OF_MAGNITUDE decades. "Trained until convergence" (Sec. 5) cannot mean below what the data allow: on the
+    tweets the two-layer model's floor, 0.0090, is 290 times the paper's 1e-5 · 10^0.5, so the paper's gate alone left
+    Figs. 1 and 3 undecidable there whatever the training (issue 39)."""
+    return max(PAPER_FINAL_LOSS[architecture], float(floor)) * 10**ORDER_OF_MAGNITUDE
+
+
+def converged(final_loss: float, architecture: str, floor: float = 0.0) -> bool:
+    """Whether a final training loss is at or below :func:`convergence_level` (the paper's order of magnitude, or the
+    corpus' loss floor where that is higher)."""
+    return bool(np.isfinite(final_loss) and final_loss <= convergence_level(architecture, floor))
 
 
 def gated(claims: list, is_converged: bool, why: str) -> list:
@@ -537,30 +548,29 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: R
     excess = excess_signed_frequency(corpus.X, corpus.y, V, pad_id=corpus.pad_id)
     final = float(df["loss"].iloc[-1])
     paper = PAPER_FINAL_LOSS[architecture]
-    level = paper * 10**ORDER_OF_MAGNITUDE
     floor, conflicted = multiset_loss_floor(corpus.X, corpus.y, V, pad_id=corpus.pad_id)
-    why = (f"the final training loss {final:.3g} after {cfg.epochs} epochs is above {level:.3g}, the paper's "
-           f"~{paper:g} at convergence within its order of magnitude: the run has not converged as the paper's had")
-    if floor > level:  # no training run can pass the gate on this corpus
-        why += (f"; nor can any run of this model on this corpus: no function of a sequence's token multiset gets "
-                f"below {floor:.3g} here")
+    level = convergence_level(architecture, floor)
+    reach = (f"the paper's ~{paper:g} at convergence" if paper >= floor else
+             f"this corpus' loss floor {floor:.3g} (the paper's ~{paper:g} is below what these data allow)")
+    why = (f"the final training loss {final:.3g} after {cfg.epochs} epochs is above {level:.3g}, {reach} within half a "
+           "decade: the run has not converged as far as the data allow")
     claims = gated(score_claims(Ep[seen], Ev[seen], post[seen], centre) + [frequency_claim(Ep[seen], excess[seen])],
-                   converged(final, architecture), why)
+                   converged(final, architecture, floor), why)
     notes = [f"data: {described}; {corpus.X.shape[0]} sequences, {V} tokens ({corpus.source}); "
              f"final training loss {final:.3g} after {cfg.epochs} epochs (paper, IMDB/Yelp at convergence: "
-             f"~{paper:g}; converged here means ≤ {level:.3g}); corpus base rate (P − N)/(P + N) = {centre:.3g}",
+             f"~{paper:g}; converged here means ≤ {level:.3g}, the larger of that and the corpus' loss floor, "
+             f"within half a decade); corpus base rate (P − N)/(P + N) = {centre:.3g}",
              f"loss floor of the corpus: {floor:.3g}, the least mean loss of any function of a sequence's token "
              f"multiset, as both models are ({conflicted} sequences share their multiset with one of the other "
              f"label)"]
     if architecture == "two-layer":  # the one-layer model on the same corpus, for the paper's loss comparison
         _, df_one = _train_on_corpus(cfg, corpus, "one-layer", ctx)
         one = float(df_one["loss"].iloc[-1])
-        both = converged(final, "two-layer") and converged(one, "one-layer")
+        both = converged(final, "two-layer", floor) and converged(one, "one-layer", floor)
         claims += gated([loss_gap_claim(one, final)], both,
-                        f"the losses {one:.3g} (one-layer) and {final:.3g} (two-layer) are not both within the "
-                        f"paper's orders of magnitude (≤ {PAPER_FINAL_LOSS['one-layer'] * 10**ORDER_OF_MAGNITUDE:.3g} "
-                        f"and ≤ {level:.3g})" + (f"; the two-layer one cannot be on this corpus (floor {floor:.3g})"
-                                                  if floor > level else ""))
+                        f"the losses {one:.3g} (one-layer) and {final:.3g} (two-layer) are not both converged "
+                        f"(≤ {convergence_level('one-layer', floor):.3g} and ≤ {level:.3g}: the paper's orders of "
+                        f"magnitude, or the corpus' loss floor {floor:.3g} where higher)")
         notes.append(f"one-layer model on the same corpus and settings: final training loss {one:.3g}")
         df = pd.concat([df.assign(model="two-layer"), df_one.assign(model="one-layer")], ignore_index=True)
     if cfg.data:  # the paper's number is for IMDB/Yelp reviews trained to convergence
