@@ -358,8 +358,7 @@ def _dual_then_hinge(pb: Problem, max_seconds: float | None, max_iter: int,
 
 
 def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
-                          progress: Callable[[int, dict], object] | None = None,
-                          start: tuple[np.ndarray, np.ndarray] | None = None) -> Separability:
+                          progress: Callable[[int, dict], object] | None = None) -> Separability:
     """The squared-hinge route of :func:`is_separable` (:mod:`embgeo.ntp.squared_hinge`), certified either way.
 
     L-BFGS (float32 products until they stall, then float64), run on while φ falls by NEWTON_WHEN_DROP per
@@ -395,7 +394,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     def out_of_time() -> bool:
         return deadline is not None and time.perf_counter() >= deadline
 
-    steps, single, value, stalls = 0, True, np.inf, 0
+    start, steps, single, value, stalls = None, 0, True, np.inf, 0
     while True:
         run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start, single=single,
                           slow=(sh.NEWTON_EVERY, sh.NEWTON_WHEN_DROP), working=True)
