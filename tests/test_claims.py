@@ -253,3 +253,30 @@ def test_cell_text_is_the_one_formatter_of_report_and_docs(monkeypatch):
     ext = importlib.import_module("embgeo_results")
     for value in (None, True, 7, 1.23456e-7, [1.0, None], {"k": [2, 3.0]}):
         assert ext.fmt(value) == cell_text(value)
+
+
+# -- numbers from outside the paper's text: their own column ---------------------------------------------------
+
+def test_reference_values_have_their_own_labelled_column(tmp_path):
+    """A number from the authors' notebook or a re-run is not a printed value: it is kept out of the paper column,
+    shown labelled in its own, written to claims.json, and moved into the note off the paper's configuration like a
+    printed value (negative control: the paper column stays empty)."""
+    from embgeo.lab.claims import with_reference
+    from embgeo.lab.record import RunRecord
+    from embgeo.lab.report import write_report
+
+    claim = with_reference(close("peak accuracy", 66.0, 65.9, 2.7), 65.9, "the authors' runs")
+    assert claim.paper is None and claim.reference == 65.9
+    d = claim.to_dict()
+    assert d["reference"] == 65.9 and d["reference_source"] == "the authors' runs" and d["paper"] is None
+    assert Claim.from_dict(d).reference_source == "the authors' runs"
+    assert "reference" not in close("x", 1.0, 1.0, 0.1).to_dict()
+    (tmp_path / "exp").mkdir()
+    text = write_report([RunRecord(name="exp", claims=[claim], seconds=1.0, out=str(tmp_path / "exp"))],
+                        tmp_path / "report.html").read_text()
+    assert "<th>other source</th>" in text and "65.9</span> (the authors&#39; runs)" in text
+    moved = paper_column([claim], at_paper_config=False)[0]
+    assert moved.reference is None and "the authors' runs, at the paper's configuration: 65.9" in moved.note
+    assert paper_column([claim], at_paper_config=True)[0].reference == 65.9
+    with pytest.raises(ValueError, match="where the number comes from"):
+        with_reference(claim, 1.0, "")

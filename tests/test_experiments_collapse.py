@@ -188,6 +188,8 @@ def test_no_decay_runs_and_refuses_weight_decay(tmp_path):
     rec = run("collapse-no-decay", overrides=tiny, out=tmp_path / "tiny")
     names_ = [c.name for c in rec.claims]
     assert len(names_) == 7 and names_[0].startswith("h test accuracy")
+    # the printed 100% is the weight-decay runs': not this run's paper value (the paper says "the same picture")
+    assert rec.claims[0].paper is None and "the empirical picture remains the same" in rec.claims[0].note
     assert sum("equiangular frame" in n for n in names_) == 2 and "no theorem without weight decay" in rec.notes[-1]
     # with distinct (not fully sampled) latents the frame is reported, not claimed (Assumption 1 only roughly)
     rec = run("collapse-no-decay", overrides={**tiny, "n_classes": "20", "latent": "distinct"}, out=tmp_path / "d")

@@ -245,9 +245,9 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
             lines += ["The run failed: ``" + _cell(str(run.error).splitlines()[0]).replace("``", "") + "``", ""]
         if run.claims:
             lines += [".. list-table::", "   :header-rows: 1", "   :class: claims",
-                      "   :widths: 28 9 9 10 11 10 23", "",
-                      "   * - claim", "     - paper", "     - theory", "     - measured", "     - tolerance",
-                      "     - verdict", "     - note"]
+                      "   :widths: 26 8 9 8 9 10 10 20", "",
+                      "   * - claim", "     - paper", "     - other source", "     - theory", "     - measured",
+                      "     - tolerance", "     - verdict", "     - note"]
             for c in run.claims:
                 v = _verdict(c)
                 verdict = f"check: {v}" if c.get("check") else v
@@ -256,9 +256,11 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
                 note = c.get("note") or ""
                 if v == NOT_APPLICABLE:
                     note = f"premise fails: {c.get('premise', '')}" + (f"; {note}" if note else "")
-                row = [_cell(c.get("name", "")), _cell(fmt(c.get("paper"))), _cell(fmt(c.get("theory"))),
-                       _cell(fmt(c.get("measured"))), _cell(fmt_tolerance(c.get("tolerance"))), verdict,
-                       _cell(note)]
+                ref = c.get("reference")
+                other = "–" if ref is None else f"{fmt(ref)} ({c.get('reference_source', '')})"
+                row = [_cell(c.get("name", "")), _cell(fmt(c.get("paper"))), _cell(other),
+                       _cell(fmt(c.get("theory"))), _cell(fmt(c.get("measured"))),
+                       _cell(fmt_tolerance(c.get("tolerance"))), verdict, _cell(note)]
                 lines.append("   * - " + row[0])
                 lines += ["     - " + x for x in row[1:]]
             lines.append("")

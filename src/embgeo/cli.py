@@ -697,6 +697,7 @@ def _print_claims(claims: list) -> None:
         word = "FAILS" if c.verdict == "fails" else c.verdict
         print(f"  [{'check: ' + word if c.check else word}] {c.name}: measured {cell_text(c.measured)}"
               + (f", paper {cell_text(c.paper)}" if c.paper is not None else "")
+              + (f", {c.reference_source} {cell_text(c.reference)}" if c.reference is not None else "")
               + (f", theory {cell_text(c.theory)}" if c.theory is not None else ""))
 
 

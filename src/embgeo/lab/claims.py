@@ -73,6 +73,10 @@ class Claim:
     were wrong. It stays in the tables — a failing check is a bug — but is counted apart from the claims
     (:func:`counted`, :func:`as_check`).
 
+    ``reference`` is a number from elsewhere than the paper's text — the authors' notebook or a re-run of their code
+    — shown in its own column with ``reference_source`` naming it ("the authors' runs"): the ``paper`` column holds
+    only numbers the paper prints.
+
     ``applicable`` False marks a claim whose **premise fails** in this run (e.g. Theorem 2's limit where the data are
     certified not NTP-separable): its state is "not applicable", neither held nor failed, counted apart like the
     checks, and ``premise`` says which premise failed and with what certificate (:func:`not_applicable`).
@@ -92,13 +96,17 @@ class Claim:
     seeds: SeedStats | None = None
     applicable: bool = True
     premise: str = ""
+    reference: Any = None
+    reference_source: str = ""
 
     def to_dict(self) -> dict:
         """The claim as ``claims.json`` stores it (non-finite floats as strings; ``seeds`` only when set)."""
         out = {k: jsonable(v) for k, v in dataclasses.asdict(self).items()
-               if k not in ("any_scale", "seeds", "applicable", "premise")}
+               if k not in ("any_scale", "seeds", "applicable", "premise", "reference", "reference_source")}
         if not self.applicable:  # only where it matters: older files and most claims have neither key
             out.update(applicable=False, premise=self.premise)
+        if self.reference is not None:
+            out.update(reference=jsonable(self.reference), reference_source=self.reference_source)
         if self.seeds is not None:
             out["seeds"] = self.seeds.to_dict()
         return out
@@ -111,7 +119,8 @@ class Claim:
         return cls(d["name"], d.get("measured"), d.get("ok"), d.get("paper"), d.get("theory"), d.get("tolerance"),
                    d.get("note", "") or "", check=bool(d.get("check", False)),
                    seeds=SeedStats.from_dict(seeds) if seeds else None, applicable=bool(d.get("applicable", True)),
-                   premise=d.get("premise", "") or "")
+                   premise=d.get("premise", "") or "", reference=d.get("reference"),
+                   reference_source=d.get("reference_source", "") or "")
 
     @property
     def verdict(self) -> str:
@@ -145,6 +154,14 @@ def not_applicable(claim: Claim, premise: str) -> Claim:
     if not premise:
         raise ValueError(f"not_applicable({claim.name!r}): say which premise fails")
     return dataclasses.replace(claim, applicable=False, premise=premise)
+
+
+def with_reference(claim: Claim, value: Any, source: str) -> Claim:
+    """``claim`` with a number from outside the paper's text (``source``: e.g. "the authors' runs") in its own
+    column; the paper column keeps only what the paper prints."""
+    if not source:
+        raise ValueError(f"with_reference({claim.name!r}): name where the number comes from")
+    return dataclasses.replace(claim, reference=value, reference_source=source)
 
 
 def counted(claims: Iterable[Claim]) -> list[Claim]:

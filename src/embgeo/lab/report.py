@@ -78,7 +78,8 @@ section.paper{{border-top:3px solid #333;margin-top:2em}} section.run{{border-to
 
 LEGEND = """<div class='legend'><b>Reading the claims tables.</b>
 <i>paper</i>: the number the paper prints, shown only beside a run of the paper's configuration (otherwise it
-is in the note); <i>theory</i>: the value the theory predicts for this run's configuration; <i>measured</i>:
+is in the note); <i>other source</i>: a number from elsewhere (the authors' notebook, a re-run of their code),
+named; <i>theory</i>: the value the theory predicts for this run's configuration; <i>measured</i>:
 what this run gave (rounded here; full precision in <code>claims.json</code>); <i>tolerance</i>: the bound the
 measured value is held to and where it comes from — <i>exact statement</i> means a yes/no statement (an
 ordering, an equality of rows, every run qualifying) with no numeric slack; <i>verdict</i>: whether the
@@ -176,7 +177,9 @@ def _claim_row(c: Claim) -> dict:
             seeds += f", not applicable in {c.seeds.not_applicable}"
     note = f"premise fails: {c.premise}" + (f"; {c.note}" if c.note else "") if not c.applicable else c.note
     head, rest = _fold(note)
+    reference = "–" if c.reference is None else f"{cell_text(c.reference)} ({c.reference_source})"
     return {"name": unbroken(c.name), "paper": _value(cell_text(c.paper)), "theory": _value(cell_text(c.theory)),
+            "reference": _value(reference),
             "measured": _value(measured), "tolerance": _value(tolerance_text(c.tolerance)), "css": _CSS[word],
             "verdict": ("check: " if c.check else "") + word, "seeds": seeds, "note": unbroken(head),
             "note_rest": unbroken(rest)}

@@ -171,7 +171,7 @@ def at_paper_config(exp: Experiment, cfg) -> bool:
 
 
 def paper_column(claims: list[Claim], at_paper_config: bool) -> list[Claim]:
-    """The claims with their ``paper`` values kept only where the run has the paper's configuration.
+    """The claims with their ``paper`` (and ``reference``) values kept only where the run has the paper's configuration.
 
     A printed number beside a run of other sizes or settings reads as a (failed) comparison; off the
     paper's configuration it moves into the note ("paper, at its configuration: …") unless the claim
@@ -182,6 +182,9 @@ def paper_column(claims: list[Claim], at_paper_config: bool) -> list[Claim]:
         if c.paper is not None and not at_paper_config and not c.any_scale:
             moved = f"paper, at its own configuration: {c.paper}"
             c = dataclasses.replace(c, paper=None, note=f"{c.note}; {moved}" if c.note else moved)
+        if c.reference is not None and not at_paper_config and not c.any_scale:  # the same for other sources
+            moved = f"{c.reference_source}, at the paper's configuration: {c.reference}"
+            c = dataclasses.replace(c, reference=None, note=f"{c.note}; {moved}" if c.note else moved)
         out.append(c)
     return out
 
