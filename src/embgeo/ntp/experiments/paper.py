@@ -126,6 +126,10 @@ LEVELS = _load_levels()
 #: objects; the real-text models are judged by how close the proven linear case gets).
 ALIGN_LEVEL = LEVELS["GD"].cos
 SUBSPACE_LEVEL = LEVELS["GD"].subspace
+#: Said wherever GD's levels judge another setting (issue 39): what such a level can and cannot show.
+TRANSPLANTED = ("a level transplanted from ntp-gd's calibration (GD at Fig. 4's setup, measured with the same code "
+                "that computes W* and W^mm): it catches regressions of this code, it is not an independent test of "
+                "this setting")
 
 
 def level_statistics(df: pd.DataFrame) -> dict:
@@ -595,7 +599,8 @@ def run_regpath(cfg: RegPathConfig, ctx: RunContext = DETACHED) -> Result:
     unconverged = int((~df["converged"]).sum())
     solved = (f"every point solved to a projected-gradient residual ≤ {df['residual'].max():.1e}" if not unconverged
               else f"{unconverged} of {len(df)} points did not converge in {cfg.max_iter} iterations")
-    level_note = f"at B = {norms[-1]:g}; the levels of ntp-gd (Thm. 2), which the path's limit shares; {solved}"
+    level_note = (f"at B = {norms[-1]:g}; the levels of ntp-gd (Thm. 2), which the path's limit shares — "
+                  f"{TRANSPLANTED}; {solved}")
     claims = [
         as_check(holds("regularization path solved at every B (KKT of the ball-constrained problem)", unconverged,
                        unconverged == 0, theory=0, note=solved),

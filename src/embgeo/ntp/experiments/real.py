@@ -30,7 +30,7 @@ from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp import geometry
 from embgeo.ntp.corpus import build_corpus, read_lines
-from embgeo.ntp.experiments.paper import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL
+from embgeo.ntp.experiments.paper import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL, TRANSPLANTED
 from embgeo.ntp.theory import entropy
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def _claims(df: pd.DataFrame, H: float) -> list:
     if why_mm is None and not np.isfinite(cos):
         why_mm = "W^mm(H_T) not computed (the NTP-SVM failed or found no feasible point within svm_seconds)"
     band = 2 * eps if np.isfinite(eps) else 0.0
-    note = why_mm or ("level: what GD reaches in the proven linear case (ntp-gd's calibration); W^mm(H_T) certified "
+    note = why_mm or (f"level: what GD reaches in the proven linear case, {TRANSPLANTED}; W^mm(H_T) certified "
                       "within ε = "
                       f"{eps:.2g} of the exact one (relative, {last.get('svm_status', 'solved')}), so the exact "
                       f"cosine is in {cos:.4g} ± {band:.2g}")
@@ -189,7 +189,7 @@ def _claims(df: pd.DataFrame, H: float) -> list:
                    band_source="2ε, the NTP-SVM's certified error bound")
     subspace = at_most(f"‖P_F(W_T) − W*(H_T)‖/‖W*(H_T)‖ ≤ {SUBSPACE_LEVEL} at the last step", float(
         last["subspace_error"]), SUBSPACE_LEVEL, theory=0.0,
-        note=why_star or "level: what GD reaches in the proven linear case (ntp-gd's calibration)")
+        note=why_star or f"level: what GD reaches in the proven linear case, {TRANSPLANTED}")
     growth = _growth_claim(df, H)
     premises = {align.name: [(sep, not_sep, "separability")],
                 subspace.name: [(sep, not_sep, "separability"), (comp, not_comp, "compatibility")],
