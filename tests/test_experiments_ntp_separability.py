@@ -30,15 +30,20 @@ def _by_name(record):
     return {c.name: c for c in record.claims}
 
 
+BELOW = "separability sets in below d = m at every grid point beyond Cover's case (certified fits)"
+
+
 def test_claims_hold_on_the_measured_diagram(small_run):
     out, record = small_run
     claims = _by_name(record)
     assert claims["d > m: every instance NTP-separable (Lemma 1)"].ok
     cover = [c for name, c in claims.items() if name.startswith("S=1, V=2")]
     assert len(cover) == 2 and all(c.ok for c in cover), cover
-    (v8,) = [c for name, c in claims.items() if name.startswith("S=1, V=8")]
-    threshold, low, high = v8.measured
-    assert v8.ok and low <= threshold <= high < 0.5  # eight classes separate well before Cover's 1/2
+    # beyond Cover's case the "sets in below d = m" statement is one consistency check (issue 39: a restatement)
+    below = claims[BELOW]
+    assert below.check and below.ok and below.measured == "1/1"
+    v8 = thresholds(_table(out)).query("V == 8").iloc[0]
+    assert v8["low"] <= v8["threshold"] <= v8["high"] < 0.5  # eight classes separate well before Cover's 1/2
     assert (out / "phase_diagram.png").exists() and (out / "thresholds.png").exists()
 
 
@@ -87,8 +92,8 @@ def test_negative_control_lemma_1_and_below_m_claims_can_fail(small_run):
     v8 = late["V"] == 8
     late.loc[v8, "separable"] = 0
     late.loc[v8 & (late["ratio"] > 1.0), "separable"] = 15
-    (claim,) = [c for c in _claims(late, thresholds(late)) if c.name.startswith("S=1, V=8")]
-    assert not claim.ok
+    (claim,) = [c for c in _claims(late, thresholds(late)) if c.name == BELOW]
+    assert claim.check and not claim.ok and "S=1 V=8 m=20" in claim.note
 
 
 def test_a_failed_point_stops_the_diagram_with_its_reason(small_run, tmp_path):
