@@ -16,6 +16,7 @@ from embgeo.lab.claims import (
     counted,
     holds,
     not_applicable,
+    others_statement,
     significant,
     tally,
     verdict,
@@ -142,8 +143,8 @@ def test_undecided_is_counted_apart_everywhere(tmp_path):
     from embgeo.lab.report import write_report
 
     claims = [at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), banded("c", 0.91, 0.02, 0.9)]
-    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "not applicable": 0, "checks": 0,
-                             "checks failing": 0}
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 1, "not applicable": 0, "others": 0,
+                             "others holding": 0, "checks": 0, "checks failing": 0}
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert rec.passed == 1 and rec.undecided == 1
     assert _claims_summary({"exp": claims}, "report.html") == [
@@ -177,8 +178,8 @@ def test_consistency_checks_are_counted_apart_everywhere(tmp_path):
     assert ok_check.check and "consistency check, not counted: the generator's parameter" in ok_check.note
     claims = [at_least("a", 1.0, 0.5), at_least("b", 0.0, 0.5), ok_check, bad_check]
     assert [c.name for c in counted(claims)] == ["a", "b"]
-    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 0, "not applicable": 0, "checks": 2,
-                             "checks failing": 1}
+    assert tally(claims) == {"holds": 1, "fails": 1, "undecided": 0, "not applicable": 0, "others": 0,
+                             "others holding": 0, "checks": 2, "checks failing": 1}
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert (rec.passed, rec.total, rec.checks, rec.checks_failing) == (1, 2, 2, 1)
     assert rec.summary() == "1/2 claims hold, 2 consistency checks (1 FAILING)"
@@ -210,8 +211,8 @@ def test_not_applicable_is_its_own_state_everywhere(tmp_path):
     assert verdict(na) == "not applicable" and na.verdict == "not applicable"
     claims = [at_least("a", 1.0, 0.5), na]
     assert counted(claims) == [claims[0]]
-    assert tally(claims) == {"holds": 1, "fails": 0, "undecided": 0, "not applicable": 1, "checks": 0,
-                             "checks failing": 0}
+    assert tally(claims) == {"holds": 1, "fails": 0, "undecided": 0, "not applicable": 1, "others": 0,
+                             "others holding": 0, "checks": 0, "checks failing": 0}
     rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
     assert (rec.passed, rec.total, rec.not_applicable) == (1, 1, 1)
     assert rec.summary() == "1/1 claims hold, 1 not applicable"
@@ -280,3 +281,33 @@ def test_reference_values_have_their_own_labelled_column(tmp_path):
     assert paper_column([claim], at_paper_config=True)[0].reference == 65.9
     with pytest.raises(ValueError, match="where the number comes from"):
         with_reference(claim, 1.0, "")
+
+
+# -- statements that are not the paper's: shown, counted apart ---------------------------------------------------
+
+def test_other_sources_statements_are_counted_apart(tmp_path):
+    """A statement of the toolkit's own or of another paper keeps its verdict but is out of the paper's count in
+    tally, the record, the CLI's failing list and last line, and the report; negative control: the same claim
+    without a source counts (and fails)."""
+    from embgeo.cli import _claims_summary
+    from embgeo.lab.record import RunRecord
+    from embgeo.lab.report import write_report
+
+    theirs = at_most("equal-support collapse", 2.0, 0.5)
+    assert verdict(theirs) == "fails" and counted([theirs]) == [theirs]  # the control: counted as the paper's
+    other = others_statement(theirs, "Zhao et al. 2024")
+    claims = [at_least("a", 1.0, 0.5), other, others_statement(at_least("gate", 1.0, 0.5), "the toolkit's gate")]
+    assert counted(claims) == [claims[0]] and verdict(other) == "fails"
+    t = tally(claims)
+    assert (t["holds"], t["fails"], t["others"], t["others holding"]) == (1, 0, 2, 1)
+    rec = RunRecord(name="exp", claims=claims, seconds=1.0, out=str(tmp_path / "exp"))
+    assert rec.summary() == "1/1 claims hold, 1/2 other statements hold (not the paper's)"
+    assert _claims_summary({"exp": claims}, "report.html") == [
+        "claims: 1 of 1 hold, 0 failing, 0 undecided; statements not the papers': 1 of 2 hold"]
+    (tmp_path / "exp").mkdir()
+    text = write_report([rec], tmp_path / "report.html").read_text()
+    assert "1 of 1 claims hold" in text and "Zhao et al. 2024: fails" in text and "Failing claims (0)" in text
+    back = Claim.from_dict(other.to_dict())
+    assert back.source == "Zhao et al. 2024" and "source" not in claims[0].to_dict()
+    with pytest.raises(ValueError, match="whose statement"):
+        others_statement(theirs, "")

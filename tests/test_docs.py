@@ -203,6 +203,18 @@ def test_results_pages_count_not_applicable_claims_apart(tmp_path):
     assert "1/2 claims hold" in (out / "quick-ntp.rst").read_text()
 
 
+def test_results_pages_count_other_sources_statements_apart(tmp_path):
+    """A claim with a "source" (not the paper's statement) keeps its verdict, labelled, out of the paper's count."""
+    root = tmp_path / "results"
+    other = {**_claim("collapse", False), "source": "Zhao et al. 2024"}
+    _write_run(root / "quick" / "ntp-a", "ntp-a", "ntp", [_claim("one", True), other])
+    out = tmp_path / "gen"
+    embgeo_results.generate(root, out, order=[])
+    page = (out / "quick-ntp.rst").read_text()
+    assert "1/1 claims hold, 0/1 other statements hold (not the paper's)" in page
+    assert "**Zhao et al. 2024: fails**" in page
+
+
 def test_results_summary_without_runs(tmp_path):
     embgeo_results.generate(tmp_path / "none", tmp_path / "gen", order=[])
     text = (tmp_path / "gen" / "summary.inc").read_text()

@@ -57,11 +57,13 @@ class Run:
     command: str | None = None
 
     def tally(self) -> dict:
-        counted = [c for c in self.claims if not c.get("check") and c.get("applicable", True)]
+        counted = [c for c in self.claims if not c.get("check") and c.get("applicable", True) and not c.get("source")]
         checks = [c for c in self.claims if c.get("check")]
         out = {v: sum(_verdict(c) == v for c in counted) for v in VERDICTS.values()}
         out["total"] = len(counted)
         out[NOT_APPLICABLE] = sum(not c.get("applicable", True) for c in self.claims)
+        others = [c for c in self.claims if c.get("source") and not c.get("check") and c.get("applicable", True)]
+        out["others"], out["others holding"] = len(others), sum(_verdict(c) == "holds" for c in others)
         out["checks"] = len(checks)
         out["checks failing"] = sum(_verdict(c) != "holds" for c in checks)
         return out
@@ -175,6 +177,8 @@ def _summary_text(t: dict) -> str:
         text += f", {t['undecided']} undecided"
     if t[NOT_APPLICABLE]:
         text += f", {t[NOT_APPLICABLE]} not applicable"
+    if t["others"]:
+        text += f", {t['others holding']}/{t['others']} other statements hold (not the paper's)"
     if t["checks"]:
         s = "s" if t["checks"] > 1 else ""
         text += f", {t['checks']} consistency check{s} " + (
@@ -183,7 +187,8 @@ def _summary_text(t: dict) -> str:
 
 
 def _sum(tallies) -> dict:
-    out = {k: 0 for k in ("holds", "fails", "undecided", NOT_APPLICABLE, "total", "checks", "checks failing")}
+    out = {k: 0 for k in ("holds", "fails", "undecided", NOT_APPLICABLE, "others", "others holding", "total", "checks",
+                          "checks failing")}
     for t in tallies:
         for k in out:
             out[k] += t[k]
@@ -250,7 +255,7 @@ def paper_page(scale: str, paper: str, runs: list[Run], scale_dir: Path | None =
                       "     - tolerance", "     - verdict", "     - note"]
             for c in run.claims:
                 v = _verdict(c)
-                verdict = f"check: {v}" if c.get("check") else v
+                verdict = f"check: {v}" if c.get("check") else f"{c['source']}: {v}" if c.get("source") else v
                 if v != "holds":
                     verdict = f"**{verdict}**"
                 note = c.get("note") or ""

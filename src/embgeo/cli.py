@@ -801,8 +801,9 @@ def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
         return text if len(text) <= LINE_WIDTH else text[:LINE_WIDTH - 1] + "…"
 
     failing = [(run, c) for run, claims in claims_by_run.items() for c in claims
-               if (c.check and c.ok is not True) or c.verdict == "fails"]
-    undecided = sum(c.verdict == "undecided" for claims in claims_by_run.values() for c in claims if not c.check)
+               if (c.check and c.ok is not True) or (c.verdict == "fails" and not c.source)]
+    undecided = sum(c.verdict == "undecided" for claims in claims_by_run.values() for c in claims
+                    if not c.check and not c.source)
     lines = []
     if failing:
         n_checks = sum(c.check for _, c in failing)
@@ -824,6 +825,8 @@ def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
     last = f"claims: {t['holds']} of {total} hold, {t['fails']} failing, {t['undecided']} undecided"
     if t["not applicable"]:
         last += f", {t['not applicable']} not applicable (a premise fails)"
+    if t["others"]:
+        last += f"; statements not the papers': {t['others holding']} of {t['others']} hold"
     if t["checks"]:
         last += f"; consistency checks: {t['checks'] - t['checks failing']} of {t['checks']} pass"
     return lines + [last]

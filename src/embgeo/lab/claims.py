@@ -73,6 +73,10 @@ class Claim:
     were wrong. It stays in the tables — a failing check is a bug — but is counted apart from the claims
     (:func:`counted`, :func:`as_check`).
 
+    ``source`` names whose statement a claim is when it is **not the paper's** — the toolkit's own (a training gate)
+    or another paper's ("Zhao et al. 2024"): it keeps its verdict and is shown, but is counted apart from the paper's
+    claims (:func:`others_statement`, :func:`counted`). Empty: the paper's own statement.
+
     ``reference`` is a number from elsewhere than the paper's text — the authors' notebook or a re-run of their code
     — shown in its own column with ``reference_source`` naming it ("the authors' runs"): the ``paper`` column holds
     only numbers the paper prints.
@@ -98,15 +102,18 @@ class Claim:
     premise: str = ""
     reference: Any = None
     reference_source: str = ""
+    source: str = ""
 
     def to_dict(self) -> dict:
         """The claim as ``claims.json`` stores it (non-finite floats as strings; ``seeds`` only when set)."""
         out = {k: jsonable(v) for k, v in dataclasses.asdict(self).items()
-               if k not in ("any_scale", "seeds", "applicable", "premise", "reference", "reference_source")}
+               if k not in ("any_scale", "seeds", "applicable", "premise", "reference", "reference_source", "source")}
         if not self.applicable:  # only where it matters: older files and most claims have neither key
             out.update(applicable=False, premise=self.premise)
         if self.reference is not None:
             out.update(reference=jsonable(self.reference), reference_source=self.reference_source)
+        if self.source:
+            out["source"] = self.source
         if self.seeds is not None:
             out["seeds"] = self.seeds.to_dict()
         return out
@@ -120,7 +127,7 @@ class Claim:
                    d.get("note", "") or "", check=bool(d.get("check", False)),
                    seeds=SeedStats.from_dict(seeds) if seeds else None, applicable=bool(d.get("applicable", True)),
                    premise=d.get("premise", "") or "", reference=d.get("reference"),
-                   reference_source=d.get("reference_source", "") or "")
+                   reference_source=d.get("reference_source", "") or "", source=d.get("source", "") or "")
 
     @property
     def verdict(self) -> str:
@@ -164,9 +171,18 @@ def with_reference(claim: Claim, value: Any, source: str) -> Claim:
     return dataclasses.replace(claim, reference=value, reference_source=source)
 
 
+def others_statement(claim: Claim, source: str) -> Claim:
+    """``claim`` as a statement that is not the paper's: ``source`` says whose ("the toolkit's own training gate",
+    "Zhao et al. 2024"). Shown with its verdict, counted apart from the paper's claims."""
+    if not source:
+        raise ValueError(f"others_statement({claim.name!r}): say whose statement it is")
+    return dataclasses.replace(claim, source=source)
+
+
 def counted(claims: Iterable[Claim]) -> list[Claim]:
-    """The claims that count: consistency checks and claims whose premise fails (not applicable) removed."""
-    return [c for c in claims if not c.check and c.applicable]
+    """The claims that count as the paper's: consistency checks, claims whose premise fails (not applicable) and
+    statements that are not the paper's (:func:`others_statement`) removed."""
+    return [c for c in claims if not c.check and c.applicable and not c.source]
 
 
 def verdict(claim: Claim) -> str:
@@ -179,12 +195,16 @@ def verdict(claim: Claim) -> str:
 
 def tally(claims: Iterable[Claim]) -> dict:
     """{"holds": n, "fails": n, "undecided": n} over the counted claims, {"not applicable": n} over the claims whose
-    premise fails, and {"checks": n, "checks failing": n} over the consistency checks."""
+    premise fails, {"others": n, "others holding": n} over the statements that are not the paper's, and
+    {"checks": n, "checks failing": n} over the consistency checks."""
     claims = list(claims)
     out = dict.fromkeys(VERDICTS.values(), 0)
     for c in counted(claims):
         out[verdict(c)] += 1
     out[NOT_APPLICABLE] = sum(not c.applicable for c in claims)
+    others = [c for c in claims if c.source and not c.check and c.applicable]
+    out["others"] = len(others)
+    out["others holding"] = sum(verdict(c) == "holds" for c in others)
     checks = [c for c in claims if c.check]
     out["checks"] = len(checks)
     out["checks failing"] = sum(verdict(c) != "holds" for c in checks)

@@ -64,6 +64,15 @@ class RunRecord:
         return sum(c.ok is None for c in counted(self.claims))
 
     @property
+    def others(self) -> int:
+        """Statements that are not the paper's (:func:`~embgeo.lab.claims.others_statement`): counted apart."""
+        return sum(bool(c.source) and not c.check and c.applicable for c in self.claims)
+
+    @property
+    def others_holding(self) -> int:
+        return sum(bool(c.source) and not c.check and c.applicable and c.ok is True for c in self.claims)
+
+    @property
     def not_applicable(self) -> int:
         """Claims whose premise fails in this run (:func:`~embgeo.lab.claims.not_applicable`): counted apart."""
         return sum(not c.applicable for c in self.claims)
@@ -82,6 +91,8 @@ class RunRecord:
         text = f"{self.passed}/{self.total} claims hold" + (f", {self.undecided} undecided" if self.undecided else "")
         if self.not_applicable:
             text += f", {self.not_applicable} not applicable"
+        if self.others:
+            text += f", {self.others_holding}/{self.others} other statements hold (not the paper's)"
         if self.checks:
             text += (f", {self.checks} consistency check{'s' if self.checks > 1 else ''} "
                      + (f"({self.checks_failing} FAILING)" if self.checks_failing else "pass"))

@@ -88,6 +88,8 @@ claim holds. A failing claim is reported with its reason in the note, never tune
 verdict says in how many seeds the claim holds; it counts as holding only if it holds in every seed.
 <i>undecided</i>: the measured value is known only within a certified band (a solver's error bound, an
 interval) that straddles the level, so this run cannot say; such claims are counted apart.
+A verdict prefixed by a source ("the toolkit's own: holds", "Zhao et al. 2024: fails") is a statement that is not
+the paper's: shown, counted apart.
 <i>not applicable</i>: a premise of the statement fails in this run (e.g. a theorem about NTP-separable data on
 data certified not separable); the note names the premise and its certificate; neither held nor failed, counted
 apart.
@@ -181,7 +183,8 @@ def _claim_row(c: Claim) -> dict:
     return {"name": unbroken(c.name), "paper": _value(cell_text(c.paper)), "theory": _value(cell_text(c.theory)),
             "reference": _value(reference),
             "measured": _value(measured), "tolerance": _value(tolerance_text(c.tolerance)), "css": _CSS[word],
-            "verdict": ("check: " if c.check else "") + word, "seeds": seeds, "note": unbroken(head),
+            "verdict": ("check: " if c.check else f"{c.source}: " if c.source else "") + word, "seeds": seeds,
+            "note": unbroken(head),
             "note_rest": unbroken(rest)}
 
 
@@ -193,7 +196,8 @@ def _run_view(r: RunRecord, report_dir: Path) -> dict:
         rel = out.resolve().as_uri()
     figures = [{"name": name, "data": base64.b64encode((out / f"{name}.png").read_bytes()).decode("ascii"),
                 "pdf": f"{rel}/{name}.pdf"} for name in r.figures]
-    apart = [f"{n} {word}" for n, word in ((r.undecided, "undecided"), (r.not_applicable, NOT_APPLICABLE)) if n]
+    apart = [f"{n} {word}" for n, word in ((r.undecided, "undecided"), (r.not_applicable, NOT_APPLICABLE),
+                                           (r.others, "not the paper's")) if n]
     state = "error" if r.error else f"{r.passed}/{r.total}" + (f" ({', '.join(apart)})" if apart else "")
     return {"name": r.name, "title": r.title, "scale": r.scale, "seconds": f"{r.seconds:.1f}", "state": state,
             "error": r.error, "figures": figures, "claims": [_claim_row(c) for c in r.claims], "notes": r.notes,
@@ -228,7 +232,7 @@ def _listings(records: Sequence[RunRecord]) -> list[dict]:
                                                                            "Undecided claims"),
                                   (NOT_APPLICABLE, "not-applicable", "Claims not applicable (a premise fails)")):
         items = [{"run": r.name, "index": i, "name": c.name, "check": c.check}
-                 for r in records for i, c in enumerate(r.claims) if verdict(c) == word]
+                 for r in records for i, c in enumerate(r.claims) if verdict(c) == word and not c.source]
         if word != "fails" and not items:
             continue
         out.append({"anchor": anchor, "heading": heading, "entries": items})
