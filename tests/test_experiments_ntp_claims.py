@@ -271,3 +271,18 @@ def test_remark2_is_a_trend_that_can_fail_and_names_where_it_breaks(tmp_path):
     table = entropy_by_length(tweets)
     assert list(table["t"]) == [1, 2, 3] and table["m_t"].sum() == tweets.m
     assert np.all(np.diff(table["entropy"]) <= 0)
+
+
+def test_prop1_holds_with_the_papers_objects_and_fails_with_a_wrong_one():
+    """Prop. 1 against the bound of (7)'s argument: holds with W* and W^mm of the Fig. 4 data; fails with W^mm at
+    half its scale (margins 1/2: the gap decays like e^{−γ/2}, above the bound) and with a W* off (4) (a plateau)."""
+    from embgeo.ntp.experiments.paper import prop1_claim
+    from embgeo.ntp.metrics import compute_reference
+
+    data = synthetic(m=20, V=8, d=30, support_size=3, seed=1)
+    ref = compute_reference(data)
+    right = prop1_claim(data, ref.w_star, ref.w_mm)
+    assert right.ok and 0 < right.measured < 1e-12
+    assert not prop1_claim(data, ref.w_star, 0.5 * ref.w_mm).ok
+    off = ref.w_star + 1e-3 * np.random.default_rng(0).standard_normal(ref.w_star.shape)
+    assert not prop1_claim(data, off, ref.w_mm).ok

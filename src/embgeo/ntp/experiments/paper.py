@@ -342,6 +342,7 @@ def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
     claims.append(as_check(c, "the entropy of our Dirichlet generator, chosen to match the printed value: a property "
                               "of the generator, not a statement of the paper"))
     claims += gd_loss_claim(data, ref, df, lr) + convergence_claims("GD", df, "Thm. 2")
+    claims.append(prop1_claim(data, Ws, W_mm))
 
     fig1, axd = plt.subplot_mosaic([["geometry", "upper"], ["geometry", "lower"]], figsize=(10.5, 5.5),
                                    layout="constrained")
@@ -492,6 +493,40 @@ class GDConfig(Fig4Data):
     lr: float = 0.5
 
 
+#: The values of γ at which Prop. 1 is measured: up to 32, where the bound (~e^{−32} ≈ 1e-14 times the off-support mass)
+#: stays far above the KL left by rounding in W*'s and W^mm's ties (~1e-28 on the Fig. 4 data; it dominated at γ = 64).
+PROP1_GAMMAS = (1.0, 4.0, 16.0, 32.0)
+
+
+def prop1_claim(data: NTPData, W_star: np.ndarray, W_mm: np.ndarray) -> Claim:
+    """Prop. 1: CE(W* + γW^mm) → 𝓗 as γ → ∞, measured against the bound of (7)'s argument [inference]:
+
+        CE(W* + γW^mm) − 𝓗 ≤ B(γ) = Σ_j π̂_j log(1 + e^{−γ} Σ_{v∉S_j} e^{ℓ*_jv − lse_{S_j}(ℓ*_j)}),
+
+    ℓ* = W* h̄_j. (W* fits (4), so the in-support part of the KL is 0; W^mm ties every support, so the
+    off-support softmax terms are e^{ℓ*_jv − lse_S(ℓ*) + γ(ℓ^mm_jv − t_j)} with ℓ^mm_jv − t_j ≤ −1 by (6b).) Holds when
+    the gap, computed as a KL (:func:`kl_gap`, accurate far below 𝓗's rounding), is below B(γ) at every γ of
+    PROP1_GAMMAS (1e-9 relative for rounding) and falls with γ. A W* off (4) leaves a positive plateau, and a W^mm
+    with margins below 1 decays slower than e^{−γ}: either breaks the bound at large γ."""
+    Zs = data.embeddings @ W_star.T  # (m, V) logits of W*
+    ctx = np.repeat(np.arange(data.m), data.support_sizes)
+    on = np.zeros_like(Zs, dtype=bool)
+    on[ctx, data.probs.indices] = True
+    from scipy.special import logsumexp
+
+    lse_on = logsumexp(np.where(on, Zs, -np.inf), axis=1)
+    off = logsumexp(np.where(on, -np.inf, Zs - lse_on[:, None]), axis=1)  # log Σ_{v∉S_j} e^{ℓ*_v − lse_S}
+    gaps = [kl_gap(data, W_star + g * W_mm) for g in PROP1_GAMMAS]
+    bounds = [float(np.sum(data.weights * np.logaddexp(0.0, off - g))) for g in PROP1_GAMMAS]
+    ok = all(x <= b * (1 + 1e-9) for x, b in zip(gaps, bounds, strict=True)) and bool(np.all(np.diff(gaps) < 0))
+    return Claim("Prop. 1: CE(W* + γW^mm) → 𝓗 (CE − 𝓗 below the bound of (7) at every γ and falling)", gaps[-1], ok,
+                 None, 0.0, "≤ B(γ) = Σ π̂ log(1 + e^{−γ}·Σ_off e^{ℓ* − lse_S ℓ*}) at γ = "
+                 + ", ".join(f"{g:g}" for g in PROP1_GAMMAS) + " (1e-9 relative)",
+                 "CE − 𝓗 at γ = " + ", ".join(f"{g:g}: {x:.3g} (bound {b:.3g})"
+                                               for g, x, b in zip(PROP1_GAMMAS, gaps, bounds, strict=True))
+                 + "; measured: the gap at the largest γ; the bound is (7)'s argument with W^p = W* [inference]")
+
+
 def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
@@ -504,6 +539,7 @@ def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     df = trace.to_frame()
     L = smoothness(data)
     claims = gd_loss_claim(data, ref, df, cfg.lr) + convergence_claims("GD", df, "Thm. 2")
+    claims.append(prop1_claim(data, ref.w_star, ref.w_mm))
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"GD η={cfg.lr:g}": df}, entropy(data), axes)
     notes = [f"Smoothness L = {L:.3f}: η = {cfg.lr:g} vs 1/(2L) = {1 / (2 * L):.3f} (the proofs' condition) and "
@@ -775,7 +811,14 @@ def run_sequence_length(cfg: SequenceLengthConfig, ctx: RunContext = DETACHED) -
                                note=f"𝓗_t in nats: {[round(float(x), 4) for x in H]}; {sizes}"),
               decreasing_trend("supports get sparser as contexts get longer (Remark 2: 'generally')", t,
                                table["support"].to_numpy(), note="mean support size |S_t,j| weighted by π_t,j: "
-                               f"{[round(float(x), 3) for x in table['support']]}")]
+                               f"{[round(float(x), 3) for x in table['support']]}"),
+              # App. D prints "Note that m_1 ≥ m_2 ≥ ⋯ ≥ m_(T−1)" of the numbers of distinct contexts of each length;
+              # distinct prefixes normally multiply with t (our reading: reversed), so this claim can fail, and says why
+              holds("App. D: m_1 ≥ m_2 ≥ ⋯ (distinct contexts of each length)", table["m_t"].tolist(),
+                    bool(np.all(np.diff(table["m_t"].to_numpy()) <= 0)), theory="non-increasing",
+                    note="m_t for t = 1, 2, ...; m_(t+1) counts the distinct one-word continuations of the length-t "
+                         "prefixes, so it exceeds m_t wherever prefixes branch more than lines end (our reading: the "
+                         "printed inequality is reversed for text, except near the longest lines)")]
     fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
     ax.plot(table["t"], table["entropy"], label="$\\mathcal{H}_t$ (nats)", **figures.style(0))
     ax2 = ax.twinx()
