@@ -280,3 +280,13 @@ def test_accuracy_table_without_runs_fails_and_says_so(tmp_path):
     result = C.run_accuracy_table(C.AccuracyTableConfig(runs_dir=str(tmp_path), scale="quick"))
     assert not any(verdicts(result.claims))
     assert all("no finished run" in c.note and "nothing is re-trained" in c.note for c in result.claims)
+
+
+def test_theorem_g_claim_holds_on_equal_minima_fails_on_distinct_ones_and_needs_its_dimension():
+    """Theorem G: random starts reach one value where d ≥ min(n_w, KL); a second, higher minimum fails it (negative
+    control); below the theorem's dimension the claim is not applicable, whatever the values."""
+    same = [1.0059393917400716, 1.0059393917400723, 1.005939391740072]
+    assert C.theorem_g_claim(same, 18, 18, 81).ok
+    assert not C.theorem_g_claim(same + [1.02], 18, 18, 81).ok
+    below = C.theorem_g_claim(same, 8, 18, 81)
+    assert below.verdict == "not applicable" and "d = 8 < min(n_w, KL) = 18" in below.premise
