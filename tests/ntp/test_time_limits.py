@@ -333,3 +333,34 @@ def test_tiny_limit_on_a_moderate_problem_returns_finite_bounds(method):
     gap = res.residuals["duality_gap"]
     assert np.isfinite(gap) and 0 <= gap <= 1  # (1 where only the separability certificate was in time)
     assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-7)
+
+
+def test_the_probe_does_not_start_the_svm_once_its_limit_is_spent(monkeypatch):
+    """measure's --max-seconds is a wall: when separability ran out the time (undecided), the NTP-SVM is not started
+    with the 1 ms left (its setup alone took 36 s on a GPT-2-sized probe) but reported as not run; negative control:
+    with time left it runs."""
+    import time as _time
+
+    from embgeo.errors import SolverError
+    from embgeo.ntp import synthetic, theory
+    from embgeo.ntp.probe import measure
+
+    data = synthetic(12, 10, 6, 2, seed=3)
+    W = np.random.default_rng(0).standard_normal((data.V, data.d))
+    calls = []
+
+    def undecided(*args, max_seconds=None, **kwargs):
+        _time.sleep(max_seconds)  # uses up the time it is given
+        raise SolverError("is_separable: undecided (test)")
+
+    def svm(*args, **kwargs):
+        calls.append(kwargs["max_seconds"])
+        raise SolverError("ntp_svm: undecided (test)")
+
+    monkeypatch.setattr(theory, "is_separable", undecided)
+    monkeypatch.setattr(theory, "ntp_svm", svm)
+    res = measure(data, W, max_seconds=0.5)
+    assert calls == [] and res.errors["svm"].startswith("not run: the probe's time limit")
+    monkeypatch.setattr(theory, "is_separable", lambda *a, **k: (_ for _ in ()).throw(SolverError("undecided")))
+    res = measure(data, W, max_seconds=60.0)
+    assert len(calls) == 1 and calls[0] > 1.0 and res.errors["svm"] == "ntp_svm: undecided (test)"

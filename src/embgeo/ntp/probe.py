@@ -665,6 +665,11 @@ def _stage(result: ProbeResult, report, name: str, t0: float, started=None, foll
     return time.perf_counter()
 
 
+def _spent(deadline: float | None) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()`` value; None: no limit) has passed."""
+    return deadline is not None and time.perf_counter() >= deadline
+
+
 def _left(deadline: float | None) -> float | None:
     """Seconds left before ``deadline`` (a ``time.perf_counter()`` value; None: no limit), at least 1 ms."""
     return None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
@@ -744,7 +749,12 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
             res.errors["separability"] = str(exc)
     t = _stage(res, report, "separability", t, started, "svm")
 
-    if not full and (res.separability is None or res.separability):
+    if not full and (res.separability is None or res.separability) and _spent(deadline):
+        # the limit is a wall: the NTP-SVM's setup alone (its warm start's tie projection and full scan) took 36 s
+        # at m = 2000, V = 50,257 when it was called with the 1 ms left
+        res.errors["svm"] = ("not run: the probe's time limit (--max-seconds) was spent before the NTP-SVM; allow "
+                             "more time for W^mm")
+    elif not full and (res.separability is None or res.separability):
         try:
             # The ALM at every rank: it is the solver the warm start W reaches (the dual route ignores it), and on
             # a trained model's H (separable by W itself) it was 50-100x faster than the dual even with rank H = m.
