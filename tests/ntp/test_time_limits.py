@@ -364,3 +364,17 @@ def test_the_probe_does_not_start_the_svm_once_its_limit_is_spent(monkeypatch):
     monkeypatch.setattr(theory, "is_separable", lambda *a, **k: (_ for _ in ()).throw(SolverError("undecided")))
     res = measure(data, W, max_seconds=60.0)
     assert len(calls) == 1 and calls[0] > 1.0 and res.errors["svm"] == "ntp_svm: undecided (test)"
+
+
+def test_the_probe_does_not_start_separability_once_its_limit_is_spent():
+    """The same wall one stage earlier: a limit spent by the stages before it (here 1 ms) leaves separability and
+    the NTP-SVM not run, each saying so, and the cheap measurements still reported."""
+    from embgeo.ntp import synthetic
+    from embgeo.ntp.probe import measure
+
+    data = synthetic(12, 10, 6, 2, seed=3)
+    W = np.random.default_rng(0).standard_normal((data.V, data.d))
+    res = measure(data, W, max_seconds=1e-3)
+    assert res.errors["separability"].startswith("not run: the probe's time limit")
+    assert res.errors["svm"].startswith("not run: the probe's time limit")
+    assert res.separability is None and res.svm is None and np.isfinite(res.kl_gap)

@@ -740,6 +740,11 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     full = bool(np.all(data.support_sizes == data.V))
     if full:
         res.errors["separability"] = "every support is the whole vocabulary: no separability constraints (6b)"
+    elif _spent(deadline):
+        # a wall: called with the 1 ms left, the setup (problem, pair certificates, the candidate's projection) took
+        # 64 s at m = 10,000, V = 50,257 (bench_ntp_probe)
+        res.errors["separability"] = ("not run: the probe's time limit (--max-seconds) was spent before it; allow more "
+                                      "time to decide NTP-separability")
     else:
         try:
             how = {"candidate": W} if separability_method == "auto" else {"method": separability_method}
