@@ -795,15 +795,15 @@ def _claims_summary(claims_by_run: dict, listed_in: str) -> list[str]:
     line tallies every run's claims: "claims: 27 of 31 hold, 3 failing, 1 undecided, 2 not applicable (a premise
     fails); consistency checks: 12 of 12 pass" (the part on premises only when some claim's premise fails).
     """
-    from embgeo.lab.claims import tally
+    from embgeo.lab.claims import counted, counts, tally
 
     def cut(text: str) -> str:
         return text if len(text) <= LINE_WIDTH else text[:LINE_WIDTH - 1] + "…"
 
+    # the paper's failing claims (counted) and, as bugs, the failing checks, in the runs' order
     failing = [(run, c) for run, claims in claims_by_run.items() for c in claims
-               if (c.check and c.ok is not True) or (c.verdict == "fails" and not c.source)]
-    undecided = sum(c.verdict == "undecided" for claims in claims_by_run.values() for c in claims
-                    if not c.check and not c.source)
+               if (c.check and c.ok is not True) or (counts(c) and c.verdict == "fails")]
+    undecided = sum(c.verdict == "undecided" for claims in claims_by_run.values() for c in counted(claims))
     lines = []
     if failing:
         n_checks = sum(c.check for _, c in failing)

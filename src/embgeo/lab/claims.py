@@ -179,10 +179,20 @@ def others_statement(claim: Claim, source: str) -> Claim:
     return dataclasses.replace(claim, source=source)
 
 
+def others(claims: Iterable[Claim]) -> list[Claim]:
+    """The statements that are not the paper's (:func:`others_statement`), checks and not-applicable ones aside."""
+    return [c for c in claims if c.source and not c.check and c.applicable]
+
+
+def counts(claim: Claim) -> bool:
+    """Whether ``claim`` counts as the paper's: not a consistency check, its premise holding (applicable), and the
+    paper's own statement (no :func:`others_statement` source)."""
+    return not claim.check and claim.applicable and not claim.source
+
+
 def counted(claims: Iterable[Claim]) -> list[Claim]:
-    """The claims that count as the paper's: consistency checks, claims whose premise fails (not applicable) and
-    statements that are not the paper's (:func:`others_statement`) removed."""
-    return [c for c in claims if not c.check and c.applicable and not c.source]
+    """The claims that count as the paper's (:func:`counts`)."""
+    return [c for c in claims if counts(c)]
 
 
 def verdict(claim: Claim) -> str:
@@ -202,9 +212,9 @@ def tally(claims: Iterable[Claim]) -> dict:
     for c in counted(claims):
         out[verdict(c)] += 1
     out[NOT_APPLICABLE] = sum(not c.applicable for c in claims)
-    others = [c for c in claims if c.source and not c.check and c.applicable]
-    out["others"] = len(others)
-    out["others holding"] = sum(verdict(c) == "holds" for c in others)
+    theirs = others(claims)
+    out["others"] = len(theirs)
+    out["others holding"] = sum(verdict(c) == "holds" for c in theirs)
     checks = [c for c in claims if c.check]
     out["checks"] = len(checks)
     out["checks failing"] = sum(verdict(c) != "holds" for c in checks)

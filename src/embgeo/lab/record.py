@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from embgeo.lab.claims import Claim, counted, jsonable
+from embgeo.lab.claims import Claim, counted, jsonable, others
 
 
 @dataclass(kw_only=True)
@@ -66,11 +66,11 @@ class RunRecord:
     @property
     def others(self) -> int:
         """Statements that are not the paper's (:func:`~embgeo.lab.claims.others_statement`): counted apart."""
-        return sum(bool(c.source) and not c.check and c.applicable for c in self.claims)
+        return len(others(self.claims))
 
     @property
     def others_holding(self) -> int:
-        return sum(bool(c.source) and not c.check and c.applicable and c.ok is True for c in self.claims)
+        return sum(c.ok is True for c in others(self.claims))
 
     @property
     def not_applicable(self) -> int:
