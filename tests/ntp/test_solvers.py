@@ -919,16 +919,28 @@ def test_subspace_dim_with_deficient_tokens(case):
     pytest.param((10, 8, 14, 4, 0), True, id="d>m-m10-d14"),
     pytest.param((8, 10, 6, 3, 1), False, id="d<m-m8-d6"),
 ])
-def test_ntp_svm_time_limit(case, must_time_out):
-    """max_seconds=1e-9 stops at the first check (check_every=1): either status "time_limit" with a W
+def test_ntp_svm_time_limit(case, must_time_out, monkeypatch):
+    """A limit spent by the first iteration (a fake clock: each dual iteration or ALM inner solve costs 1 s of a
+    0.5 s limit; setup is free, as no stage begins after the deadline) stops at the first check (check_every=1):
+    either status "time_limit" with a W
     feasible for (6a)/(6b) (min margin 1), a dual value below the independently computed dual bound
     Σμ − ½‖P⊥(Σ μ (e_z − e_v)h̄_jᵀ)‖² ≤ ½‖W‖², the reported gap = (½‖W‖² − dual)/(½‖W‖²) and
     ‖W − W^mm‖² ≤ gap·‖W‖² and ‖W − W^mm‖ ≤ error_bound·‖W^mm‖; or SolverError when no feasible point
     existed yet. Nothing else."""
+    import time
+
+    from embgeo.ntp import svm_alm, svm_dual
+
+    from .test_time_limits import FakeClock, spy
+
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    spy(monkeypatch, clock, svm_dual, "project_dual_dense", cost=1.0)
+    spy(monkeypatch, clock, svm_alm.SVMALM, "_inner", cost=1.0)
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     try:
-        res = ntp_svm(data, max_seconds=1e-9, check_every=1)
+        res = ntp_svm(data, max_seconds=0.5, check_every=1)
     except SolverError as exc:
         assert not must_time_out, exc
         assert "time_limit" in str(exc)

@@ -754,27 +754,44 @@ def test_a_separating_warm_start_is_certified_before_any_step(monkeypatch):
     warm = 2.0 * W_mm + 0.05 * np.random.default_rng(3).standard_normal(W_mm.shape)
     assert kesler_values(data, warm).min() > 0
 
-    def astray(self, st, gtol, deadline):  # iterates that separate nothing
+    import time
+
+    from .test_time_limits import FakeClock
+
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+
+    def astray(self, st, gtol, deadline):  # iterates that separate nothing, 1 s of a 0.5 s limit
         st.X = np.zeros_like(st.X)
+        clock.advance(1.0)
         return 1
 
     monkeypatch.setattr(A.SVMALM, "_inner", astray)
-    res = ntp_svm(data, method="alm", warm_start=warm, max_seconds=1e-9)
+    res = ntp_svm(data, method="alm", warm_start=warm, max_seconds=0.5)
     assert res.status == "time_limit" and res.W is not None
     assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
     assert np.linalg.norm(res.W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
 
 
-def test_time_limit_returns_a_certified_point_or_says_there_is_none():
+def test_time_limit_returns_a_certified_point_or_says_there_is_none(monkeypatch):
+    """The first inner solve spends the limit (1 s of 0.5 s on a fake clock): a certified point with its error bound,
+    or the refusal that names the missing feasible point."""
+    import time
+
+    from .test_time_limits import FakeClock, spy
+
     data = planted(60, 12, 5, seed=0)
+    full = ntp_svm(data, method="alm")
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    spy(monkeypatch, clock, A.SVMALM, "_inner", cost=1.0)
     try:
-        res = ntp_svm(data, method="alm", max_seconds=1e-9)
+        res = ntp_svm(data, method="alm", max_seconds=0.5)
     except SolverError as exc:
         assert "no point feasible" in str(exc)
         return
     assert res.status in ("time_limit", "optimal")
     assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
-    full = ntp_svm(data, method="alm")
     bound = res.residuals["error_bound"]
     assert np.linalg.norm(res.W - full.W) <= (bound + 1e-6) * np.linalg.norm(full.W)
 

@@ -61,6 +61,7 @@ from embgeo.ntp.metrics import (
     reduced_reference,
     token_split,
 )
+from embgeo.ntp.separability import time_left
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
@@ -665,16 +666,6 @@ def _stage(result: ProbeResult, report, name: str, t0: float, started=None, foll
     return time.perf_counter()
 
 
-def _spent(deadline: float | None) -> bool:
-    """Whether ``deadline`` (a ``time.perf_counter()`` value; None: no limit) has passed."""
-    return deadline is not None and time.perf_counter() >= deadline
-
-
-def _left(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (a ``time.perf_counter()`` value; None: no limit), at least 1 ms."""
-    return None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
-
-
 def measure(data: NTPData, W, *, max_seconds: float | None = None,
             report: Callable[[str, ProbeResult], object] | None = None,
             solver_progress: Callable[[int, dict], object] | None = None,
@@ -709,8 +700,8 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     W = as_float_array("W", W, ndim=2)
     if W.shape != (data.V, data.d):
         raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}) to match the data, got {W.shape}")
-    if max_seconds is not None:
-        max_seconds = check_float("max_seconds", max_seconds)
+    if max_seconds is not None:  # 0 is allowed: the stages before spent the caller's limit, the solvers are not run
+        max_seconds = check_float("max_seconds", max_seconds, positive=False)
     if separability_method not in theory.SEPARABILITY_METHODS:
         raise InputError(f"separability_method: expected one of {', '.join(theory.SEPARABILITY_METHODS)}, got "
                          f"{separability_method!r}")
@@ -740,31 +731,21 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     full = bool(np.all(data.support_sizes == data.V))
     if full:
         res.errors["separability"] = "every support is the whole vocabulary: no separability constraints (6b)"
-    elif _spent(deadline):
-        # a wall: called with the 1 ms left, the setup (problem, pair certificates, the candidate's projection) took
-        # 64 s at m = 10,000, V = 50,257 (bench_ntp_probe)
-        res.errors["separability"] = ("not run: the probe's time limit (--max-seconds) was spent before it; allow more "
-                                      "time to decide NTP-separability")
     else:
         try:
             how = {"candidate": W} if separability_method == "auto" else {"method": separability_method}
-            res.separability = theory.is_separable(data, F, max_seconds=_left(deadline), progress=solver_progress,
+            res.separability = theory.is_separable(data, F, max_seconds=time_left(deadline), progress=solver_progress,
                                                    **how)
         except (SolverError, TooLargeError) as exc:
             res.errors["separability"] = str(exc)
     t = _stage(res, report, "separability", t, started, "svm")
 
-    if not full and (res.separability is None or res.separability) and _spent(deadline):
-        # the limit is a wall: the NTP-SVM's setup alone (its warm start's tie projection and full scan) took 36 s
-        # at m = 2000, V = 50,257 when it was called with the 1 ms left
-        res.errors["svm"] = ("not run: the probe's time limit (--max-seconds) was spent before the NTP-SVM; allow "
-                             "more time for W^mm")
-    elif not full and (res.separability is None or res.separability):
+    if not full and (res.separability is None or res.separability):
         try:
             # The ALM at every rank: it is the solver the warm start W reaches (the dual route ignores it), and on
             # a trained model's H (separable by W itself) it was 50-100x faster than the dual even with rank H = m.
             res.svm = theory.ntp_svm(data, subspace_=F, separability=res.separability, warm_start=W, method="alm",
-                                     max_seconds=_left(deadline), progress=solver_progress)
+                                     max_seconds=time_left(deadline), progress=solver_progress)
         except (SolverError, TooLargeError) as exc:
             res.errors["svm"] = str(exc)
         if res.separability is None and res.svm is not None:
@@ -1187,7 +1168,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     data = NTPData(H, probs, weights, token_labels=res.token_labels)
     res.data, res.W = data, W
     t = _stage(res, report, "hidden", t)
-    return measure(data, W, max_seconds=_left(deadline), report=report, solver_progress=solver_progress, result=res,
+    return measure(data, W, max_seconds=time_left(deadline), report=report, solver_progress=solver_progress, result=res,
                    separability_method=separability_method, started=started)
 
 

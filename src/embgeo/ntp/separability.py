@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from embgeo.core.status import Status
-from embgeo.core.validate import check_dense_size
+from embgeo.core.validate import check_dense_size, check_float
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
 from embgeo.ntp.data import NTPData, check_W
@@ -78,6 +78,29 @@ class Separability:
 
 
 SEPARABILITY_METHODS = ("auto", "hinge", "dual", "lp")
+
+
+def deadline_of(max_seconds: float | None, who: str) -> float | None:
+    """The ``time.perf_counter()`` value at which ``max_seconds`` (None: no limit) from now is spent; 0 is allowed
+    (a caller whose own limit is spent: the solver is then not run, :func:`stop_if_spent`)."""
+    if max_seconds is None:
+        return None
+    return time.perf_counter() + check_float(f"{who}: max_seconds", max_seconds, positive=False)
+
+
+def time_left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (None: no limit), never negative."""
+    return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+
+
+def stop_if_spent(deadline: float | None, who: str, before: str) -> None:
+    """Raise :class:`SolverError` (undecided) when ``deadline`` has passed: a time limit is a wall, so no stage of
+    setup or solve begins after it (issue 38: called with 1 ms left, the candidate's projection and full scan, the
+    dual's first Farkas completion and the ALM's first step took 48 s at m = 10,000, V = 49,152). ``before`` names
+    the stage not begun; "started" means nothing was done ("not run")."""
+    if deadline is not None and time.perf_counter() >= deadline:
+        what = "not run" if before == "started" else f"undecided: the time limit was reached before {before}"
+        raise SolverError(f"{who}: {what} (max_seconds spent)")
 #: "auto" gives the NTP-SVM dual this share of max_seconds, at most these seconds, before the hinge.
 DUAL_FIRST_SHARE = 0.25
 DUAL_FIRST_SECONDS = 60.0
@@ -160,30 +183,32 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
                          "route), got both")
     if candidate is not None:
         candidate = check_W(data, candidate)
+    deadline = deadline_of(max_seconds, "is_separable")
+    stop_if_spent(deadline, "is_separable", "started")
     pb = make_problem(data, subspace_)
     if candidate is not None:
+        stop_if_spent(deadline, "is_separable", "the candidate was tried")
         sep = separable_from_candidate(pb, candidate)
         if sep is not None:
             return sep
-    start = time.perf_counter()
     if method == "auto":
-        sep = decide_cheaply(pb, max_seconds)
+        stop_if_spent(deadline, "is_separable", "the pair certificates")
+        sep = decide_cheaply(pb, time_left(deadline))
         if sep is not None:
             return sep
-        if max_seconds is not None:
-            max_seconds = max(max_seconds - (time.perf_counter() - start), 1e-3)
         if lp_is_small(pb):
             method = "lp"
         else:
-            return _dual_then_hinge(pb, max_seconds, max_iter, progress)
+            return _dual_then_hinge(pb, deadline, max_iter, progress)
+    stop_if_spent(deadline, "is_separable", f"the {method} route")
     if method == "lp":
-        sep = separability_by_lp(pb, max_seconds)
+        sep = separability_by_lp(pb, time_left(deadline))
         if sep is None:
             raise SolverError(f"is_separable: the LP reached its time limit ({max_seconds:.3g} s): undecided")
         return sep
     if method == "hinge":
-        return separability_by_hinge(pb, max_seconds, progress)
-    sep, out = _separability_by_dual(pb, max_seconds, max_iter, progress)
+        return separability_by_hinge(pb, time_left(deadline), progress)
+    sep, out = _separability_by_dual(pb, time_left(deadline), max_iter, progress)
     if sep is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
                           f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', "
@@ -342,19 +367,19 @@ def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separab
     return farkas_result(pb, farkas, method, lp_value=lp.value)
 
 
-def _dual_then_hinge(pb: Problem, max_seconds: float | None, max_iter: int,
+def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
                      progress: Callable[[int, dict], object] | None) -> Separability:
-    """"auto" beyond the small LP: the NTP-SVM dual for DUAL_FIRST_SHARE of the time, at most DUAL_FIRST_SECONDS,
-    then the squared hinge with the rest. The dual decides the benchmark's GPT-2-sized separable cases in
-    seconds (benchmarks/README.md: gpt2-2048 in 22 s); on a real LM's states (m = 2000, r = 576) it was still
+    """"auto" beyond the small LP: the NTP-SVM dual for DUAL_FIRST_SHARE of the time left before ``deadline``, at most
+    DUAL_FIRST_SECONDS, then the squared hinge with the rest. The dual decides the benchmark's GPT-2-sized separable
+    cases in seconds (benchmarks/README.md: gpt2-2048 in 22 s); on a real LM's states (m = 2000, r = 576) it was still
     undecided after 322 s where the squared hinge decided in 45 s."""
-    start = time.perf_counter()
-    first = DUAL_FIRST_SECONDS if max_seconds is None else min(DUAL_FIRST_SECONDS, DUAL_FIRST_SHARE * max_seconds)
+    left = time_left(deadline)
+    first = DUAL_FIRST_SECONDS if left is None else min(DUAL_FIRST_SECONDS, DUAL_FIRST_SHARE * left)
     sep, _ = _separability_by_dual(pb, first, max_iter, progress)
     if sep is not None:
         return sep
-    left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - start), 1e-3)
-    return separability_by_hinge(pb, left, progress)
+    stop_if_spent(deadline, "is_separable", "the squared hinge")
+    return separability_by_hinge(pb, time_left(deadline), progress)
 
 
 def separability_by_hinge(pb: Problem, max_seconds: float | None = None,

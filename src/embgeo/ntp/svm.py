@@ -24,6 +24,7 @@ from embgeo.ntp.separability import (
     MARGIN_ATOL,
     Problem,
     Separability,
+    deadline_of,
     decide_cheaply,
     farkas_result,
     in_support,
@@ -33,6 +34,8 @@ from embgeo.ntp.separability import (
     separability_by_lp,
     separable_from_candidate,
     separable_result,
+    stop_if_spent,
+    time_left,
 )
 from embgeo.ntp.subspace import Subspace, context_gram
 from embgeo.ntp.svm_dual import SVMDual, SVMOutcome
@@ -203,53 +206,60 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     is skipped when it would end past it (RESCAN_GRACE; ``note`` says so).
     """
     t0 = time.perf_counter()
-    deadline = None if max_seconds is None else t0 + max_seconds
     if not (0 < tol < 1):
         raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
     if method not in SVM_METHODS:
         raise InputError(f"method: expected one of {SVM_METHODS}, got {method!r}")
-    pb = make_problem(data, subspace_)
     if separability is not None and not isinstance(separability, Separability):
         raise InputError(f"separability: expected the result of is_separable, got {type(separability).__name__}")
+    deadline = deadline_of(max_seconds, "ntp_svm")
+    stop_if_spent(deadline, "ntp_svm", "started")
+    pb = make_problem(data, subspace_)
     warm_W, warm_dual = _warm_start(data, pb, warm_start)
     sep = separability
     if sep is None and warm_W is not None:
+        stop_if_spent(deadline, "ntp_svm", "the warm start was tried as a separability certificate")
         sep = separable_from_candidate(pb, warm_W)
     if sep is None:  # the pair LPs get at most a quarter of max_seconds
+        stop_if_spent(deadline, "ntp_svm", "separability was decided")
         sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
     if sep is None and pb.coords.rank < data.m and lp_is_small(pb):
-        sep = separability_by_lp(pb, None if deadline is None else deadline - time.perf_counter())
+        stop_if_spent(deadline, "ntp_svm", "separability was decided")
+        sep = separability_by_lp(pb, time_left(deadline))
     if sep is not None and not sep:
         return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0,
                               sep.method, pb=pb)
+    if sep is None:
+        stop_if_spent(deadline, "ntp_svm", "the solver started, and separability is undecided")
     if method == "auto":
         method = "dual" if pb.coords.rank == data.m else "alm"
-    if method == "alm":
+    if deadline is not None and time.perf_counter() >= deadline:  # separable, but no time for the solver
+        out = SVMOutcome(Status.TIME_LIMIT, check_seconds=math.inf)  # (the certificate's margins are checked)
+        name = "none: the time limit was spent before the solver started"
+    elif method == "alm":
         from embgeo.ntp.svm_alm import SVMALM
 
         X0 = None if warm_W is None or warm_dual is not None else _group_rows(pb, warm_W)
-        left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
-        out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=tol, max_seconds=left, X0=X0,
+        out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=tol, max_seconds=time_left(deadline), X0=X0,
                                                                     dual=warm_dual, progress=progress)
         if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
-            left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
+            stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
+                          f"augmented Lagrangian found no feasible point ({out.status})")
             try:
-                sep = is_separable(data, subspace_, method="dual", max_seconds=left, max_iter=max_iter)
+                sep = is_separable(data, subspace_, method="dual", max_seconds=time_left(deadline), max_iter=max_iter)
             except SolverError as err:
                 raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
             if not sep:
                 return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                                       time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
             out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(
-                tol=tol, X0=_group_rows(pb, sep.W), progress=progress,
-                max_seconds=None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3))
+                tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
         name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
                 f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
     else:
         solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
-        left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - t0), 1e-3)
         out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
-                           max_seconds=left, progress=progress)
+                           max_seconds=time_left(deadline), progress=progress)
         if out.status == Status.INFEASIBLE:
             sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
             return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,

@@ -300,7 +300,7 @@ class SVMDual:
                 progress(it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
                               "working_set": best.working_set, "rounds": 1})
             if not gamma > 0:
-                if detect_infeasible:
+                if detect_infeasible and not timed_out:  # (no Farkas completion begins after the deadline)
                     gi, ji = np.nonzero(off & (x < last))
                     far = self._infeasibility(gi, ji, (last - x)[gi, ji], deadline)
                     if far is not None:
@@ -415,7 +415,7 @@ class SVMDual:
                 timed_out = tic > stop_at or now > deadline
                 self._check_cost = now - tic
             if not gamma > 0:
-                if detect_infeasible:
+                if detect_infeasible and not timed_out:  # (no Farkas completion begins after the deadline)
                     far = self._infeasibility(lay["g"][off], j[off], (last_check - x)[off], deadline)
                     if far is not None:
                         return {"status": Status.INFEASIBLE, "psi": x, "iterations": it, "farkas": far}
