@@ -64,6 +64,10 @@ def child(folder: str, m: int, max_seconds: float) -> None:
     print(json.dumps({
         "m": res.data.m, "V": res.data.V, "d": res.data.d, "pairs": res.contexts.info["pairs"],
         "seconds": {k: round(v, 2) for k, v in res.seconds.items()}, "total": round(total, 1),
+        "estimate": {k: round(res.estimate[k], 1) for k in ("forward", "logit_passes", "solvers", "total")},
+        # what the estimate covers, measured: the forward passes, and the stages that pass over the logits
+        "covered": {"forward": round(res.seconds["hidden"], 1),
+                    "logit_passes": round(sum(res.seconds.get(k, 0.0) for k in ("loss", "alignment", "geometry")), 1)},
         "compatible": None if comp is None else bool(comp), "compatibility": None if comp is None else comp.method,
         "separable": None if sep is None else bool(sep), "separability": None if sep is None else sep.method,
         "svm": None if svm is None else svm.status, "errors": {k: v[:120] for k, v in res.errors.items()},
@@ -77,7 +81,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000, 20000], help="numbers of contexts m")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--pieces", type=int, default=8000, help="WordPiece tokens of the tokenizer")
-    ap.add_argument("--max-seconds", type=float, default=120.0, help="time limit of each iterative solver")
+    ap.add_argument("--max-seconds", type=float, default=120.0, help="time limit of the whole probe")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -558,13 +558,22 @@ def _print_probe_plan(r) -> None:
     print(f"memory       up to {_gib(mem['total'])} ({model}H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
           f"equality system {_gib(mem['equality_system'])}, SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate "
           f"{_gib(mem['outputs'])})")
+    from embgeo.ntp.probe import LOGIT_PASSES
+
     est = r.estimate
     fwd = est["forward"]
-    fwd = "unknown" if fwd != fwd else "< 1 s" if fwd < 1 else _duration(fwd)
-    print(f"time         forward passes ≈ {fwd} ({est['batches']} batches, "
-          f"{est['tokens']:,} token positions; 2 × parameters × positions at a nominal "
-          f"{est['forward_flops_per_second'] / 1e9:.0f} GFLOP/s — an order of magnitude); solvers: whatever is left "
-          f"of the limit of {_duration(est['limit'])} for the whole probe (--max-seconds)", flush=True)
+    fwd = "< 1 s" if fwd < 1 else _duration(fwd)
+    rates = est["rates"]
+    print(f"time         ≈ {_duration(est['total'])} from here: forward passes ≈ {fwd} ({est['batches']} batches, "
+          f"{est['tokens']:,} token positions), {LOGIT_PASSES} passes over the m × V logits ≈ "
+          f"{_duration(est['logit_passes'])}, solvers ≤ {_duration(est['solvers'])} (what is left of the limit for "
+          f"the whole probe, --max-seconds); not included: the exact compatibility solve; timed here on the first "
+          f"batch and contexts: {1e3 * rates['forward']:.2g} ms per token position, a pass over the logits "
+          f"{1e3 * rates['margins']:.2g} ms per context (the loss's {1e3 * rates['loss']:.2g})", flush=True)
+    if est["solvers"] == 0.0:
+        print(f"warning      the forward passes and the passes over the logits alone (≈ "
+              f"{_duration(est['total'])}) take the whole limit: separability and the NTP-SVM will not run; allow "
+              "more time (--max-seconds) or fewer contexts (--max-contexts)", flush=True)
 
 
 def _sample_words(info: dict) -> str:

@@ -324,7 +324,9 @@ def test_cli_estimates_messages_and_progress_lines(tiny_gguf, text_file, tmp_pat
     memory = next(s for s in lines if s.startswith("memory "))
     timing = next(s for s in lines if s.startswith("time "))
     assert "model " in memory and "forward pass " in memory
-    assert "forward passes ≈" in timing and "10 min for the whole probe (--max-seconds)" in timing
+    assert "forward passes ≈" in timing and "what is left of the limit for the whole probe, --max-seconds" in timing
+    assert "passes over the m × V logits ≈" in timing and "ms per context" in timing
+    assert not any(s.startswith("warning ") for s in lines)
     assert lines.index(timing) < lines.index(next(s for s in lines if s.startswith("forward ")))
     assert any("× 𝓗)" in s for s in lines if s.startswith("model loss")) and " of H" not in printed
     progress = [s for s in lines if s.startswith("progress ")]  # stdout is not a terminal here
@@ -337,6 +339,27 @@ def test_cli_estimates_messages_and_progress_lines(tiny_gguf, text_file, tmp_pat
     assert summary["separability_verdict"] in ("True", "False", "undecided")
     assert any(s.startswith(f"separable    {summary['separability_verdict']}") for s in lines)
     assert not (out / "W.npy").exists() and (out / "summary.json").exists() and (out / "probe.png").exists()
+
+
+def test_cli_warns_when_the_estimate_leaves_the_solvers_nothing(tiny_gguf, text_file, tmp_path, capsys,
+                                                                 monkeypatch):
+    """Passes over the logits estimated at 100 s per context (a stand-in for a slow machine) take the whole limit: a
+    warning line before the forward passes says the solvers will not run, and they do not (their time is kept for
+    the passes after them); negative control: the unpatched run of test_cli_estimates_messages_and_progress_lines
+    prints no warning."""
+    from embgeo.cli import main
+    from embgeo.ntp import probe as P
+
+    monkeypatch.setattr(P, "pass_rates", lambda *a, **k: {"loss": 100.0, "margins": 100.0})
+    out = tmp_path / "out"
+    assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
+                 "--max-contexts", "12", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    warning = [s for s in lines if s.startswith("warning ")]
+    assert len(warning) == 1 and "separability and the NTP-SVM will not run" in warning[0]
+    assert lines.index(warning[0]) < lines.index(next(s for s in lines if s.startswith("forward ")))
+    summary = json.loads((out / "summary.json").read_text())
+    assert "not run" in summary["errors"]["separability"] and "not run" in summary["errors"]["svm"]
 
 
 def test_the_time_limit_stops_the_forward_passes(tiny_gguf, text_file):
@@ -367,16 +390,35 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     assert "solver step 5: phi 12.5" in capsys.readouterr().out
 
 
-def test_time_estimate_uses_the_forward_dtype_rate():
-    """2 × parameters × positions at the nominal rate of the dtype the passes run in (float32 2.5× float64's)."""
+def test_time_estimate_from_timed_kernels():
+    """The estimate is the counted work at the rates timed on this machine: the forward passes' token positions, the
+    loss's pass and LOGIT_PASSES − 1 margin passes per context, and the solvers get what the limit leaves (0 when
+    nothing is left); a wrong count of positions or passes would move these numbers. The rates are timed with the
+    code that runs them, here only checked to be seconds (no assertion on their values: a test is not timed)."""
     import torch
 
-    from embgeo.ntp.probe import NOMINAL_FLOPS, time_estimate
+    from embgeo.ntp.probe import LOGIT_PASSES, count_contexts, forward_rate, pass_rates, time_estimate
 
+    rates = {"forward": 1e-3, "loss": 2e-3, "margins": 1e-3}
     plan = {"tokens": 1000, "batches": 4}
-    threads = torch.get_num_threads()
-    f32 = time_estimate({"forward_parameters": 1e6, "dtype_bytes": 4}, plan, torch.device("cpu"), 10.0)
-    f64 = time_estimate({"forward_parameters": 1e6, "dtype_bytes": 8}, plan, torch.device("cpu"), 10.0)
-    assert f32["forward"] == pytest.approx(2e9 / (NOMINAL_FLOPS["cpu"][4] * threads))
-    assert f64["forward"] == pytest.approx(2.5 * f32["forward"])
-    assert f32["solvers"] == f32["limit"] == 10.0
+    est = time_estimate(plan, 100, 10.0, rates)
+    assert est["forward"] == pytest.approx(1.0)
+    assert est["logit_passes"] == pytest.approx(100 * (2e-3 + (LOGIT_PASSES - 1) * 1e-3))
+    assert est["solvers"] == pytest.approx(10.0 - est["forward"] - est["logit_passes"])
+    assert est["total"] == pytest.approx(10.0) and est["limit"] == 10.0
+    tight = time_estimate({"tokens": 10**5, "batches": 4}, 100, 10.0, rates)  # forward 100 s > 10 s
+    assert tight["solvers"] == 0.0 and tight["total"] == pytest.approx(tight["forward"] + tight["logit_passes"])
+    calls = []
+
+    def hidden(tokens):
+        calls.append(tuple(tokens.shape))
+        return torch.zeros(*tokens.shape, 8)
+
+    contexts = count_contexts([[1, 2, 3, 4, 5, 6]] * 3, 10, context_length=2)
+    assert 0 < forward_rate(hidden, contexts, 2, torch.device("cpu"), 8) < 1.0
+    assert calls == [(2, 2), (2, 2)]  # the first batch, twice (a warm-up, then timed)
+    data = synthetic(80, 50, 8, 3, seed=0)
+    timed = pass_rates(data.probs, data.weights, np.ones((50, 8)), min_seconds=0.01)
+    assert set(timed) == {"loss", "margins"} and all(0 < v < 1.0 for v in timed.values())  # seconds per context
+
+

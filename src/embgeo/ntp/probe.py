@@ -85,11 +85,10 @@ UNITS = ("paragraphs", "lines", "stream")
 #: The default time limit of a whole probe, in seconds — the forward passes and the solvers together.
 DEFAULT_MAX_SECONDS = 600.0
 
-#: Nominal forward-pass speed for the time estimate (floating-point operations per second): per CPU thread by the
-#: bytes of the dtype, and for a GPU. Orders of magnitude; float32 from SmolLM2-135M on one thread of the 2-core EPYC
-#: VM (48–85 GFLOP/s measured: 1600 positions in 7 s, 4000 in 10 s), float64 at a quarter of that (half the SIMD
-#: width and twice the memory traffic), bfloat16 as float64 (CPUs without bf16 matrix units convert to float32).
-NOMINAL_FLOPS = {"cpu": {8: 2e10, 4: 5e10, 2: 2e10}, "cuda": 5e12}
+#: The time estimate's full passes over the m × V logits (each one GEMM of H with Wᵀ in row blocks): the loss's KL
+#: (plus its log-sum-exp), the alignment's NTP-margin and the logits' structure's context margins (issue 38: at
+#: m = 10,000, V = 49,152, d = 576 they were 28 s, 12 s and 11.6 s of the direct stages' 58 s).
+LOGIT_PASSES = 3
 
 #: Files of which a saved tokenizer has at least one (fast tokenizers, BPE, WordPiece, SentencePiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
@@ -623,23 +622,68 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     return mem
 
 
-def time_estimate(model: dict | None, plan: dict, device: torch.device, max_seconds: float | None) -> dict:
-    """Seconds the probe may take, estimated before the forward passes.
+def _seconds_per_call(fn: Callable[[], object], min_seconds: float) -> float:
+    """Mean seconds of ``fn()`` over repeats for at least ``min_seconds``, after one warm-up call."""
+    fn()
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds:
+            return elapsed / calls
 
-    ``forward``: 2 × parameters × token positions (:func:`batch_plan`; padding included) floating-point
-    operations — the parameters a forward pass multiplies with: not the embedding table (a lookup) nor the LM
-    head (never run: :func:`hf_hidden`); attention's L² term is left out — at a nominal speed
-    (:data:`NOMINAL_FLOPS`: per CPU thread by dtype times torch's threads, or a GPU's) —
-    an order of magnitude, not a measurement (NaN without ``model``: a bare ``hidden`` callable); ``solvers``:
-    at most what ``max_seconds`` leaves after the forward passes (inf without a limit); ``limit``: max_seconds.
-    The theory's direct steps (W*, dim F, the logits' structure) are not in it.
-    """
-    per_thread = NOMINAL_FLOPS["cpu"].get(model["dtype_bytes"] if model else 8, NOMINAL_FLOPS["cpu"][8])
-    rate = NOMINAL_FLOPS["cuda"] if device.type == "cuda" else per_thread * torch.get_num_threads()
-    forward = math.nan if model is None else 2.0 * model["forward_parameters"] * plan["tokens"] / rate
+
+def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, device: torch.device,
+                 d: int | None) -> float:
+    """Seconds per token position of ``hidden`` on this machine: its first batch (:func:`_batches`; the longest when
+    the passes are padded prefixes, so per position an upper bound) timed once after a warm-up call. Measured
+    rather than counted: 2 × parameters × positions at a nominal rate was 2–4× off (issue 38: attention, the norms
+    and small batches of k = 2 positions are not in the parameter count)."""
+    _, batch, _, _ = next(_batches(contexts, batch_size))
+    tokens = torch.as_tensor(batch, dtype=torch.long, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    with torch.no_grad():
+        _call(hidden, tokens, d)
+        sync()
+        t0 = time.perf_counter()
+        _call(hidden, tokens, d)
+        sync()
+    return (time.perf_counter() - t0) / tokens.numel()
+
+
+def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample: int = 64,
+               min_seconds: float = 0.05) -> dict:
+    """Seconds per context of the probe's two kinds of pass over the logits, timed on this machine with the code
+    that runs them: ``loss`` — :func:`_blockwise_kl`; ``margins`` — :func:`_context_margins` (the alignment's
+    NTP-margin is the same kernel on P_⊥(W)); both on the first ``sample`` contexts' supports and the real W (V, d)
+    with random embeddings (H is not known before the forward passes; the cost does not depend on its values)."""
+    k = min(sample, probs.shape[0])
+    rows = probs[:k]
+    w = np.asarray(weights[:k], dtype=np.float64)
+    H = np.random.default_rng(0).standard_normal((k, W.shape[1]))
+    part = NTPData(H, rows, w / w.sum())
+    loss = _seconds_per_call(lambda: _blockwise_kl(part, W), min_seconds) / k
+    margins = _seconds_per_call(lambda: _context_margins(H, W, part), min_seconds) / k
+    return {"loss": loss, "margins": margins}
+
+
+def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) -> dict:
+    """Seconds the probe may take, estimated before the forward passes from the rates timed here
+    (``rates["forward"]``: seconds per token position, :func:`forward_rate`; ``rates["loss"]``, ``rates["margins"]``:
+    seconds per context, :func:`pass_rates`).
+
+    ``forward``: the token positions of the forward passes (:func:`batch_plan`; padding included) at their rate;
+    ``logit_passes``: the LOGIT_PASSES passes over the m × V logits — the loss's and two of the margins' (the
+    alignment's NTP-margin, the logits' structure); ``solvers``: what ``max_seconds`` leaves after those (inf without
+    a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum; ``limit``:
+    max_seconds. The exact compatibility solve (W*, dim F) is not in it."""
+    forward = plan["tokens"] * rates["forward"]
+    passes = m * (rates["loss"] + (LOGIT_PASSES - 1) * rates["margins"])
     limit = math.inf if max_seconds is None else float(max_seconds)
-    return {"forward": forward, "forward_flops_per_second": rate, "solvers": limit, "limit": limit,
-            "tokens": plan["tokens"], "batches": plan["batches"]}
+    solvers = max(limit - forward - passes, 0.0)
+    return {"forward": forward, "logit_passes": passes, "solvers": solvers, "total": forward + passes + solvers,
+            "limit": limit, "rates": dict(rates), "tokens": plan["tokens"], "batches": plan["batches"]}
 
 
 def check_memory(memory: dict, V: int, d: int) -> None:
@@ -670,7 +714,8 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
             report: Callable[[str, ProbeResult], object] | None = None,
             solver_progress: Callable[[int, dict], object] | None = None,
             result: ProbeResult | None = None, separability_method: str = "auto",
-            started: Callable[[str], object] | None = None, head_training: dict | None = None) -> ProbeResult:
+            started: Callable[[str], object] | None = None, head_training: dict | None = None,
+            after_solvers: float = 0.0) -> ProbeResult:
     """The NTP paper's objects for the embeddings H = ``data.embeddings`` (m, d) and the decoder W (V, d).
 
     In order (``started(stage)`` is called before each and ``report(stage, result)`` after it, for printing):
@@ -691,9 +736,10 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     from zero on H (:func:`train_head`).
 
     ``max_seconds`` bounds the iterative solvers (separability's, the NTP-SVM) together: each gets what is left
-    of it when it starts. They call ``solver_progress(iteration, info)`` (``info["gap"]``: the relative duality
-    gap); a problem one of them cannot decide, or that the memory budget refuses, leaves its objects None and
-    says why in ``result.errors`` (never an exception: the rest is still measured).
+    of it, less ``after_solvers`` (the seconds the passes after them, alignment and geometry, are expected to take,
+    so that the whole ends within the limit), when it starts. They call ``solver_progress(iteration, info)``
+    (``info["gap"]``: the relative duality gap); a problem one of them cannot decide, or that the memory budget
+    refuses, leaves its objects None and says why in ``result.errors`` (never an exception: the rest is measured).
     """
     if not isinstance(data, NTPData):
         raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")
@@ -710,7 +756,8 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     if started is not None:
         started("loss")
     t = time.perf_counter()
-    deadline = None if max_seconds is None else t + max_seconds
+    # the solvers stop early enough for the passes after them (``after_solvers`` seconds, estimated by the caller)
+    deadline = None if max_seconds is None else t + max(max_seconds - after_solvers, 0.0)
 
     res.entropy = theory.entropy(data)
     res.kl_gap = _blockwise_kl(data, W)
@@ -1156,7 +1203,9 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
                     device=device_label(dev), max_seconds=max_seconds, separability_method=separability_method)
     plan = batch_plan(contexts, batch_size)
     res.memory = memory_estimate(probs, d_theory, model, plan)
-    res.estimate = time_estimate(model, plan, dev, max_seconds)
+    W_theory = W if bias is None else np.hstack([W, bias[:, None]])
+    rates = {"forward": forward_rate(hidden, contexts, batch_size, dev, d), **pass_rates(probs, weights, W_theory)}
+    res.estimate = time_estimate(plan, contexts.m, max_seconds, rates)
     check_memory(res.memory, V, d_theory)
     t = _stage(res, report, "contexts", t, started, "hidden")
 
@@ -1164,11 +1213,12 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
                       on_batch=on_batch, deadline=deadline)
     if bias is not None:
         H = np.hstack([H, np.ones((H.shape[0], 1))])
-        W = np.hstack([W, bias[:, None]])
+    W = W_theory
     data = NTPData(H, probs, weights, token_labels=res.token_labels)
     res.data, res.W = data, W
     t = _stage(res, report, "hidden", t)
     return measure(data, W, max_seconds=time_left(deadline), report=report, solver_progress=solver_progress, result=res,
+                   after_solvers=contexts.m * (LOGIT_PASSES - 1) * rates["margins"],
                    separability_method=separability_method, started=started)
 
 

@@ -444,7 +444,8 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
             stalls += 1
         if out_of_time() or stalls >= MAX_STALLS:
             raise SolverError(f"is_separable: undecided after {steps} L-BFGS steps of the squared hinge "
-                              f"(φ = {value:.3g}, {stalls} stalls) within max_seconds = {max_seconds} s")
+                              f"(φ = {value:.3g}, {stalls} stalls)"
+                              + ("" if max_seconds is None else f" within max_seconds = {max_seconds:.3g} s"))
 
 
 def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
