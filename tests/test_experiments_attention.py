@@ -108,6 +108,8 @@ def test_synthetic_quick(tmp_path):
 
 FREQUENT = "more frequent tokens have higher attention scores: ⟨E_s, p⟩ increases with |α_s − α⁰_s| (Spearman ρ)"
 LOSS_GAP = "two-layer loss ≪ one-layer loss on the same data (decades between the final losses)"
+SIMILAR = {f"Fig. 1 ≈ Fig. 3: the two-layer model's ⟨E_s, {s}⟩ ranks tokens as the one-layer model's (Spearman ρ)"
+           for s in ("v", "p")}
 
 
 @pytest.mark.parametrize("name, figure", [("attention-reviews", "fig3_reviews"),
@@ -118,7 +120,8 @@ def test_real_text_quick(tmp_path, name, figure):
     every claim is undecided and says why, with its measured value still reported."""
     record = run(name, out=tmp_path)
     claims = _claims(tmp_path)
-    assert set(claims) == {RANK_V, RANK_P, FREQUENT} | ({LOSS_GAP} if name == "attention-two-layer" else set())
+    assert set(claims) == {RANK_V, RANK_P, FREQUENT} | ({LOSS_GAP} | SIMILAR if name == "attention-two-layer"
+                                                       else set())
     for c in claims.values():
         assert c["ok"] is None and c["note"].startswith("undecided, no verdict:") and np.isfinite(c["measured"])
     for c in (claims[RANK_V], claims[RANK_P], claims[FREQUENT]):
@@ -497,6 +500,21 @@ def test_frequency_claim_ranks_by_signed_frequency_not_by_posterior_alone():
     assert frequency_claim(np.log(alpha) + 3.0, alpha).ok  # a common shift of ⟨E_s, p⟩ changes nothing
     assert not frequency_claim(rng.normal(size=500), alpha).ok  # scores unrelated to α
     assert not frequency_claim(-np.log(count), alpha).ok  # rarer tokens higher: the opposite
+
+
+def test_similar_figures_claims():
+    """Fig. 1 ≈ Fig. 3 as rank agreement of each score between the two models: holds for scores that share their
+    order (up to noise and a monotone change of scale, which a figure's look does not depend on); fails for
+    unrelated scores and for scores in the opposite order (negative controls)."""
+    from embgeo.attention.experiments import similar_figures_claims
+
+    rng = np.random.default_rng(0)
+    p1, v1 = rng.normal(size=300), rng.normal(size=300)
+    alike = similar_figures_claims((np.exp(p1) + 0.1 * rng.normal(size=300), 3 * v1 - 2), (p1, v1))
+    assert all(c.ok for c in alike) and all(c.measured > 0.9 for c in alike)
+    unrelated = similar_figures_claims((rng.normal(size=300), rng.normal(size=300)), (p1, v1))
+    assert not any(c.ok for c in unrelated)
+    assert not any(c.ok for c in similar_figures_claims((-p1, -v1), (p1, v1)))
 
 
 def test_loss_gap_claim():

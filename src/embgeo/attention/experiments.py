@@ -514,6 +514,21 @@ def frequency_claim(Ep: ArrayLike, excess: ArrayLike) -> Claim:
                             "the count and with the polarity; " + RANK_REASON))
 
 
+def similar_figures_claims(two_layer: tuple, one_layer: tuple) -> list:
+    """Sec. 5: the two-layer model's scores (Fig. 1) are "remarkably similar" to the one-layer model's (Fig. 3).
+
+    ``two_layer`` and ``one_layer`` are (⟨E_s, p⟩, ⟨E_s, v⟩) per token, over the same tokens of the same corpus. The
+    figures plot these scores against the posterior difference, so two figures that look alike rank the tokens
+    alike: for each score, the two models' values are rank-correlated with Cohen's 'large' effect, as the figures'
+    own rank claims are (the paper prints no number for 'remarkably similar')."""
+    (Ep2, Ev2), (Ep1, Ev1) = two_layer, one_layer
+    why = "the two models trained on the same corpus with the same settings; " + RANK_REASON
+    return [rank_claim("Fig. 1 ≈ Fig. 3: the two-layer model's ⟨E_s, v⟩ ranks tokens as the one-layer model's "
+                       "(Spearman ρ)", Ev2, Ev1, note=why),
+            rank_claim("Fig. 1 ≈ Fig. 3: the two-layer model's ⟨E_s, p⟩ ranks tokens as the one-layer model's "
+                       "(Spearman ρ)", Ep2, Ep1, note=why)]
+
+
 def loss_gap_claim(one_layer: float, two_layer: float) -> Claim:
     """Sec. 5: the two-layer model (17) reaches a far smaller loss than the one-layer model (1) on the same data.
 
@@ -564,10 +579,12 @@ def _real_text_result(cfg: ReviewsConfig, architecture: str, figure: str, ctx: R
              f"multiset, as both models are ({conflicted} sequences share their multiset with one of the other "
              f"label)"]
     if architecture == "two-layer":  # the one-layer model on the same corpus, for the paper's loss comparison
-        _, df_one = _train_on_corpus(cfg, corpus, "one-layer", ctx)
+        model_one, df_one = _train_on_corpus(cfg, corpus, "one-layer", ctx)
         one = float(df_one["loss"].iloc[-1])
+        Ep1, Ev1 = (a.detach().double().numpy() for a in model_one.scores())
         both = converged(final, "two-layer", floor) and converged(one, "one-layer", floor)
-        claims += gated([loss_gap_claim(one, final)], both,
+        claims += gated([loss_gap_claim(one, final)]
+                        + similar_figures_claims((Ep[seen], Ev[seen]), (Ep1[seen], Ev1[seen])), both,
                         f"the losses {one:.3g} (one-layer) and {final:.3g} (two-layer) are not both converged "
                         f"(≤ {convergence_level('one-layer', floor):.3g} and ≤ {level:.3g}: the paper's orders of "
                         f"magnitude, or the corpus' loss floor {floor:.3g} where higher)")
