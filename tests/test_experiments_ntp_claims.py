@@ -286,3 +286,22 @@ def test_prop1_holds_with_the_papers_objects_and_fails_with_a_wrong_one():
     assert not prop1_claim(data, ref.w_star, 0.5 * ref.w_mm).ok
     off = ref.w_star + 1e-3 * np.random.default_rng(0).standard_normal(ref.w_star.shape)
     assert not prop1_claim(data, off, ref.w_mm).ok
+
+
+def test_bound9_holds_on_the_path_and_fails_for_a_suboptimal_one():
+    """Theorem 1's (9) on a norm path: CE(Ŵ_B) ≤ CE(W*_B) ≤ 𝓗 + Ce^{−R}. Holds for the solved path of the Fig. 4
+    data; fails when the path's losses are above the genie point's (a solver that did not minimise over the ball),
+    and is not applicable when every B is below ‖W*‖ (no genie point on the sphere)."""
+    from embgeo.ntp.experiments.paper import bound9_claim
+    from embgeo.ntp.metrics import compute_reference
+    from embgeo.ntp.regpath import regularization_path
+
+    data = synthetic(m=20, V=8, d=30, support_size=3, seed=1)
+    ref = compute_reference(data)
+    norms = np.array([1.5, 3.0, 6.0]) * np.linalg.norm(ref.w_star)
+    gaps = regularization_path(data, norms, reference=ref).to_frame()["kl_gap"].to_numpy()
+    right = bound9_claim(data, ref, norms, gaps)
+    assert right.ok and right.applicable and 0 < right.measured
+    assert not bound9_claim(data, ref, norms, gaps + 0.5).ok
+    below = bound9_claim(data, ref, norms[:1] * 0.25, gaps[:1])
+    assert not below.applicable and "no B of the grid exceeds" in below.premise
