@@ -378,3 +378,34 @@ def test_certificate_ties_are_refined_to_the_target(monkeypatch, rounds):
         assert sep.residuals["equality"] <= separability.TIE_TARGET and spread <= 10 * separability.TIE_TARGET
     else:
         assert sep.residuals["equality"] > 1e-9 and spread > 1e-9
+
+
+@pytest.mark.parametrize("rounds", [separability.TIE_ROUNDS, 0])
+def test_the_candidates_certificate_is_refined_too(monkeypatch, rounds):
+    """The candidate route (a given W projected onto F⊥) shares the refinement: its first projection made ~1e-9 off
+    in the ties (a stand-in for the rounding of a real LM's projection) comes back at ≤ TIE_TARGET, recomputed from
+    W and H; negative control: without refinement rounds the ties stay off (accepted: below MARGIN_ATOL)."""
+    from embgeo.ntp import svm_alm
+
+    monkeypatch.setattr(separability, "TIE_ROUNDS", rounds)
+    real, calls = svm_alm.TieProjection.project, []
+
+    def noisy_first(self, X):
+        Xp, t, info = real(self, X)
+        calls.append(1)
+        if len(calls) == 1:
+            Xp = Xp + 1e-9 * np.random.default_rng(1).standard_normal(Xp.shape)
+        return Xp, t, info
+
+    monkeypatch.setattr(svm_alm.TieProjection, "project", noisy_first)
+    data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable
+    pb = separability.make_problem(data, None)
+    W = separability.decide_cheaply(pb).W  # a separator (Lemma 1's closed form), as the candidate
+    sep = separability.separable_from_candidate(pb, W)
+    assert sep is not None and sep.separable
+    L = data.embeddings @ sep.W.T
+    spread = max(np.ptp(L[j, data.supports[j]]) for j in range(data.m))
+    if rounds:
+        assert sep.residuals["equality"] <= separability.TIE_TARGET and spread <= 10 * separability.TIE_TARGET
+    else:
+        assert sep.residuals["equality"] > separability.TIE_TARGET
