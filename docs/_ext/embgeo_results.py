@@ -30,7 +30,6 @@ from pathlib import Path
 
 #: Scales in display order (others follow alphabetically).
 SCALES = ("quick", "paper")
-VERDICTS = {True: "holds", False: "fails", None: "undecided"}
 NOT_APPLICABLE = "not applicable"  # a claim whose premise fails in the run (``"applicable": false`` in claims.json)
 GENERATED = "_generated"
 DATE_KEYS = ("date", "finished", "started", "timestamp", "created")
@@ -57,23 +56,25 @@ class Run:
     command: str | None = None
 
     def tally(self) -> dict:
-        counted = [c for c in self.claims if not c.get("check") and c.get("applicable", True) and not c.get("source")]
-        checks = [c for c in self.claims if c.get("check")]
-        out = {v: sum(_verdict(c) == v for c in counted) for v in VERDICTS.values()}
-        out["total"] = len(counted)
-        out[NOT_APPLICABLE] = sum(not c.get("applicable", True) for c in self.claims)
-        others = [c for c in self.claims if c.get("source") and not c.get("check") and c.get("applicable", True)]
-        out["others"], out["others holding"] = len(others), sum(_verdict(c) == "holds" for c in others)
-        out["checks"] = len(checks)
-        out["checks failing"] = sum(_verdict(c) != "holds" for c in checks)
-        return out
+        """:func:`embgeo.lab.claims.tally` of the run's claims (the one definition of what counts), with ``total``
+        the number of claims that count as the paper's."""
+        from embgeo.lab.claims import counted, tally
+
+        claims = [_claim(c) for c in self.claims]
+        return {**tally(claims), "total": len(counted(claims))}
+
+
+def _claim(claim: dict):
+    """A claims.json entry as a :class:`embgeo.lab.claims.Claim` (older files' missing keys read as defaults)."""
+    from embgeo.lab.claims import Claim
+
+    return Claim.from_dict(claim)
 
 
 def _verdict(claim: dict) -> str:
-    if not claim.get("applicable", True):
-        return NOT_APPLICABLE
-    ok = claim.get("ok")
-    return VERDICTS[None if ok is None else bool(ok)]
+    from embgeo.lab.claims import verdict
+
+    return verdict(_claim(claim))
 
 
 def _read_json(path: Path):
