@@ -192,11 +192,9 @@ def _claims(df: pd.DataFrame, H: float) -> list:
         last["subspace_error"]), SUBSPACE_LEVEL, theory=0.0,
         note=why_star or f"level: what GD reaches in the proven linear case, {TRANSPLANTED}")
     growth = _growth_claim(df, H)
-    premises = {align.name: [(sep, not_sep, "separability")],
-                subspace.name: [(sep, not_sep, "separability"), (comp, not_comp, "compatibility")],
-                growth.name: [(sep, not_sep, "separability")]}
-    for claim in (align, subspace, growth):
-        claims.append(_under_premises(claim, premises[claim.name]))
+    separable, compatible = (sep, not_sep, "separability"), (comp, not_comp, "compatibility")
+    for claim, premises in ((align, [separable]), (subspace, [separable, compatible]), (growth, [separable])):
+        claims.append(_under_premises(claim, premises))
     c0, c1 = float(first["collapse_directions"]), float(last["collapse_directions"])
     name = ("contexts with equal supports collapse in direction: within/between ratio at T over its value at "
             f"initialisation (ε = {COLLAPSE_FACTOR}; Zhao et al. 2024)")
