@@ -208,6 +208,21 @@ def test_fig4c_u_claims_hold_at_theorem3s_scale_and_fail_off_it():
     assert verdicts(C.fig4c_u_claims(fig4c_like(tau, planar=0.05), tau))[0] is False  # thicker than theirs
 
 
+def test_fig4c_scale_tolerance_adds_the_spread_of_the_other_seeds():
+    """The scale claim's tolerance is the authors' one saved run's deviation plus two standard deviations of that σ
+    over the paper-scale seeds, the judged seed's own run left out (recomputed here from the data by hand)."""
+    target = C.type2_constants(3, 15, 1000, 100, 1e-3).tau / np.sqrt(2)
+    sig = np.array(C.FIG4C_SEED_SIGMAS)
+    for index in (0, 1):
+        tol, made = C.fig4c_scale_tolerance(index)
+        assert tol == pytest.approx(C.FIG4C_SCALE_TOL + 2 * np.std(sig[:, index], ddof=1) / target, rel=1e-12)
+        tol0, made0 = C.fig4c_scale_tolerance(index, seed=0)
+        assert tol0 == pytest.approx(C.FIG4C_SCALE_TOL + 2 * np.std(sig[1:, index], ddof=1) / target, rel=1e-12)
+        assert "except 0, the run judged" in made0 and "except" not in made
+    note = C.fig4c_u_claims(fig4c_like(target * np.sqrt(2)), target * np.sqrt(2), seed=3)[1].note
+    assert "except 3, the run judged" in note
+
+
 def test_u_contrast_claim():
     assert C.u_contrast_claim(0.32, 0.008, 0.031, 0.001, 5, 500).ok
     assert not C.u_contrast_claim(0.032, 0.008, 0.031, 0.001, 5, 500).ok  # alike within the errors
