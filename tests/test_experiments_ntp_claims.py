@@ -305,3 +305,27 @@ def test_bound9_holds_on_the_path_and_fails_for_a_suboptimal_one():
     assert not bound9_claim(data, ref, norms, gaps + 0.5).ok
     below = bound9_claim(data, ref, norms[:1] * 0.25, gaps[:1])
     assert not below.applicable and "no B of the grid exceeds" in below.premise
+
+
+def test_lemma5_is_judged_only_past_its_radius():
+    """Lemma 5 just past R(α): replacing W_⊥ (here along W^mm) by (1+α)‖W_⊥‖W̄^mm lowers the loss (holds); with a wrong
+    W^mm (a random direction of F⊥) the replacement raises it (fails); below R(α) the premise fails (not applicable,
+    with the radius said), whatever the conclusion."""
+    import dataclasses
+
+    from embgeo.ntp.experiments.paper import LEMMA5_ALPHA, lemma5_claim
+    from embgeo.ntp.metrics import compute_reference
+
+    data = synthetic(m=20, V=8, d=30, support_size=3, seed=1)
+    ref = compute_reference(data)
+    unit = ref.w_mm / np.linalg.norm(ref.w_mm)
+    R = np.linalg.norm(ref.w_mm) / LEMMA5_ALPHA * (np.log(2 * data.m * data.V) + 4 * np.linalg.norm(ref.w_star))
+    W = ref.w_star + 1.05 * R * unit
+    right = lemma5_claim(data, ref, W)
+    assert right.applicable and right.ok and right.measured > 0
+    other = ref.F.project_perp(np.random.default_rng(0).standard_normal(W.shape))
+    other *= np.linalg.norm(ref.w_mm) / np.linalg.norm(other)  # the same R(α)
+    wrong = lemma5_claim(data, dataclasses.replace(ref, w_mm=other), W)
+    assert wrong.applicable and not wrong.ok and wrong.measured < 0
+    near = lemma5_claim(data, ref, ref.w_star + 0.5 * R * unit)
+    assert not near.applicable and "R(α)" in near.premise

@@ -527,6 +527,31 @@ def prop1_claim(data: NTPData, W_star: np.ndarray, W_mm: np.ndarray) -> Claim:
                  + "; measured: the gap at the largest γ; the bound is (7)'s argument with W^p = W* [inference]")
 
 
+#: The α of Lemma 5 at which it is measured (any α ∈ (0, 1) is allowed; a smaller α asks for a larger R(α)).
+LEMMA5_ALPHA = 0.5
+
+
+def lemma5_claim(data: NTPData, ref: Reference, W: np.ndarray, alpha: float = LEMMA5_ALPHA) -> Claim:
+    """Lemma 5 (NeurIPS Lemma F.3) at GD's last iterate W: once ‖W_⊥‖ ≥ R(α) = (‖W^mm‖/α)·log(2nV e^{4‖W*‖}) (as
+    printed, n = m the number of contexts), CE(W_F + (1+α)‖W_⊥‖ W̄^mm) ≤ CE(W), W̄^mm = W^mm/‖W^mm‖ — the step of
+    Theorem 2's proof that turns the loss's decrease into alignment. Measured: CE(W) − CE(W_F + (1+α)‖W_⊥‖W̄^mm),
+    both as KLs (:func:`kl_gap`), ≥ 0 when the conclusion holds. Not applicable while ‖W_⊥‖ < R(α), the lemma's
+    premise (its measured value and verdict on the conclusion still reported in the note)."""
+    W_F, W_perp = ref.F.project(W), ref.F.project_perp(W)
+    perp = float(np.linalg.norm(W_perp))
+    mm = float(np.linalg.norm(ref.w_mm))
+    R = mm / alpha * (math.log(2 * data.m * data.V) + 4 * float(np.linalg.norm(ref.w_star)))
+    gain = kl_gap(data, W) - kl_gap(data, W_F + (1 + alpha) * perp * ref.w_mm / mm)
+    ok = gain >= -1e-12 * max(kl_gap(data, W), 1e-300)  # (rounding of two KLs)
+    claim = holds(f"Lemma 5 (α = {alpha:g}): CE(W_F + (1+α)‖W_⊥‖W̄^mm) ≤ CE(W_k) once ‖W_⊥‖ ≥ R(α)", gain, ok,
+                  note=f"at the last step: ‖W_⊥‖ = {perp:.4g}, R(α) = {R:.4g} as printed (eq. 23); CE(W_k) − "
+                       f"CE(W_F + (1+α)‖W_⊥‖W̄^mm) = {gain:.3g} (the conclusion {'holds' if ok else 'fails'} here)")
+    if perp < R:
+        return not_applicable(claim, f"‖W_⊥‖ = {perp:.4g} < R(α) = {R:.4g}: the iterate has not reached the lemma's "
+                                     "radius (R as printed, eq. 23)")
+    return claim
+
+
 def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
@@ -540,6 +565,7 @@ def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     L = smoothness(data)
     claims = gd_loss_claim(data, ref, df, cfg.lr) + convergence_claims("GD", df, "Thm. 2")
     claims.append(prop1_claim(data, ref.w_star, ref.w_mm))
+    claims.append(lemma5_claim(data, ref, trace.W))
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"GD η={cfg.lr:g}": df}, entropy(data), axes)
     notes = [f"Smoothness L = {L:.3f}: η = {cfg.lr:g} vs 1/(2L) = {1 / (2 * L):.3f} (the proofs' condition) and "
