@@ -252,12 +252,19 @@ NORM_SEED_SPREAD = float(np.std(NORM_SEED_MEANS, ddof=1)) / 0.61602
 NORM_REL_TOL = PRINTED_NORM_TOL + 2 * NORM_SEED_SPREAD
 
 
+def _spread_without(values, seed: int | None) -> tuple[float, str]:
+    """(sample standard deviation of ``values``, one per seed 0, 1, …, without ``seed``'s own; the seeds it is over, as
+    text): a spread over seeds that never includes the run it judges."""
+    keep = [v for i, v in enumerate(values) if i != seed]
+    seeds = f"0-{len(values) - 1}" + ("" if len(keep) == len(values) else f" except {seed}, the run judged")
+    return float(np.std(keep, ddof=1)), seeds
+
+
 def norm_tolerance(seed: int | None = None) -> tuple[float, str]:
     """(relative tolerance, the seeds its spread comes from) for a run of ``seed``: the printed precision plus two
     standard deviations of NORM_SEED_MEANS without that seed's own value (all eight for another seed or None)."""
-    keep = [m for i, m in enumerate(NORM_SEED_MEANS) if i != seed]
-    spread = float(np.std(keep, ddof=1)) / 0.61602
-    seeds = "0-7" if len(keep) == len(NORM_SEED_MEANS) else f"0-7 except {seed}, the run judged"
+    std, seeds = _spread_without(NORM_SEED_MEANS, seed)
+    spread = std / 0.61602
     return PRINTED_NORM_TOL + 2 * spread, f"{spread:.2%} (the standard deviation over seeds {seeds}"
 
 #: Fig. 4b's test-accuracy curve in the authors' saved notebook run (digest, appendix): epoch -> %.
@@ -320,10 +327,8 @@ def fig4c_scale_tolerance(index: int, seed: int | None = None) -> tuple[float, s
     of that σ over the paper-scale seeds of FIG4C_SEED_SIGMAS without ``seed``'s own (all of them for another seed or
     None), relative to τ*/√2 — the run-to-run spread the single saved run cannot show (issue 39; as
     :func:`norm_tolerance` does for Theorem 1's norm)."""
-    keep = [sig[index] for i, sig in enumerate(FIG4C_SEED_SIGMAS) if i != seed]
-    spread = float(np.std(keep, ddof=1)) / _fig4c_scale()
-    seeds = (f"0-{len(FIG4C_SEED_SIGMAS) - 1}" + ("" if len(keep) == len(FIG4C_SEED_SIGMAS)
-                                                  else f" except {seed}, the run judged"))
+    std, seeds = _spread_without([sig[index] for sig in FIG4C_SEED_SIGMAS], seed)
+    spread = std / _fig4c_scale()
     made = (f"the authors' saved run ({_fig4c_scale_tol():.2%}) plus two standard deviations over the paper-scale "
             f"seeds {seeds} ({spread:.2%} each)")
     return float(_fig4c_scale_tol() + 2 * spread), made

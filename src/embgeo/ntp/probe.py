@@ -675,15 +675,18 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
 
     ``forward``: the token positions of the forward passes (:func:`batch_plan`; padding included) at their rate;
     ``logit_passes``: the LOGIT_PASSES passes over the m × V logits — the loss's and two of the margins' (the
-    alignment's NTP-margin, the logits' structure); ``solvers``: what ``max_seconds`` leaves after those (inf without
-    a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum; ``limit``:
-    max_seconds. The exact compatibility solve (W*, dim F) is not in it."""
+    alignment's NTP-margin, the logits' structure); ``after_solvers``: the part of them that runs after the solvers
+    (the margins' two, which :func:`measure` keeps time for); ``solvers``: what ``max_seconds`` leaves after those
+    (inf without a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum;
+    ``limit``: max_seconds. The exact compatibility solve (W*, dim F) is not in it."""
     forward = plan["tokens"] * rates["forward"]
-    passes = m * (rates["loss"] + (LOGIT_PASSES - 1) * rates["margins"])
+    after_solvers = m * (LOGIT_PASSES - 1) * rates["margins"]
+    passes = m * rates["loss"] + after_solvers
     limit = math.inf if max_seconds is None else float(max_seconds)
     solvers = max(limit - forward - passes, 0.0)
-    return {"forward": forward, "logit_passes": passes, "solvers": solvers, "total": forward + passes + solvers,
-            "limit": limit, "rates": dict(rates), "tokens": plan["tokens"], "batches": plan["batches"]}
+    return {"forward": forward, "logit_passes": passes, "after_solvers": after_solvers, "solvers": solvers,
+            "total": forward + passes + solvers, "limit": limit, "rates": dict(rates), "tokens": plan["tokens"],
+            "batches": plan["batches"]}
 
 
 def check_memory(memory: dict, V: int, d: int) -> None:
@@ -1218,7 +1221,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     res.data, res.W = data, W
     t = _stage(res, report, "hidden", t)
     return measure(data, W, max_seconds=time_left(deadline), report=report, solver_progress=solver_progress, result=res,
-                   after_solvers=contexts.m * (LOGIT_PASSES - 1) * rates["margins"],
+                   after_solvers=res.estimate["after_solvers"],
                    separability_method=separability_method, started=started)
 
 

@@ -93,14 +93,21 @@ def time_left(deadline: float | None) -> float | None:
     return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
 
 
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (None: no limit) has been reached."""
+    return deadline is not None and time.perf_counter() >= deadline
+
+
 def stop_if_spent(deadline: float | None, who: str, before: str) -> None:
     """Raise :class:`SolverError` (undecided) when ``deadline`` has passed: a time limit is a wall, so no stage of
     setup or solve begins after it (issue 38: called with 1 ms left, the candidate's projection and full scan, the
     dual's first Farkas completion and the ALM's first step took 48 s at m = 10,000, V = 49,152). ``before`` names
     the stage not begun; "started" means nothing was done ("not run")."""
-    if deadline is not None and time.perf_counter() >= deadline:
+    if past(deadline):
         what = "not run" if before == "started" else f"undecided: the time limit was reached before {before}"
         raise SolverError(f"{who}: {what} (max_seconds spent)")
+
+
 #: "auto" gives the NTP-SVM dual this share of max_seconds, at most these seconds, before the hinge.
 DUAL_FIRST_SHARE = 0.25
 DUAL_FIRST_SECONDS = 60.0

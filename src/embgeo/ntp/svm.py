@@ -31,6 +31,7 @@ from embgeo.ntp.separability import (
     is_separable,
     lp_is_small,
     make_problem,
+    past,
     separability_by_lp,
     separable_from_candidate,
     separable_result,
@@ -238,7 +239,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         stop_if_spent(deadline, "ntp_svm", "the solver started, and separability is undecided")
     if method == "auto":
         method = "dual" if pb.coords.rank == data.m else "alm"
-    if deadline is not None and time.perf_counter() >= deadline:  # separable, but no time for the solver
+    if past(deadline):  # separable, but no time for the solver
         out = SVMOutcome(Status.TIME_LIMIT, check_seconds=math.inf)  # (the certificate's margins are checked)
         name = "none: the time limit was spent before the solver started"
     elif method == "alm":
@@ -261,7 +262,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                 tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
         name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
                 f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
-        if out.status == Status.STALLED and out.X is not None and out.gap > tol and not _past(deadline):
+        if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
             out, finished = _active_set_finish(pb, out, tol, deadline)
             name += " + exact active-set solve" if finished else ""
     else:
@@ -297,10 +298,6 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     norm_W = float(np.sqrt(2 * out.primal)) / pb.scale  # ‖W‖ in the caller's units
     return NTPSVM._solved(W, 1.0 / norm_W, status, _svm_residuals(pb, out, rescan), sep, out.iterations,
                           time.perf_counter() - t0, name, out.rounds, note, pb=pb, out=out)
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
 
 
 def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float | None) -> tuple[SVMOutcome, bool]:
