@@ -452,3 +452,65 @@ def test_the_probe_with_no_time_for_its_solvers(clock, monkeypatch):
     assert "max_seconds spent" in res.errors["separability"]
     assert "max_seconds spent" in res.errors["svm"]
     assert res.separability is None and res.svm is None and np.isfinite(res.kl_gap)
+
+
+# == The exact equality solve behind W*, dim F and the projections (issue 38: 41 s at m = 10,000 with no limit) =
+
+def test_equality_factorization_begins_no_step_after_its_deadline(clock, monkeypatch):
+    """Each group size's SVDs cost 1 s of a 2.5 s limit: the third size is not begun, and the error names it; with
+    no deadline every size is factored (the negative control) and the same system solves."""
+    from embgeo.ntp import equality as E
+
+    from .test_solvers import _frequent_tokens
+
+    K, grp, ctx, w = _frequent_tokens("disjoint")
+    sizes = len(np.unique(np.bincount(grp)))
+    assert sizes >= 4  # the instance has steps to stop between
+    spy(monkeypatch, clock, E.EqualitySystem, "_bucket", cost=1.0)
+    with pytest.raises(E.SolverError, match=r"before the SVDs of the tokens in \d+ contexts \(max_seconds spent\)"):
+        E.EqualitySystem(K, grp, ctx, w, deadline=clock.now + 2.5)
+    assert len(clock.at("_bucket")) == 3  # begun at 0, 1 and 2 s; the fourth would begin at 3 s
+    clock.log.clear()
+    system = E.EqualitySystem(K, grp, ctx, w)
+    assert len(clock.at("_bucket")) == sizes and system.null_space_route
+
+
+def test_equality_factorization_stops_before_the_null_space_and_the_cholesky(clock, monkeypatch):
+    """Past the deadline after the SVDs, the constraints' null space is not begun; past it after the null space,
+    the t-system's Cholesky factorization is not."""
+    from embgeo.ntp import equality as E
+
+    from .test_solvers import _frequent_tokens
+
+    K, grp, ctx, w = _frequent_tokens("disjoint")
+    spy(monkeypatch, clock, E.EqualitySystem, "_bucket", cost=1.0)
+    sizes = len(np.unique(np.bincount(grp)))
+    with pytest.raises(E.SolverError, match="before the t-system's assembly"):
+        E.EqualitySystem(K, grp, ctx, w, deadline=clock.now + sizes - 0.5)
+    monkeypatch.undo()
+    clock = FakeClock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    spy(monkeypatch, clock, E.EqualitySystem, "_constraint_null_space", cost=1.0)
+    with pytest.raises(E.SolverError, match="before the t-system's Cholesky factorization"):
+        E.EqualitySystem(K, grp, ctx, w, deadline=clock.now + 0.5)
+    assert len(clock.at("_constraint_null_space")) == 1
+
+
+def test_the_probe_gives_the_exact_solve_its_deadline(clock, monkeypatch):
+    """A compatibility stage whose factorization would begin past the solvers' deadline is undecided and says so;
+    W* and dim F are then absent, the alignment (under the whole limit, also spent) reports that it could not
+    project, and the probe's other numbers are there. Without a limit, the same data give W*."""
+    from embgeo.ntp import equality as E
+    from embgeo.ntp import probe
+
+    data = synthetic(12, 10, 6, 2, seed=3)
+    W = np.random.default_rng(0).standard_normal((data.V, data.d))
+    spy(monkeypatch, clock, probe, "_blockwise_kl", cost=1.0)
+    spy(monkeypatch, clock, E.EqualitySystem, "_bucket", cost=1.0)
+    res = probe.measure(data, W, max_seconds=1.5)
+    assert "the exact equality solve (W*, F)" in res.errors["compatibility"]
+    assert "max_seconds spent" in res.errors["compatibility"]
+    assert res.compatibility is None and res.dim_F is None and "max_seconds spent" in res.errors["alignment"]
+    assert len(clock.at("_bucket")) == 1  # begun at 1 s, before the deadline; nothing after it
+    assert np.isfinite(res.kl_gap)
+    assert probe.measure(data, W).compatibility is not None  # the control: no limit, W* computed

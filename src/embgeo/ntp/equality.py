@@ -43,6 +43,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, cg
 
 from embgeo.core import validate
+from embgeo.core.deadline import stop_if_spent
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.constraints import row_dots
@@ -99,13 +100,17 @@ class EqualitySystem:
     grp, ctx : (|Q|,) int arrays, the pattern, sorted by (grp, ctx), every context present.
     weights : (G,) positive group weights n_g.
     gram : optional (m, m) K Kᵀ, to read the per-group Gram blocks from.
+    deadline : optional ``time.perf_counter()`` value after which no step of the factorization begins (a group
+        size's SVDs, the t-system's assembly, the constraints' null space, the Cholesky factorization): past it,
+        :class:`SolverError` (issue 38: at m = 10,000 the factorization was the 41 s no time limit covered).
 
     The factorization depends on the pattern and the weights only; :meth:`solve` takes c.
     """
 
     def __init__(self, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray, weights: np.ndarray,
-                 gram: np.ndarray | None = None):
+                 gram: np.ndarray | None = None, deadline: float | None = None):
         self.K, self.grp, self.ctx, self.gram = K, grp, ctx, gram
+        self._deadline = deadline
         self.weights = np.asarray(weights, dtype=np.float64)
         self.m, self.r = K.shape
         G = len(self.weights)
@@ -124,8 +129,15 @@ class EqualitySystem:
                 "d ≪ m are usually decided by the pair certificates of embgeo.ntp.theory instead")
         self.ptr = np.concatenate([[0], np.cumsum(counts)])
         self.stiff = False  # some group has contexts nearly dependent (see _solve_kkt)
-        self.buckets = [self._bucket(np.flatnonzero(counts == q), q) for q in np.unique(counts[counts > 0])]
+        self.buckets = []
+        for q in np.unique(counts[counts > 0]):
+            self._stop_if_spent(f"the SVDs of the tokens in {q} contexts")
+            self.buckets.append(self._bucket(np.flatnonzero(counts == q), q))
         self._factor()
+        self._deadline = None  # the limit was the factorization's; solves are the caller's to time
+
+    def _stop_if_spent(self, before: str) -> None:
+        stop_if_spent(self._deadline, "the exact equality solve (W*, F)", before)
 
     # -- per-group SVDs ------------------------------------------------------------------------
     def _bucket(self, groups: np.ndarray, q: int) -> dict:
@@ -180,6 +192,7 @@ class EqualitySystem:
         self.n_constraints = sum(self.buckets[bi]["q"] - int(self.buckets[bi]["keep"][li].sum())
                                  for bi, li in self.deficient)  # Σ_g (q_g − rank K_g)
         self.constraint_rank = 0
+        self.null_space_route = ""  # how null M was found (_constraint_null_space); none without such groups
         self.mode = "cg" if (not self.deficient and m > DENSE_T_MAX) else "dense"
         if self.mode == "cg":
             rows, cols, vals = [], [], []
@@ -194,6 +207,7 @@ class EqualitySystem:
             return
         check_dense_size("t-system of the equality constraints", (m, m),
                          "too many contexts for the exact dense path")
+        self._stop_if_spent("the t-system's assembly")
         S = np.zeros((m, m))
         for b in self.buckets:  # n_g (K_g K_gᵀ)⁺ added in place, ≤ 32 MB of blocks at a time (no Σ q² COO arrays)
             c = self.ctx[b["idx"]]
@@ -207,6 +221,7 @@ class EqualitySystem:
         self.S = S
         if not self.deficient:
             self.T = None
+            self._stop_if_spent("the t-system's Cholesky factorization")
             self.chol = self._cholesky(S)
             return
         # The constraints through their Gram on the touched contexts: M = Σ_g E_gᵀ (I − P_g) E_g.
@@ -225,6 +240,7 @@ class EqualitySystem:
             block[np.diag_indices_from(block)] += 1.0
             M[np.ix_(p, p)] += block
         self.touched, self.pos = touched, pos
+        self._stop_if_spent("the constraints' null space")
         Z = self._constraint_null_space(M, self.K[touched])
         del M
         free = np.setdiff1d(np.arange(m), touched)
@@ -232,9 +248,10 @@ class EqualitySystem:
         T = np.zeros((m, len(free) + Z.shape[1]))
         T[free, np.arange(len(free))] = 1.0
         T[np.ix_(touched, np.arange(len(free), T.shape[1]))] = Z
-        del Z
         self.T = T
-        self.chol = self._cholesky(T.T @ S @ T)
+        self._stop_if_spent("the t-system's Cholesky factorization")
+        self.chol = self._cholesky(_reduced(S, free, touched, Z))
+        del Z
 
     def _constraint_null_space(self, M: np.ndarray, Kt: np.ndarray) -> np.ndarray:
         """An orthonormal basis Z of null M (the feasible directions of t on the touched contexts); sets
@@ -242,36 +259,56 @@ class EqualitySystem:
 
         M = Cᵀ C for C the stacked orthonormal bases of the complements, so its nonzero eigenvalues are the
         squared singular values of C and what rounding leaves on null M is ~ m_t · eps · max M_jj (the rank
-        threshold below). Every t = K_t x lies in null M (t[J_g] = K_g x ∈ range K_g), and for tokens in
-        general position that is all of it: then M + α N₀N₀ᵀ (N₀ an orthonormal basis of range K_t, α = max
-        M_jj) is positive definite, one Cholesky factorization with a condition estimate shows it, and null M
-        = range N₀. Otherwise an eigendecomposition decides (both through numpy, which lets Ctrl-C through;
-        at m_t = 4,889 the Cholesky took 2 s, the eigendecomposition 30 s).
+        threshold below). A candidate basis N of null M is accepted when M + α NNᵀ (α = max M_jj) is positive
+        definite and well conditioned, shown by one Cholesky factorization with a condition estimate: then
+        null M = range N. Candidates in order of cost:
+
+        1. range K_t: every t = K_t x lies in null M (t[J_g] = K_g x ∈ range K_g), and when one rank-deficient
+           token's contexts cover all the touched ones that is all of it;
+        2. the null space read off a pivoted Cholesky factorization of M (LAPACK's dpstrf, stopped at the rank
+           threshold): tokens with contexts of their own, as in any text (issue 38: a random GPT-2 at k = 2, where
+           candidate 1 failed, took 1 s here against 10 s for the eigendecomposition at m_t = 3,683);
+        3. an eigendecomposition, which decides whatever the pivoting does (at m_t = 4,889: 30 s).
         """
         mt = M.shape[0]
         scale = max(float(np.max(np.diag(M))), 1.0)
         tol = 16 * max(mt, 1) * np.finfo(float).eps * scale
         U, sv, _ = np.linalg.svd(Kt, full_matrices=False)
         N0 = U[:, sv > sv[0] * max(Kt.shape) * np.finfo(float).eps] if sv.size else U[:, :0]
-        for i in range(0, mt, 1024):  # M += α N₀N₀ᵀ in row blocks (no second m_t × m_t array)
-            M[i:i + 1024] += scale * (N0[i:i + 1024] @ N0.T)
-        try:
-            L = np.linalg.cholesky(M)
-            rcond, info = sla.lapack.dpocon(L.T, np.max(np.abs(M).sum(axis=0)))  # O(m_t²); L.T: the upper factor
-        except np.linalg.LinAlgError:
-            rcond = 0.0
-        if rcond > 1e-8:  # λ_min ≥ ~1e-9 · λ_max, far above the rank threshold: null M = range N₀
-            self.constraint_rank = mt - N0.shape[1]
-            self._m_factor = ("cholesky", L, N0, M)  # M (+ α N₀N₀ᵀ, the same on range M) for refinement
+        if self._accept_null_space(M, N0, scale):
+            self.null_space_route = "range K_t"
             return N0
-        L = None
-        for i in range(0, mt, 1024):  # back to M (the rounding this leaves, ~eps · α, is below the threshold)
-            M[i:i + 1024] -= scale * (N0[i:i + 1024] @ N0.T)
+        N = _pivoted_null_space(M, tol)
+        if N is not None and self._accept_null_space(M, N, scale):
+            self.null_space_route = "pivoted Cholesky"
+            return N
+        self.null_space_route = "eigendecomposition"
         ev, vecs = np.linalg.eigh(M)
         kept = ev > tol
         self.constraint_rank = int(kept.sum())
         self._m_factor = ("eigen", ev[kept], vecs[:, kept], M)
         return vecs[:, ~kept]
+
+    def _accept_null_space(self, M: np.ndarray, N: np.ndarray, scale: float) -> bool:
+        """Whether range N = null M: M + α NNᵀ factored by Cholesky with reciprocal condition > 1e-8 (λ_min ≥ ~1e-9 ·
+        λ_max, far above the rank threshold). When it is, keeps the factor for :meth:`_m_solve` and M + α NNᵀ (the
+        same as M on range M) for its refinement; when not, leaves M as it was (but for ~eps · α of rounding, below
+        the threshold)."""
+        mt = M.shape[0]
+        for i in range(0, mt, 1024):  # M += α NNᵀ in row blocks (no second m_t × m_t array)
+            M[i:i + 1024] += scale * (N[i:i + 1024] @ N.T)
+        try:
+            L = np.linalg.cholesky(M)  # numpy's, which lets Ctrl-C through
+            rcond, info = sla.lapack.dpocon(L.T, np.max(np.abs(M).sum(axis=0)))  # O(m_t²); L.T: the upper factor
+        except np.linalg.LinAlgError:
+            rcond = 0.0
+        if rcond > 1e-8:
+            self.constraint_rank = mt - N.shape[1]
+            self._m_factor = ("cholesky", L, N, M)
+            return True
+        for i in range(0, mt, 1024):
+            M[i:i + 1024] -= scale * (N[i:i + 1024] @ N.T)
+        return False
 
     def _m_solve(self, h: np.ndarray) -> np.ndarray:
         """The solution w ∈ range M of M w = h for h ∈ range M (any solution would do: two differ by z ∈ null M,
@@ -295,7 +332,8 @@ class EqualitySystem:
     def _blocks(self, b: dict, rows: slice = slice(None)) -> np.ndarray:
         """n_g (K_g K_gᵀ)⁺ for the groups ``rows`` of bucket b: (n, q, q)."""
         U = b["U"][rows]
-        return np.einsum("nij,nj,nkj->nik", U, b["inv2"][rows], U)
+        # a batched matmul: the three-operand einsum it replaces ran unblocked (14 s of 47 at m = 6,597, issue 38)
+        return (U * b["inv2"][rows][:, None, :]) @ U.swapaxes(1, 2)
 
     @staticmethod
     def _cholesky(M: np.ndarray):
@@ -437,6 +475,37 @@ class EqualitySystem:
         scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
         return {"equality": float(np.max(np.abs(vals), initial=0.0)) / scale,
                 "balance": _balance(lam, self.ctx, self.m), "constraints": c_res}
+
+
+def _pivoted_null_space(M: np.ndarray, tol: float) -> np.ndarray | None:
+    """An orthonormal basis of null M for M ⪰ 0 (n × n), from a Cholesky factorization with complete pivoting
+    stopped at pivots ≤ tol: with P the pivoting, PᵀMP = [[A, B], [Bᵀ, D]] and A = L₁₁L₁₁ᵀ, Bᵀ = L₂₁L₁₁ᵀ (rank k),
+    the null vectors are P [−L₁₁⁻ᵀL₂₁ᵀ z; z], orthonormalised. None when the factorization fails."""
+    n = M.shape[0]
+    c, piv, k, info = sla.lapack.dpstrf(M, tol=tol, lower=1)
+    if info < 0 or k >= n:
+        return None
+    piv = piv - 1  # LAPACK's pivots count from 1
+    X = np.zeros((n, n - k))
+    # L₁₁ is read from c's lower triangle (what lies above it is M's); c is dropped before the QR (memory: M, X, Q)
+    X[piv[:k]] = -sla.solve_triangular(c[:k, :k], c[k:, :k].T, lower=True, trans="T", check_finite=False)
+    del c
+    X[piv[k:], np.arange(n - k)] = 1.0
+    return np.linalg.qr(X)[0]
+
+
+def _reduced(S: np.ndarray, free: np.ndarray, touched: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """Tᵀ S T for T = [I on the free contexts; Z on the touched ones] (m × (f + z)), by blocks:
+    [[S_ff, S_ft Z], [Zᵀ S_tf, Zᵀ S_tt Z]]. The dense product multiplied T's identity block too: 12 s against
+    2 at m = 6,597 with 3,683 contexts touched (issue 38)."""
+    f = len(free)
+    SZ = S[np.ix_(free, touched)] @ Z  # (f, z)
+    out = np.empty((f + Z.shape[1],) * 2)
+    out[:f, :f] = S[np.ix_(free, free)]
+    out[:f, f:] = SZ
+    out[f:, :f] = SZ.T
+    out[f:, f:] = Z.T @ (S[np.ix_(touched, touched)] @ Z)
+    return out
 
 
 def equality_system_bytes(counts: np.ndarray, r: int, m: int, touched: int | None = None) -> float:

@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from embgeo.core.deadline import time_left
 from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import (
     DENSE_BUDGET_BYTES,
@@ -61,7 +62,6 @@ from embgeo.ntp.metrics import (
     reduced_reference,
     token_split,
 )
-from embgeo.ntp.separability import time_left
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
@@ -743,6 +743,9 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     so that the whole ends within the limit), when it starts. They call ``solver_progress(iteration, info)``
     (``info["gap"]``: the relative duality gap); a problem one of them cannot decide, or that the memory budget
     refuses, leaves its objects None and says why in ``result.errors`` (never an exception: the rest is measured).
+    The exact equality solve behind W*, dim F and the projections onto F begins no step of its factorization past
+    that point either (past the whole limit when the alignment is the first to need it); a stage it cannot finish
+    says so in ``result.errors``.
     """
     if not isinstance(data, NTPData):
         raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")
@@ -761,6 +764,7 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     t = time.perf_counter()
     # the solvers stop early enough for the passes after them (``after_solvers`` seconds, estimated by the caller)
     deadline = None if max_seconds is None else t + max(max_seconds - after_solvers, 0.0)
+    wall = None if max_seconds is None else t + max_seconds  # the whole measurement's
 
     res.entropy = theory.entropy(data)
     res.kl_gap = _blockwise_kl(data, W)
@@ -768,13 +772,14 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     t = _stage(res, report, "loss", t, started, "compatibility")
 
     F = theory.subspace(data)
+    F.deadline = deadline  # the exact solve behind W*, dim F and every projection begins no step past it
     try:
         res.compatibility = theory.is_compatible(data, F)
     except (SolverError, TooLargeError) as exc:
         res.errors["compatibility"] = str(exc)
     try:
         res.dim_F = F.dim
-    except TooLargeError as exc:
+    except (SolverError, TooLargeError) as exc:
         res.errors["dim_F"] = str(exc)
     t = _stage(res, report, "compatibility", t, started, "separability")
 
@@ -802,6 +807,7 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
             res.separability = res.svm.separability  # the NTP-SVM decided it: the one verdict from here on
     t = _stage(res, report, "svm", t, started, "alignment")
 
+    F.deadline = wall  # unless the compatibility stage built it, the alignment's projections need the solve
     res.alignment = _alignment(data, W, F, res)
     t = _stage(res, report, "alignment", t, started, "geometry")
 
@@ -873,7 +879,7 @@ def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResul
                 out["cos_corrected_bound"] = equal_rows_bound(D, seen, unseen)
         if not np.all(data.support_sizes == data.V):
             out["margin"] = theory.ntp_margin(data, W, F)
-    except TooLargeError as exc:
+    except (SolverError, TooLargeError) as exc:  # SolverError: the limit was reached before F's exact solve
         res.errors["alignment"] = str(exc)
     return out
 

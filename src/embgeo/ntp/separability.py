@@ -10,7 +10,6 @@ and the NTP-SVM (:mod:`embgeo.ntp.svm`) share for one dataset.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
@@ -19,8 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status
-from embgeo.core.validate import check_dense_size, check_float
+from embgeo.core.validate import check_dense_size
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
 from embgeo.ntp.data import NTPData, check_W
@@ -78,34 +78,6 @@ class Separability:
 
 
 SEPARABILITY_METHODS = ("auto", "hinge", "dual", "lp")
-
-
-def deadline_of(max_seconds: float | None, who: str) -> float | None:
-    """The ``time.perf_counter()`` value at which ``max_seconds`` (None: no limit) from now is spent; 0 is allowed
-    (a caller whose own limit is spent: the solver is then not run, :func:`stop_if_spent`)."""
-    if max_seconds is None:
-        return None
-    return time.perf_counter() + check_float(f"{who}: max_seconds", max_seconds, positive=False)
-
-
-def time_left(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (None: no limit), never negative."""
-    return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-
-
-def past(deadline: float | None) -> bool:
-    """Whether ``deadline`` (None: no limit) has been reached."""
-    return deadline is not None and time.perf_counter() >= deadline
-
-
-def stop_if_spent(deadline: float | None, who: str, before: str) -> None:
-    """Raise :class:`SolverError` (undecided) when ``deadline`` has passed: a time limit is a wall, so no stage of
-    setup or solve begins after it (issue 38: called with 1 ms left, the candidate's projection and full scan, the
-    dual's first Farkas completion and the ALM's first step took 48 s at m = 10,000, V = 49,152). ``before`` names
-    the stage not begun; "started" means nothing was done ("not run")."""
-    if past(deadline):
-        what = "not run" if before == "started" else f"undecided: the time limit was reached before {before}"
-        raise SolverError(f"{who}: {what} (max_seconds spent)")
 
 
 #: "auto" gives the NTP-SVM dual this share of max_seconds, at most these seconds, before the hinge.
@@ -268,12 +240,11 @@ def decide_cheaply(pb: Problem, max_seconds: float | None = None) -> Separabilit
         if sep and sep.residuals["equality"] <= MARGIN_ATOL:
             return sep
         return None  # K too ill-conditioned for the closed form: decide numerically
-    start = time.perf_counter()
+    deadline = deadline_of(max_seconds, "is_separable (pair certificates)")
     pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
-    left = None if max_seconds is None else max(max_seconds - (time.perf_counter() - start), 0.0)
-    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=left)
+    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=time_left(deadline))
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups whose contexts no direction separates (pair LP)")
     return None
@@ -412,7 +383,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     """
     from embgeo.ntp import squared_hinge as sh
 
-    deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+    deadline = deadline_of(max_seconds, "is_separable (squared hinge)")
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     hp = sh.whiten(pb.K, pb.groups.pattern)
     found: dict = {}
@@ -430,9 +401,6 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
         found["sep"] = sep
         return True
 
-    def out_of_time() -> bool:
-        return deadline is not None and time.perf_counter() >= deadline
-
     start, steps, single, value, stalls = None, 0, True, np.inf, 0
     while True:
         run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start, single=single,
@@ -444,19 +412,19 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
             single = False  # float32 sees no further: go on in float64
         slow = run.stalled or run.slowed  # the active set has about settled: time for a Newton step
         start, value = (run.Y, run.t), run.phi
-        newton = None if out_of_time() or not slow else _newton_rounds(pb, solver, hp, run, check, deadline)
+        newton = None if past(deadline) or not slow else _newton_rounds(pb, solver, hp, run, check, deadline)
         if "sep" in found:
             return found["sep"]
         if isinstance(newton, Separability):
             return newton
         if newton is not None and newton[2] < value:
             start, value = newton[:2], newton[2]
-        elif run.stalled and not single and not out_of_time():
+        elif run.stalled and not single and not past(deadline):
             sep = _lp_on_violations(pb, solver, hp, run, deadline)
             if sep is not None:
                 return sep
             stalls += 1
-        if out_of_time() or stalls >= MAX_STALLS:
+        if past(deadline) or stalls >= MAX_STALLS:
             raise SolverError(f"is_separable: undecided after {steps} L-BFGS steps of the squared hinge "
                               f"(φ = {value:.3g}, {stalls} stalls)"
                               + ("" if max_seconds is None else f" within max_seconds = {max_seconds:.3g} s"))
@@ -483,7 +451,7 @@ def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
             return farkas_result(pb, farkas, f"squared hinge: the residuals of its minimiser on {len(g)} pairs "
                                  "(L-BFGS + semismooth Newton) are a Farkas matrix")
         active = (g, j)  # the next step's active pairs: this point's, found just now
-        if deadline is not None and time.perf_counter() >= deadline:
+        if past(deadline):
             break
     return Y, t, phi
 
@@ -493,8 +461,7 @@ def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, deadline) -> Separa
     from embgeo.ntp import squared_hinge as sh
 
     g, j, _ = sh.off_residuals(hp, run.Y, run.t, sh.LP_PAIRS)
-    left = None if deadline is None else deadline - time.perf_counter()
-    lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=left)
+    lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=time_left(deadline))
     if lp.status == Status.OPTIMAL and not lp.separable:
         farkas = solver.farkas_from(g, j, lp.mu / lp.mu.sum(), accept_any=True)
         return farkas_result(pb, farkas, f"squared hinge stalled at φ = {run.phi:.3g}; the LP on its "

@@ -61,6 +61,9 @@ class Subspace:
         self.tokens = np.unique(self.pair_tokens)  # the tokens in some support of ≥ 2; the others have zero rows in F
         self.pair_groups = np.searchsorted(self.tokens, self.pair_tokens)
         self.ambient_dim = data.V * data.d
+        #: A ``time.perf_counter()`` value after which :attr:`system` begins no step of its factorization (it raises
+        #: SolverError instead, and is built again on the next use); None: no limit. Set by a caller with a limit.
+        self.deadline: float | None = None
 
     @cached_property
     def system(self) -> EqualitySystem | None:
@@ -75,7 +78,7 @@ class Subspace:
         gram = context_gram(self.coords) if self.coords.rank == self.data.m else None
         if gram is not None and self.contexts.size < self.data.m:
             gram = gram[np.ix_(self.contexts, self.contexts)]
-        return EqualitySystem(K, self.pair_groups, local, np.ones(len(self.tokens)), gram)
+        return EqualitySystem(K, self.pair_groups, local, np.ones(len(self.tokens)), gram, deadline=self.deadline)
 
     def system_bytes(self) -> float:
         """Bytes :attr:`system` allocates (:func:`~embgeo.ntp.equality.equality_system_bytes` on the kept pairs,

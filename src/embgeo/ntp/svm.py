@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
+from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.constraints import row_dots
@@ -24,19 +25,15 @@ from embgeo.ntp.separability import (
     MARGIN_ATOL,
     Problem,
     Separability,
-    deadline_of,
     decide_cheaply,
     farkas_result,
     in_support,
     is_separable,
     lp_is_small,
     make_problem,
-    past,
     separability_by_lp,
     separable_from_candidate,
     separable_result,
-    stop_if_spent,
-    time_left,
 )
 from embgeo.ntp.subspace import Subspace, context_gram
 from embgeo.ntp.svm_dual import SVMDual, SVMOutcome

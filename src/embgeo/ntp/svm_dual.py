@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from embgeo.core.deadline import past
 from embgeo.core.status import Status
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.constraints import row_dots
@@ -95,8 +96,11 @@ class SVMOutcome:
 
     @property
     def gap(self) -> float:
-        """Relative duality gap (primal − dual) / primal."""
-        return max(self.primal - self.dual, 0.0) / self.primal if np.isfinite(self.primal) else np.inf
+        """Relative duality gap |primal − dual| / primal. A dual value above the primal breaks weak duality: only
+        rounding, or a point that is not quite feasible (ties off by 1e-10 on a nearly degenerate instance, issue 38,
+        put the dual 3e-8 above), can make it so, and its size is how far the certificate can be trusted — not a
+        gap of 0 (which certified ‖W − W^mm‖ ≤ 0 there, while W was 2.5e-7 from cvxpy + Clarabel's point)."""
+        return abs(self.primal - self.dual) / self.primal if np.isfinite(self.primal) else np.inf
 
 
 class SVMDual:
@@ -205,7 +209,7 @@ class SVMDual:
             cand = res.get("candidate")  # (X̃, t̃) tied on the supports, working-set margins ≥ 1
             timed_out = res["status"] == Status.TIME_LIMIT
             if cand is not None:
-                if not separate_only and not timed_out and not _past(deadline):
+                if not separate_only and not timed_out and not past(deadline):
                     polished = self._polish(lay, *cand, deadline=deadline)
                     if polished is not None and polished.gap <= max(tol, 1e-10):
                         polished.iterations, polished.rounds = best.iterations, best.rounds
@@ -229,7 +233,7 @@ class SVMDual:
                 if scan.groups.size == 0 and res["status"] == Status.OPTIMAL:
                     best.status = Status.OPTIMAL
                     return best
-                if timed_out or _past(deadline):  # no growth (a new layout) and no further round after the deadline
+                if timed_out or past(deadline):  # no growth (a new layout) and no further round after the deadline
                     best.status = Status.TIME_LIMIT
                     return best
                 if scan.groups.size:
@@ -428,7 +432,7 @@ class SVMDual:
                 return {"status": Status.OPTIMAL, "psi": x, "iterations": it, "candidate": (Xp, tp)}
             Xp, tp = Xp / gamma, tp / gamma
             primal = 0.5 * float(np.sum(self.weights * np.sum(Xp * Xp, axis=1)))
-            gap = max(primal - dual, 0.0) / primal
+            gap = abs(primal - dual) / primal  # (as SVMOutcome.gap: a dual above the primal is no certificate)
             cand = (Xp, tp)
             if gap <= tol:
                 return {"status": Status.OPTIMAL, "psi": x, "iterations": it, "candidate": cand}
@@ -471,7 +475,7 @@ class SVMDual:
         solve repeated (a primal-dual active-set step), at most ``rounds`` times, none begun after ``deadline``.
         """
         for _ in range(rounds):
-            if _past(deadline):
+            if past(deadline):
                 return None
             g = np.concatenate([self.pg, ag])
             j = np.concatenate([self.pj, aj])
@@ -616,11 +620,6 @@ def _sigma_max(K: np.ndarray) -> float:
     op = LinearOperator((n, n), matvec=lambda v: small @ (small.T @ v), dtype=np.float64)
     lam = eigsh(op, k=1, which="LA", tol=1e-10, return_eigenvectors=False)[0]
     return float(np.sqrt(lam * (1 + 1e-6)))
-
-
-def _past(deadline: float | None) -> bool:
-    """Whether the deadline (a time.perf_counter() value, None: none) has passed."""
-    return deadline is not None and time.perf_counter() > deadline
 
 
 def _with_dual_point(out: SVMOutcome, Psi: np.ndarray | None) -> SVMOutcome:
