@@ -37,7 +37,7 @@ def _timed(fn) -> float:
 
 def ntp_cases():
     from embgeo.ntp.corpus import build_corpus, tweet_lines
-    from embgeo.ntp.learned import UFM, TransformerModel, train_learned
+    from embgeo.ntp.training.learned import UFM, TransformerModel, train_learned
 
     corpus = build_corpus(tweet_lines()[:2000], context_length=2, max_vocab=1000)
     data = corpus.data

@@ -32,7 +32,7 @@ every ALM side with that code, right before this checkout's, as ``alm@base`` / `
 Sides, each in its own child process (wall clock and peak RSS of the child; one BLAS thread unless
 ``--threads``):
 
-* ``alm``: ``ntp_svm(method="alm")`` (:mod:`embgeo.ntp.svm_alm`), cold, and ``alm-warm``: started from W_T;
+* ``alm``: ``ntp_svm(method="alm")`` (:mod:`embgeo.ntp.solvers.svm_alm`), cold, and ``alm-warm``: started from W_T;
 * ``previous``: ``ntp_svm(method="dual")``, the dual APG + active-set finish that was the only route before,
   under ``--previous-seconds`` (it returns its best certified point at the limit);
 * ``cvxpy``: min ‖W‖² s.t. the anchor-form (6a), (6b) on vec(W) (``ntp_reference``), Clarabel at 1e-10;
@@ -92,7 +92,7 @@ def _train(model: str, lines: int, vocab: int, d: int, steps: int, lr: float, pa
     import torch
 
     from embgeo.ntp.corpus import build_corpus, read_lines
-    from embgeo.ntp.learned import UFM, LSTMModel, TransformerModel, train_learned
+    from embgeo.ntp.training.learned import UFM, LSTMModel, TransformerModel, train_learned
 
     torch.set_num_threads(1)
     corpus = build_corpus(read_lines(None, lines)[0], 2, vocab)

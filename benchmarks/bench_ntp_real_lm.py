@@ -13,8 +13,8 @@ from all distinct ones, with their next-token counts from the whole text. For ea
 forward pass, one thread) are computed once and cached beside ``--cache``; then each route decides Def. 2 within
 ``--max-seconds`` on the same (H, supports), in this process, one thread:
 
-* ``hinge``: :func:`embgeo.ntp.separability.separability_by_hinge` (the squared hinge, certified either way);
-* ``dual``: the NTP-SVM dual (:class:`~embgeo.ntp.svm_dual.SVMDual`, ``is_separable(method="dual")``), the route
+* ``hinge``: :func:`embgeo.ntp.theory.separability.separability_by_hinge` (the squared hinge, certified either way);
+* ``dual``: the NTP-SVM dual (:class:`~embgeo.ntp.solvers.svm_dual.SVMDual`, ``is_separable(method="dual")``), the route
   "auto" took before issue 38;
 * ``auto``: what ``is_separable`` does now (cheap certificates, the dual for a quarter of the time, the hinge).
 
@@ -42,7 +42,7 @@ def states(model: str, texts: list[str], k: int, m: int, cache: Path):  # texts:
         z = np.load(f)
         counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
         return z["H"], counts, float(z["forward_seconds"])
-    from embgeo.ntp.probe import count_contexts, hf_hidden, hidden_states, load_causal_lm, read_units
+    from embgeo.ntp.analysis.probe import count_contexts, hf_hidden, hidden_states, load_causal_lm, read_units
 
     lm, tokenizer = load_causal_lm(model, dtype="float32")
     sequences = tokenizer(read_units(texts, "paragraphs"))["input_ids"]

@@ -76,7 +76,8 @@ def _data(kind: str, params, seed: int):
 
 def _run_new(data, max_seconds: float) -> dict:
     from embgeo.errors import SolverError
-    from embgeo.ntp import is_compatible, is_separable, ntp_svm, subspace
+    from embgeo.ntp import is_compatible, is_separable, ntp_svm
+    from embgeo.ntp.theory import subspace
 
     out, t0 = {}, time.perf_counter()
     F = subspace(data)

@@ -65,7 +65,8 @@ def _data(lines: int, vocab: int):
 
 def _now(data, max_seconds: float) -> dict:
     from embgeo.errors import SolverError
-    from embgeo.ntp import is_compatible, is_separable, subspace
+    from embgeo.ntp import is_compatible, is_separable
+    from embgeo.ntp.theory import subspace
 
     t0 = time.perf_counter()
     F = subspace(data)
@@ -87,7 +88,7 @@ def _before(data, max_seconds: float) -> dict:
 
     from embgeo.errors import SolverError
     from embgeo.ntp import is_separable
-    from embgeo.ntp.constraints import coordinates, token_pattern
+    from embgeo.ntp.solvers.constraints import coordinates, token_pattern
     from embgeo.testing.reference.ntp_previous.equality import EqualitySystem  # the equality system before issue 24
 
     t0 = time.perf_counter()
@@ -177,8 +178,9 @@ def _bigram_before(spec: dict) -> dict:
     import numpy as np
 
     from embgeo.errors import SolverError, TooLargeError
-    from embgeo.ntp import NTPData, is_compatible, is_separable, subspace
+    from embgeo.ntp import NTPData, is_compatible, is_separable
     from embgeo.ntp.data import read_text_file
+    from embgeo.ntp.theory import subspace
     from embgeo.testing.reference.ntp_previous.equality import EqualitySystem
 
     cap = int(spec["gib"] * 1024**3)

@@ -12,7 +12,8 @@ Run:  python examples/ntp_wmm.py            (about 2 s on one core)
 
 import numpy as np
 
-from embgeo.ntp import entropy, is_compatible, is_separable, kl_gap, ntp_margin, ntp_svm, subspace, synthetic
+from embgeo.ntp import entropy, is_compatible, is_separable, kl_gap, ntp_margin, ntp_svm, synthetic
+from embgeo.ntp.theory import subspace
 
 # m = 10 contexts in d = 12 dimensions (d > m, so Lemma 1 makes the data separable), V = 6 tokens,
 # every context followed by 3 of them with Dirichlet(1) probabilities.

@@ -155,7 +155,7 @@ def test_threads_reach_torch_inside_training(tmp_path, monkeypatch, argv):
     """`embgeo --threads 2` (before or after the subcommand) is the thread count torch trains with."""
     import torch
 
-    from embgeo.ntp import train as ntp_train
+    from embgeo.ntp.training import train as ntp_train
 
     seen = []
     original = ntp_train._run

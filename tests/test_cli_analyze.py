@@ -175,7 +175,7 @@ def test_ctrl_c_stops_the_analysis_while_a_solver_runs(tmp_path):
     # aborted in 3 of 16 runs), and says when it has started, so the signal is sent while it runs
     script = textwrap.dedent("""
         import sys, time
-        import embgeo.ntp.analyze as analyze
+        import embgeo.ntp.analysis.analyze as analyze
 
         def stand_in(*a, **k):
             print("stand-in solver running", flush=True)

@@ -199,7 +199,7 @@ def test_answers_larger_than_the_budget_are_refused_before_they_are_allocated(fi
     from embgeo.core import validate
     from embgeo.errors import TooLargeError
     from embgeo.ntp import synthetic
-    from embgeo.ntp.constraints import coordinates
+    from embgeo.ntp.solvers.constraints import coordinates
 
     monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", 8 * 10 * 50)  # H (10 × 50) fits, W (11 × 50) does not
     monkeypatch.chdir(files)

@@ -21,9 +21,9 @@ from embgeo.ntp.experiments.paper import (
     supports_only_claims,
     toy_geometry_claims,
 )
-from embgeo.ntp.metrics import compute_reference
+from embgeo.ntp.measure.metrics import compute_reference
 from embgeo.ntp.theory import is_separable, kl_gap, ntp_svm, smoothness
-from embgeo.ntp.train import train
+from embgeo.ntp.training.train import train
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +277,7 @@ def test_prop1_holds_with_the_papers_objects_and_fails_with_a_wrong_one():
     """Prop. 1 against the bound of (7)'s argument: holds with W* and W^mm of the Fig. 4 data; fails with W^mm at
     half its scale (margins 1/2: the gap decays like e^{−γ/2}, above the bound) and with a W* off (4) (a plateau)."""
     from embgeo.ntp.experiments.paper import prop1_claim
-    from embgeo.ntp.metrics import compute_reference
+    from embgeo.ntp.measure.metrics import compute_reference
 
     data = synthetic(m=20, V=8, d=30, support_size=3, seed=1)
     ref = compute_reference(data)
@@ -293,8 +293,8 @@ def test_bound9_holds_on_the_path_and_fails_for_a_suboptimal_one():
     data; fails when the path's losses are above the genie point's (a solver that did not minimise over the ball),
     and is not applicable when every B is below ‖W*‖ (no genie point on the sphere)."""
     from embgeo.ntp.experiments.paper import bound9_claim
-    from embgeo.ntp.metrics import compute_reference
-    from embgeo.ntp.regpath import regularization_path
+    from embgeo.ntp.measure.metrics import compute_reference
+    from embgeo.ntp.training.regpath import regularization_path
 
     data = synthetic(m=20, V=8, d=30, support_size=3, seed=1)
     ref = compute_reference(data)
@@ -314,7 +314,7 @@ def test_lemma5_is_judged_only_past_its_radius():
     import dataclasses
 
     from embgeo.ntp.experiments.paper import LEMMA5_ALPHA, lemma5_claim
-    from embgeo.ntp.metrics import compute_reference
+    from embgeo.ntp.measure.metrics import compute_reference
 
     data = synthetic(m=20, V=8, d=30, support_size=3, seed=1)
     ref = compute_reference(data)

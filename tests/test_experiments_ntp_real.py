@@ -14,10 +14,10 @@ from threadpoolctl import threadpool_limits
 
 from embgeo.errors import InputError
 from embgeo.lab.runner import run
-from embgeo.ntp import geometry
 from embgeo.ntp.corpus import build_corpus, read_lines
 from embgeo.ntp.experiments.real import COLLAPSE_FACTOR, LOSS_LEVEL, _claims
-from embgeo.ntp.learned import UFM, train_learned
+from embgeo.ntp.measure import geometry
+from embgeo.ntp.training.learned import UFM, train_learned
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +88,7 @@ def test_measurements_return_the_known_answer_on_a_one_next_token_corpus():
     # the W^mm the measurement compared W with is the multiclass SVM on H_T, computed independently here
     y = np.array([s[0] for s in data.supports])
     W_mm = _multiclass_svm(H, y, data.V)
-    from embgeo.ntp.metrics import cosine
+    from embgeo.ntp.measure.metrics import cosine
 
     assert math.isclose(ref["cos_mm"], cosine(W, W_mm), abs_tol=1e-4)
     # and the trained decoder does align with it (one-hot NTP is multiclass logistic regression)

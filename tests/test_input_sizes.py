@@ -134,7 +134,7 @@ def test_a_loss_ten_times_its_start_is_divergence():
 
     from embgeo.lab.registry import finished
     from embgeo.ntp import synthetic
-    from embgeo.ntp.train import StepSizeWarning, train
+    from embgeo.ntp.training.train import StepSizeWarning, train
 
     data = synthetic(50, 10, 60, 6, seed=0)
     with warnings.catch_warnings():

@@ -17,8 +17,8 @@ from embgeo.collapse.data import generate
 from embgeo.collapse.model import CollapseNet
 from embgeo.collapse.train import train as train_collapse
 from embgeo.ntp.data import synthetic
-from embgeo.ntp.regpath import regularization_path, ridge_path
-from embgeo.ntp.train import train
+from embgeo.ntp.training.regpath import regularization_path, ridge_path
+from embgeo.ntp.training.train import train
 
 NTP_COLUMNS = ["kl_gap", "norm", "cos_mm", "subspace_error"]
 PINNED_NTP = {

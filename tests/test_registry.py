@@ -226,22 +226,56 @@ def test_no_import_cycle_through_the_lab_and_the_lab_imports_no_paper():
     for m in lab:
         assert not {d for d in graph[m] if d.startswith(PAPERS)}, m
 
-    def reaches(start: str, target: str) -> bool:
-        seen, todo = set(), [start]
-        while todo:
-            node = todo.pop()
-            for nxt in graph.get(node, ()):
-                if nxt == target:
-                    return True
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return False
-
-    cycles = sorted(m for m in lab if reaches(m, m))
+    cycles = sorted(m for m in lab if _reaches(graph, m, m))
     assert cycles == []
     experiments = [m for m in graph if m.endswith(".experiments") or ".experiments." in m]
-    assert sorted(m for m in experiments if reaches(m, m)) == []
+    assert sorted(m for m in experiments if _reaches(graph, m, m)) == []
+
+
+#: embgeo.ntp's layers, bottom up (its package docstring): a module imports only from its own layer or below.
+NTP_LAYERS = (("embgeo.ntp.data", "embgeo.ntp.units", "embgeo.ntp.corpus"), ("embgeo.ntp.solvers",),
+              ("embgeo.ntp.theory", "embgeo.ntp"), ("embgeo.ntp.measure",), ("embgeo.ntp.training",),
+              ("embgeo.ntp.analysis",), ("embgeo.ntp.experiments",))
+
+
+def _ntp_layer(module: str) -> int:
+    """The layer of an embgeo.ntp module (the package itself sits with theory: it re-exports theory's names)."""
+    for level, roots in enumerate(NTP_LAYERS):
+        if any(module == r or (r != "embgeo.ntp" and module.startswith(r + ".")) for r in roots):
+            return level
+    raise AssertionError(f"{module} is in no layer of embgeo.ntp: add it to one (NTP_LAYERS and the package docstring)")
+
+
+def _ntp_upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((m, d) for m, deps in graph.items() if m.startswith("embgeo.ntp") for d in deps
+                  if d.startswith("embgeo.ntp") and _ntp_layer(d) > _ntp_layer(m))
+
+
+def test_ntp_layers_import_only_downwards_and_src_has_no_import_cycle():
+    """Issue 40: every embgeo.ntp module is in a layer (data < solvers < theory < measure < training < analysis <
+    experiments) and imports nothing above its own (function-level imports too); no module of src/ is on an import
+    cycle. Negative controls: an upward import and a cycle planted in a copy of the graph are found."""
+    graph = _graph()
+    assert _ntp_upward_imports(graph) == []
+    cycles = sorted(m for m in graph if _reaches(graph, m, m))
+    assert cycles == []
+    planted = {m: set(d) for m, d in graph.items()}
+    planted["embgeo.ntp.solvers.scan"].add("embgeo.ntp.theory.svm")  # a solver importing a theory object
+    assert _ntp_upward_imports(planted) == [("embgeo.ntp.solvers.scan", "embgeo.ntp.theory.svm")]
+    planted["embgeo.ntp.theory.svm"].add("embgeo.ntp.solvers.scan")
+    assert _reaches(planted, "embgeo.ntp.solvers.scan", "embgeo.ntp.solvers.scan")
+
+
+def _reaches(graph: dict[str, set[str]], start: str, target: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt == target:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
 
 
 def test_every_reproduced_experiment_has_a_measured_quick_time_within_the_readmes_ten_minutes():

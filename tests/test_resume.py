@@ -227,7 +227,7 @@ def _ctrl_c(monkeypatch, capsys, argv: list[str]) -> str:
 
 def test_ctrl_c_in_an_experiment_without_checkpoint_says_it_runs_again_from_the_start(tmp_path, monkeypatch, capsys):
     """ntp-gd keeps no checkpoint: a Ctrl-C inside its training must not promise a resume."""
-    import embgeo.ntp.train as train_mod
+    import embgeo.ntp.training.train as train_mod
 
     real, calls = train_mod._Loss.full, []
 

@@ -15,7 +15,7 @@ def test_ntp_training_defaults_to_one_thread_and_restores_torch(monkeypatch):
     one); embgeo's trainers run with one unless told, and torch's own setting comes back afterwards."""
     import torch
 
-    import embgeo.ntp.train as ntp_train
+    import embgeo.ntp.training.train as ntp_train
     from embgeo.core.threads import limit_threads
     from embgeo.ntp import synthetic
 

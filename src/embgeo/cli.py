@@ -134,14 +134,14 @@ def _print_data(data, source: str, info: dict, seconds: float) -> None:
 
 
 def ntp_analyze(args: argparse.Namespace) -> dict:
-    """Compute every theory object of the NTP paper on one dataset (:func:`embgeo.ntp.analyze.analyze`), print
+    """Compute every theory object of the NTP paper on one dataset (:func:`embgeo.ntp.analysis.analyze.analyze`), print
     each stage as it finishes, and write them to --out.
 
     --out was checked writable before anything was loaded (:func:`check_out_dir`). The analysis runs in a
     worker thread so that Ctrl-C stops the command at once whatever the solvers are doing (LAPACK and HiGHS
     would otherwise hold the interrupt until they return).
     """
-    from embgeo.ntp.analyze import analyze
+    from embgeo.ntp.analysis.analyze import analyze
 
     t_load = time.perf_counter()
     data, source, info = _analyze_data(args)
@@ -203,7 +203,8 @@ def _leave_now(status: int) -> None:
 
 
 def _print_stage(stage: str, result) -> None:
-    """One stage of :func:`embgeo.ntp.analyze.analyze`, printed as it finishes (flushed: the next can be long)."""
+    """One stage of :func:`embgeo.ntp.analysis.analyze.analyze`, printed as it finishes (flushed: the next can be
+    long)."""
     s = result.seconds
     if stage == "entropy":
         print(f"entropy      H = {result.entropy:.6f} nats")
@@ -299,7 +300,7 @@ def _margin_line(svm) -> str:
 
 
 def _gib(nbytes: float) -> str:
-    from embgeo.ntp.analyze import gib
+    from embgeo.ntp.analysis.analyze import gib
 
     return gib(nbytes)
 
@@ -323,7 +324,7 @@ def _write_analysis(out: Path, data, summary: dict, result) -> None:
         (out / "contexts.txt").write_text("".join(f"{_context_text(data, j)}\n" for j in range(data.m)),
                                           encoding="utf-8")
         written.append("contexts.txt")
-    from embgeo.ntp.certificates import certificates
+    from embgeo.ntp.analysis.certificates import certificates
 
     text, doc = certificates(data, compat, svm, _context_text)
     (out / "certificate.txt").write_text(text, encoding="utf-8")
@@ -342,7 +343,7 @@ def _context_text(data, j: int) -> str:
 
 
 def ntp_probe(args: argparse.Namespace) -> None:
-    """The NTP geometry of a causal LM checkpoint on a text (:func:`embgeo.ntp.probe.probe_model`), printed
+    """The NTP geometry of a causal LM checkpoint on a text (:func:`embgeo.ntp.analysis.probe.probe_model`), printed
     stage by stage; --out gets summary.json, vocabulary.txt, the figure and the small arrays (the dense H, W,
     W*, W^mm with --save-arrays).
 
@@ -357,7 +358,7 @@ def ntp_probe(args: argparse.Namespace) -> None:
         raise InputError(f"--max-seconds: expected a finite number of seconds > 0, got {args.max_seconds}")
     _check_probe_context_length(args.model, args.context_length)
     head = _head_options(args)
-    from embgeo.ntp.probe import probe_model, train_head  # torch and transformers: after the checks above
+    from embgeo.ntp.analysis.probe import probe_model, train_head  # torch and transformers: after the checks above
 
     hooks = _probe_hooks(plain=not sys.stdout.isatty())
     result = _interruptible(lambda: probe_model(
@@ -373,7 +374,7 @@ def ntp_probe(args: argparse.Namespace) -> None:
 
 
 def _head_options(args: argparse.Namespace) -> dict | None:
-    """``--train-head``'s settings for :func:`embgeo.ntp.probe.train_head`, checked before anything is loaded
+    """``--train-head``'s settings for :func:`embgeo.ntp.analysis.probe.train_head`, checked before anything is loaded
     (None without --train-head; --head-* options without it are refused)."""
     given = args.head_optimizer is not None or args.head_steps is not None or args.head_lr is not None
     if not args.train_head:
@@ -453,7 +454,7 @@ def _cli_advice(text: str) -> str:
 
 def _check_probe_context_length(model: str, k: int | None) -> None:
     """Refuse ``ntp probe -k`` below 1 or above the model's window, read from ``model``/config.json
-    (``max_position_embeddings`` or ``n_positions``, as :func:`embgeo.ntp.probe.probe_model` reads it) before
+    (``max_position_embeddings`` or ``n_positions``, as :func:`embgeo.ntp.analysis.probe.probe_model` reads it) before
     torch, the model and the tokenizer are loaded; a folder without a readable window is left to the probe."""
     if k is None:  # --prefixes
         return
@@ -558,7 +559,7 @@ def _print_probe_plan(r) -> None:
     print(f"memory       up to {_gib(mem['total'])} ({model}H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
           f"equality system {_gib(mem['equality_system'])}, SVM dual {_gib(mem['svm_dual'])}, W*/W^mm/certificate "
           f"{_gib(mem['outputs'])})")
-    from embgeo.ntp.probe import LOGIT_PASSES
+    from embgeo.ntp.analysis.probe import LOGIT_PASSES
 
     est = r.estimate
     fwd = est["forward"]

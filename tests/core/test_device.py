@@ -20,8 +20,8 @@ from embgeo.core.device import DEFAULT_DEVICE, resolve_device
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
 from embgeo.ntp import NTPData, synthetic
-from embgeo.ntp.learned import UFM, TransformerModel, train_learned
-from embgeo.ntp.train import train as train_ntp
+from embgeo.ntp.training.learned import UFM, TransformerModel, train_learned
+from embgeo.ntp.training.train import train as train_ntp
 
 CUDA = torch.cuda.is_available()
 

@@ -212,7 +212,7 @@ def make_shared_pattern_data(m: int, V: int, d: int, pair=(0, 1), *, seed: int =
     return NTPData(rng.standard_normal((m, d)), P)
 
 
-# -- dense references for the structured solvers (embgeo.ntp.equality, scan, svm_dual, ...) ---------
+# -- dense references for the structured solvers (embgeo.ntp.solvers.equality, scan, svm_dual, ...) ---------
 
 def equality_constraint_matrix(K: np.ndarray, grp, ctx, n_groups: int) -> np.ndarray:
     """The dense matrix A of the constraints x_gᵀk_j − t_j = c_{gj}, one row per pair (g, j), over the

@@ -1,4 +1,5 @@
-"""embgeo.ntp.analyze.analyze, directly: its result fields against the theory functions called independently."""
+"""embgeo.ntp.analysis.analyze.analyze, directly: its result fields against the theory functions called
+independently."""
 
 import contextlib
 
@@ -8,7 +9,7 @@ import scipy.sparse as sp
 
 from embgeo.errors import TooLargeError
 from embgeo.ntp import NTPData, synthetic, theory
-from embgeo.ntp.analyze import STAGES, Analysis, analyze
+from embgeo.ntp.analysis.analyze import STAGES, Analysis, analyze
 
 
 @pytest.mark.parametrize("case", [(12, 6, 15, 3, 0), (8, 10, 6, 3, 1)], ids=["rank=m", "rank<m"])
@@ -65,7 +66,7 @@ def test_full_supports_have_no_svm_and_no_error():
 
 def test_undecided_stages_say_why_instead_of_raising(monkeypatch):
     from embgeo.errors import SolverError
-    from embgeo.ntp import analyze as module
+    from embgeo.ntp.analysis import analyze as module
 
     def refuse(*args, **kw):
         raise SolverError("no time")

@@ -8,7 +8,7 @@ and `is_compatible` raised SolverError ("too ill-conditioned to decide") — whi
 
 import numpy as np
 
-from embgeo.ntp import phase
+from embgeo.ntp.measure import phase
 from embgeo.ntp.theory import is_compatible
 
 

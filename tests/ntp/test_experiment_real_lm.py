@@ -41,7 +41,7 @@ def test_a_gguf_checkpoint_end_to_end(tiny_gguf, text_file, tmp_path):  # noqa: 
 
 def test_the_ce_split_adds_up(tiny_gguf, text_file):  # noqa: F811
     """CE(pretrained) − 𝓗 = [CE(pretrained) − CE(GD head)] + [CE(GD head) − 𝓗], each part computed on its own."""
-    from embgeo.ntp.probe import probe_model, train_head
+    from embgeo.ntp.analysis.probe import probe_model, train_head
 
     res = probe_model(tiny_gguf[0], str(text_file), context_length=2, units="lines", progress=False)
     head = train_head(res, "gd", steps=10)

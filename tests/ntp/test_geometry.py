@@ -1,9 +1,9 @@
-"""embgeo.ntp.geometry: support groups, rank measures, group collapse / subspaces, logit structure and
+"""embgeo.ntp.measure.geometry: support groups, rank measures, group collapse / subspaces, logit structure and
 the paper's reference objects for moving embeddings.
 
 Each expected value is computed independently of the module: by hand, by a brute-force dense
 computation, from a known distribution (the F law of within/between scatter under pure noise), or
-from :func:`embgeo.ntp.metrics.compute_reference`.
+from :func:`embgeo.ntp.measure.metrics.compute_reference`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from embgeo.errors import InputError, ShapeError, TooLargeError
 from embgeo.ntp import NTPData
-from embgeo.ntp.geometry import (
+from embgeo.ntp.measure.geometry import (
     effective_rank,
     group_collapse,
     group_subspaces,
@@ -27,7 +27,7 @@ from embgeo.ntp.geometry import (
     support_groups,
     track_reference,
 )
-from embgeo.ntp.metrics import compute_reference
+from embgeo.ntp.measure.metrics import compute_reference
 
 
 @pytest.fixture(autouse=True)

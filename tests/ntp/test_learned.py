@@ -8,7 +8,7 @@ from embgeo.core.loop import TrainingInterrupted
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError, ShapeError
 from embgeo.ntp import NTPData, synthetic, theory
-from embgeo.ntp.learned import (
+from embgeo.ntp.training.learned import (
     UFM,
     LSTMModel,
     TransformerModel,
@@ -16,7 +16,7 @@ from embgeo.ntp.learned import (
     train_learned,
     ufm_gradient,
 )
-from embgeo.ntp.train import StepSizeWarning
+from embgeo.ntp.training.train import StepSizeWarning
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,4 +1,4 @@
-"""Tests of embgeo.ntp.phase: random instances, trials, Cover's probability, intervals, thresholds.
+"""Tests of embgeo.ntp.measure.phase: random instances, trials, Cover's probability, intervals, thresholds.
 
 The separability verdicts are checked against ground truths built here: a brute-force count over
 every labeling (Cover 1965) and an LP written directly from Def. 2 (scipy's linprog, not the
@@ -17,7 +17,7 @@ from scipy.optimize import linprog
 
 from embgeo.errors import InputError
 from embgeo.ntp import NTPData, is_separable
-from embgeo.ntp.phase import (
+from embgeo.ntp.measure.phase import (
     Threshold,
     binomial_interval,
     cover_probability,
@@ -288,7 +288,7 @@ def test_threshold_step_data_is_flagged():
 
 def _with_minimize(monkeypatch, change):
     """Run threshold with scipy's L-BFGS-B result passed through ``change`` (what a different exit looks like)."""
-    from embgeo.ntp import phase
+    from embgeo.ntp.measure import phase
 
     real = phase.optimize.minimize
 
@@ -328,7 +328,7 @@ def test_threshold_verdict_does_not_hang_on_the_optimizers_exit_code(monkeypatch
 
 def test_threshold_fit_is_the_maximum_of_the_likelihood():
     # Independent check of the certificate: no point of a fine grid around (t̂, ŝ) has a larger likelihood.
-    from embgeo.ntp.phase import _loglik
+    from embgeo.ntp.measure.phase import _loglik
 
     counts = simulated_counts(0.45, 0.04, 60, 7)
     fit = threshold(GRID, counts, 60)

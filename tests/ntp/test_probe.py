@@ -1,4 +1,4 @@
-"""`embgeo ntp probe` and embgeo.ntp.probe: the NTP geometry of a causal LM checkpoint, read from disk.
+"""`embgeo ntp probe` and embgeo.ntp.analysis.probe: the NTP geometry of a causal LM checkpoint, read from disk.
 
 A tiny GPT-2 (2 layers, width 16) with a WordPiece tokenizer trained on the tweets is trained for a few
 Adam steps inside the tests and saved with ``save_pretrained``; every probe reads it back from that folder.
@@ -20,9 +20,7 @@ from embgeo.core.device import resolve_device
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError, ShapeError
 from embgeo.ntp import synthetic, theory
-from embgeo.ntp.geometry import logit_structure
-from embgeo.ntp.metrics import cosine
-from embgeo.ntp.probe import (
+from embgeo.ntp.analysis.probe import (
     count_contexts,
     hidden_states,
     load_causal_lm,
@@ -30,6 +28,8 @@ from embgeo.ntp.probe import (
     probe,
     probe_model,
 )
+from embgeo.ntp.measure.geometry import logit_structure
+from embgeo.ntp.measure.metrics import cosine
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")

@@ -2,7 +2,8 @@
 
 * the constrained-row numbers do not move when W → W + 1cᵀ (the softmax's invariance), the all-rows cosine stays
   below its bound, and the bands hold for an exact W^mm perturbed by a known amount;
-* the trained-head records of the probe equal those of :func:`embgeo.ntp.train.train` run directly on the same H,
+* the trained-head records of the probe equal those of :func:`embgeo.ntp.training.train.train` run directly on the same
+H,
   on a tiny causal model built here, and the CLI prints the table and writes it to summary.json.
 """
 
@@ -15,9 +16,9 @@ import torch
 
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
-from embgeo.ntp.metrics import Reference, compute_reference, constrained_alignment, cosine, equal_rows_bound
-from embgeo.ntp.probe import measure, probe, train_head
-from embgeo.ntp.train import train
+from embgeo.ntp.analysis.probe import measure, probe, train_head
+from embgeo.ntp.measure.metrics import Reference, compute_reference, constrained_alignment, cosine, equal_rows_bound
+from embgeo.ntp.training.train import train
 
 from .test_train_reduced import _data as reduced_data
 

@@ -16,7 +16,7 @@ import torch
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError, MissingDependencyError, SolverError
 from embgeo.ntp import synthetic
-from embgeo.ntp.probe import (
+from embgeo.ntp.analysis.probe import (
     count_contexts,
     cut_stream,
     measure,
@@ -282,7 +282,7 @@ def _measured(capsys) -> tuple:
 
 def test_the_ntp_svm_decides_separability_and_print_and_summary_agree(monkeypatch, capsys):
     """The user's case: the direct routes stop undecided, the NTP-SVM then finds a separating point."""
-    import embgeo.ntp.probe as probe_module
+    import embgeo.ntp.analysis.probe as probe_module
 
     def undecided(*args, **kwargs):
         raise SolverError("is_separable: the dual iterations neither separated nor found a Farkas matrix "
@@ -297,7 +297,7 @@ def test_the_ntp_svm_decides_separability_and_print_and_summary_agree(monkeypatc
 
 
 def test_undecided_separability_is_null_and_printed_undecided(monkeypatch, capsys):
-    import embgeo.ntp.probe as probe_module
+    import embgeo.ntp.analysis.probe as probe_module
 
     def fail(*args, **kwargs):
         raise SolverError("out of time")
@@ -348,7 +348,7 @@ def test_cli_warns_when_the_estimate_leaves_the_solvers_nothing(tiny_gguf, text_
     the passes after them); negative control: the unpatched run of test_cli_estimates_messages_and_progress_lines
     prints no warning."""
     from embgeo.cli import main
-    from embgeo.ntp import probe as P
+    from embgeo.ntp.analysis import probe as P
 
     monkeypatch.setattr(P, "pass_rates", lambda *a, **k: {"loss": 100.0, "margins": 100.0})
     out = tmp_path / "out"
@@ -390,20 +390,21 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     assert "solver step 5: phi 12.5" in capsys.readouterr().out
 
 
-def test_time_estimate_from_timed_kernels():
+def test_time_estimate_from_timed_kernels(monkeypatch):
     """The estimate is the counted work at the rates timed on this machine: the forward passes' token positions, the
     loss's pass and LOGIT_PASSES − 1 margin passes per context, and the solvers get what the limit leaves (0 when
     nothing is left); a wrong count of positions or passes would move these numbers. The rates are timed with the
     code that runs them, here only checked to be seconds (no assertion on their values: a test is not timed)."""
     import torch
 
-    from embgeo.ntp.probe import LOGIT_PASSES, count_contexts, forward_rate, pass_rates, time_estimate
+    from embgeo.ntp.analysis.probe import LOGIT_PASSES, count_contexts, forward_rate, pass_rates, time_estimate
 
-    rates = {"forward": 1e-3, "loss": 2e-3, "margins": 1e-3}
+    rates = {"forward": 1e-3, "loss": 2e-3, "margins": 1e-3, "fixed": 0.5}
     plan = {"tokens": 1000, "batches": 4}
     est = time_estimate(plan, 100, 10.0, rates)
     assert est["forward"] == pytest.approx(1.0)
-    assert est["logit_passes"] == pytest.approx(100 * (2e-3 + (LOGIT_PASSES - 1) * 1e-3))
+    assert est["logit_passes"] == pytest.approx(100 * (2e-3 + (LOGIT_PASSES - 1) * 1e-3) + 0.5)
+    assert est["after_solvers"] == pytest.approx(100 * (LOGIT_PASSES - 1) * 1e-3 + 0.5)  # the fixed work comes after
     assert est["solvers"] == pytest.approx(10.0 - est["forward"] - est["logit_passes"])
     assert est["total"] == pytest.approx(10.0) and est["limit"] == 10.0
     tight = time_estimate({"tokens": 10**5, "batches": 4}, 100, 10.0, rates)  # forward 100 s > 10 s
@@ -419,6 +420,14 @@ def test_time_estimate_from_timed_kernels():
     assert calls == [(2, 2), (2, 2)]  # the first batch, twice (a warm-up, then timed)
     data = synthetic(80, 50, 8, 3, seed=0)
     timed = pass_rates(data.probs, data.weights, np.ones((50, 8)), min_seconds=0.01)
-    assert set(timed) == {"loss", "margins"} and all(0 < v < 1.0 for v in timed.values())  # seconds per context
+    assert set(timed) == {"loss", "margins", "fixed"} and all(0 < v < 1.0 for v in timed.values())  # seconds
+
+    import embgeo.ntp.analysis.probe as P
+
+    # the fixed work is timed on FIXED_SAMPLE_ROWS rows and scaled to V (a kernel costing 1 s on the sample)
+    monkeypatch.setattr(P, "_seconds_per_call", lambda fn, min_seconds: (fn(), 1.0)[1])
+    monkeypatch.setattr(P, "FIXED_SAMPLE_ROWS", 10)
+    assert P._fixed_seconds(np.ones((40, 8)), 0.01) == pytest.approx(4.0)
+    assert P._fixed_seconds(np.ones((7, 8)), 0.01) == pytest.approx(1.0)  # a head shorter than the sample: itself
 
 

@@ -1,6 +1,6 @@
 """The structured solvers of the t-form rewrite (issue 9) against independent computations.
 
-Each block tests one piece of :mod:`embgeo.ntp.solvers` / :mod:`embgeo.ntp.constraints` (or the
+Each block tests one piece of :mod:`embgeo.ntp.solvers` / :mod:`embgeo.ntp.solvers.constraints` (or the
 theory routes that use it) against something that does not share its code: the dense KKT system
 of the same QP solved with ``numpy.linalg.lstsq``, cvxpy + Clarabel (``reference.py``), brute
 force over dense arrays, the definitions of the paper's certificates, or the previous solvers
@@ -18,24 +18,11 @@ import scipy.sparse as sp
 
 from embgeo.core import validate
 from embgeo.errors import InputError, SolverError, TooLargeError
-from embgeo.ntp import (
-    NTPData,
-    dual_set,
-    equality,
-    is_compatible,
-    is_separable,
-    ntp_svm,
-    pair_certificates,
-    scan,
-    separability,
-    separability_lp,
-    subspace,
-    svm_dual,
-    synthetic,
-)
-from embgeo.ntp.constraints import coordinates, token_groups
+from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_svm, synthetic
 from embgeo.ntp.data import synthetic_large
-from embgeo.ntp.theory import estimate_memory
+from embgeo.ntp.solvers import dual_set, equality, pair_certificates, scan, separability_lp, svm_dual
+from embgeo.ntp.solvers.constraints import coordinates, token_groups
+from embgeo.ntp.theory import estimate_memory, separability, subspace
 from embgeo.testing.reference import ntp_previous as previous
 
 from .reference import (
@@ -929,7 +916,7 @@ def test_ntp_svm_time_limit(case, must_time_out, monkeypatch):
     existed yet. Nothing else."""
     import time
 
-    from embgeo.ntp import svm_alm, svm_dual
+    from embgeo.ntp.solvers import svm_alm, svm_dual
 
     from .test_time_limits import FakeClock, spy
 

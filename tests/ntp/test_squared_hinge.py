@@ -1,4 +1,4 @@
-"""The squared-hinge route to NTP-separability (:mod:`embgeo.ntp.squared_hinge`, issue 38) against
+"""The squared-hinge route to NTP-separability (:mod:`embgeo.ntp.solvers.squared_hinge`, issue 38) against
 independent computations: φ and its gradient against the definition and central differences, the
 whitened coordinates against the logits they must keep, and every verdict against cvxpy + Clarabel
 (``reference.py``) with its certificate checked from the definitions (margins and ties of W, or a
@@ -11,8 +11,10 @@ import pytest
 import scipy.sparse as sp
 
 from embgeo.errors import SolverError
-from embgeo.ntp import is_separable, pair_certificates, separability, squared_hinge, synthetic
-from embgeo.ntp.constraints import coordinates, token_groups
+from embgeo.ntp import is_separable, synthetic
+from embgeo.ntp.solvers import pair_certificates, squared_hinge
+from embgeo.ntp.solvers.constraints import coordinates, token_groups
+from embgeo.ntp.theory import separability
 
 from .reference import INFEASIBLE, kesler_values, logits, pair_values, ref_ntp_svm
 from .test_solvers import assert_farkas_certificate
@@ -214,7 +216,7 @@ def test_measure_takes_every_separability_route():
     """measure (the probe's analysis) decides Def. 2 by any route it is given, with the same verdict; an unknown
     route is refused."""
     from embgeo.errors import InputError
-    from embgeo.ntp.probe import measure
+    from embgeo.ntp.analysis.probe import measure
 
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))
@@ -385,7 +387,7 @@ def test_the_candidates_certificate_is_refined_too(monkeypatch, rounds):
     """The candidate route (a given W projected onto F⊥) shares the refinement: its first projection made ~1e-9 off
     in the ties (a stand-in for the rounding of a real LM's projection) comes back at ≤ TIE_TARGET, recomputed from
     W and H; negative control: without refinement rounds the ties stay off (accepted: below MARGIN_ATOL)."""
-    from embgeo.ntp import svm_alm
+    from embgeo.ntp.solvers import svm_alm
 
     monkeypatch.setattr(separability, "TIE_ROUNDS", rounds)
     real, calls = svm_alm.TieProjection.project, []

@@ -1,4 +1,4 @@
-"""The augmented Lagrangian NTP-SVM (:mod:`embgeo.ntp.svm_alm`) against independent computations.
+"""The augmented Lagrangian NTP-SVM (:mod:`embgeo.ntp.solvers.svm_alm`) against independent computations.
 
 * its Newton matrix against the dense (G·r + m)² matrix D + ρ Σ a aᵀ solved by numpy, in both modes
   (Cholesky of the Schur complement, conjugate gradients), with light and heavy groups and contexts
@@ -28,8 +28,10 @@ import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp import NTPData, constraints, ntp_svm, pair_certificates, separability, svm, synthetic, theory
-from embgeo.ntp import svm_alm as A
+from embgeo.ntp import NTPData, ntp_svm, synthetic, theory
+from embgeo.ntp.solvers import constraints, pair_certificates
+from embgeo.ntp.solvers import svm_alm as A
+from embgeo.ntp.theory import separability, svm
 
 from .reference import (
     INFEASIBLE,
@@ -726,7 +728,7 @@ def test_warm_starts_give_the_same_optimum():
 def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
     """No feasible point in the time and separability undecided (m = 100,000 cold, 600 s): one SolverError
     that names the sizes and the way out, not the inner route's message."""
-    from embgeo.ntp.svm_dual import SVMOutcome
+    from embgeo.ntp.solvers.outcome import SVMOutcome
 
     reason = "NTP-SVM (augmented Lagrangian): beyond this solver at m = 60 contexts"
     monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome("stalled", iterations=7, reason=reason))

@@ -25,11 +25,11 @@ from embgeo.ntp import (
     ntp_margin,
     ntp_svm,
     smoothness,
-    subspace,
     synthetic,
     toy2d,
     w_star,
 )
+from embgeo.ntp.theory import subspace
 
 from .reference import (
     dense_projector_F,

@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from embgeo.errors import NotCompatibleError
-from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_svm, subspace, synthetic, w_star
+from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_svm, synthetic, w_star
+from embgeo.ntp.theory import subspace
 
 from .reference import INFEASIBLE, make_data, ref_multiclass_svm, ref_ntp_svm, ref_w_star
 

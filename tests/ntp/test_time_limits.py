@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from embgeo.core.status import Status
-from embgeo.ntp import ntp_svm, separability, synthetic
-from embgeo.ntp import separability_lp as L
-from embgeo.ntp import svm as S
-from embgeo.ntp import svm_alm as A
-from embgeo.ntp import svm_dual as D
+from embgeo.ntp import ntp_svm, synthetic
+from embgeo.ntp.solvers import separability_lp as L
+from embgeo.ntp.solvers import svm_alm as A
+from embgeo.ntp.solvers import svm_dual as D
+from embgeo.ntp.theory import separability
+from embgeo.ntp.theory import svm as S
 
 from .reference import kesler_values
 from .test_svm_alm import newton_instance, planted
@@ -278,7 +279,7 @@ def test_pair_farkas_respects_a_budget(clock, monkeypatch):
     """The span pair certificate (one least-squares solve per pair, about a second each at m = 10,000, r = 576)
     stops at its budget, checked before every pair."""
     from embgeo.ntp import NTPData
-    from embgeo.ntp import pair_certificates as P
+    from embgeo.ntp.solvers import pair_certificates as P
 
     m = 12
     P_ = np.zeros((m, 5))
@@ -418,7 +419,7 @@ def test_the_probe_leaves_its_solvers_to_say_not_run(monkeypatch):
 
     from embgeo.errors import SolverError
     from embgeo.ntp import theory
-    from embgeo.ntp.probe import measure
+    from embgeo.ntp.analysis.probe import measure
 
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))
@@ -442,8 +443,8 @@ def test_the_probe_with_no_time_for_its_solvers(clock, monkeypatch):
     """A limit spent by the stages before them (a fake clock: the loss's pass costs 1 s of a 0.5 s limit; a real 1 ms
     could be left over on a fast machine) leaves separability and the NTP-SVM undecided, each saying its limit was
     spent, and the cheap measurements still reported."""
-    from embgeo.ntp import probe
-    from embgeo.ntp.probe import measure
+    from embgeo.ntp.analysis import probe
+    from embgeo.ntp.analysis.probe import measure
 
     spy(monkeypatch, clock, probe, "_blockwise_kl", cost=1.0)
     data = synthetic(12, 10, 6, 2, seed=3)
@@ -459,7 +460,7 @@ def test_the_probe_with_no_time_for_its_solvers(clock, monkeypatch):
 def test_equality_factorization_begins_no_step_after_its_deadline(clock, monkeypatch):
     """Each group size's SVDs cost 1 s of a 2.5 s limit: the third size is not begun, and the error names it; with
     no deadline every size is factored (the negative control) and the same system solves."""
-    from embgeo.ntp import equality as E
+    from embgeo.ntp.solvers import equality as E
 
     from .test_solvers import _frequent_tokens
 
@@ -478,7 +479,7 @@ def test_equality_factorization_begins_no_step_after_its_deadline(clock, monkeyp
 def test_equality_factorization_stops_before_the_null_space_and_the_cholesky(clock, monkeypatch):
     """Past the deadline after the SVDs, the constraints' null space is not begun; past it after the null space,
     the t-system's Cholesky factorization is not."""
-    from embgeo.ntp import equality as E
+    from embgeo.ntp.solvers import equality as E
 
     from .test_solvers import _frequent_tokens
 
@@ -500,8 +501,8 @@ def test_the_probe_gives_the_exact_solve_its_deadline(clock, monkeypatch):
     """A compatibility stage whose factorization would begin past the solvers' deadline is undecided and says so;
     W* and dim F are then absent, the alignment (under the whole limit, also spent) reports that it could not
     project, and the probe's other numbers are there. Without a limit, the same data give W*."""
-    from embgeo.ntp import equality as E
-    from embgeo.ntp import probe
+    from embgeo.ntp.analysis import probe
+    from embgeo.ntp.solvers import equality as E
 
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))

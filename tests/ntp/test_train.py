@@ -6,10 +6,10 @@ import torch
 
 from embgeo.errors import InputError, NotSeparableError, ShapeError
 from embgeo.ntp import NTPData, synthetic, theory
-from embgeo.ntp import train as train_mod
-from embgeo.ntp.metrics import compute_reference
-from embgeo.ntp.regpath import regularization_path, ridge_path
-from embgeo.ntp.train import StepSizeWarning, TrainingInterrupted, record_steps, train
+from embgeo.ntp.measure.metrics import compute_reference
+from embgeo.ntp.training import train as train_mod
+from embgeo.ntp.training.regpath import regularization_path, ridge_path
+from embgeo.ntp.training.train import StepSizeWarning, TrainingInterrupted, record_steps, train
 
 
 @pytest.fixture(scope="module")

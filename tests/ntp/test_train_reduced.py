@@ -13,10 +13,10 @@ import scipy.sparse as sp
 
 from embgeo.errors import InputError
 from embgeo.ntp import NTPData
-from embgeo.ntp import metrics as metrics_mod
-from embgeo.ntp import train as train_mod
-from embgeo.ntp.metrics import REFERENCE_METRICS, compute_reference, constrained_alignment
-from embgeo.ntp.train import train
+from embgeo.ntp.measure import metrics as metrics_mod
+from embgeo.ntp.measure.metrics import REFERENCE_METRICS, compute_reference, constrained_alignment
+from embgeo.ntp.training import train as train_mod
+from embgeo.ntp.training.train import train
 
 
 def _data(m=20, V=30, seen=8, d=6, S=3, seed=0):

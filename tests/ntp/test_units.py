@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_margin, ntp_svm, subspace, w_star
-from embgeo.ntp.theory import unit_scale
+from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_margin, ntp_svm, w_star
+from embgeo.ntp.theory import subspace, unit_scale
 
 EXPONENTS = [-300, -250, -200, -160, -100, -16, -13, -10, 0, 20, 100, 160, 200, 250, 300]
 

@@ -15,8 +15,9 @@ def _python(code: str) -> str:
     return proc.stdout.strip()
 
 
-NTP_MODULES = ["embgeo.ntp", "embgeo.ntp.data", "embgeo.ntp.corpus", "embgeo.ntp.theory", "embgeo.ntp.probe",
-               "embgeo.ntp.learned", "embgeo.ntp.geometry", "embgeo.ntp.analyze", "embgeo.ntp.regpath"]
+NTP_MODULES = ["embgeo.ntp", "embgeo.ntp.data", "embgeo.ntp.corpus", "embgeo.ntp.theory", "embgeo.ntp.analysis.probe",
+               "embgeo.ntp.training.learned", "embgeo.ntp.measure.geometry", "embgeo.ntp.analysis.analyze",
+               "embgeo.ntp.training.regpath"]
 
 
 @pytest.mark.parametrize("module", NTP_MODULES)

@@ -15,7 +15,7 @@ class Status(StrEnum):
 
     The final results of the theory functions (:class:`~embgeo.ntp.theory.NTPSVM`,
     :class:`~embgeo.attention.theory.MaxMarginSelection`) use OPTIMAL, OPTIMAL_INACCURATE, TIME_LIMIT and
-    INFEASIBLE; the inner solvers' outcomes (:class:`~embgeo.ntp.svm_dual.SVMOutcome`, the interior point of
+    INFEASIBLE; the inner solvers' outcomes (:class:`~embgeo.ntp.solvers.outcome.SVMOutcome`, the interior point of
     :mod:`embgeo.attention.solvers`) also MAX_ITER, STALLED, SEPARABLE, CONVERGED and DIVERGED; ``ntp analyze``
     reports UNDECIDED when no solver could decide within its budget.
     """

@@ -1,7 +1,7 @@
 """A minimal record of a training run: one row of metrics per recorded step.
 
 No framework: a :class:`Trace` is a list of dicts plus a ``meta`` dict, convertible to a
-pandas DataFrame or a CSV file. Training loops (e.g. :func:`embgeo.ntp.train.train`) fill it
+pandas DataFrame or a CSV file. Training loops (e.g. :func:`embgeo.ntp.training.train.train`) fill it
 and return it.
 """
 

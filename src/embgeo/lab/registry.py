@@ -64,7 +64,7 @@ def finished(trace: Trace) -> Trace:
         raise KeyboardInterrupt("training interrupted by Ctrl-C; a partial training is not turned into results")
     step = getattr(trace, "meta", {}).get("diverged_at_step")
     if step is not None:
-        # The trainer says why when it has a rule of its own (embgeo.ntp.train: the loss grew tenfold).
+        # The trainer says why when it has a rule of its own (embgeo.ntp.training.train: the loss grew tenfold).
         why = trace.meta.get("diverged_reason", "the iterate or the loss is no longer finite")
         raise InputError(f"training diverged at step {step} ({why}, lr = {trace.meta.get('lr')}); lower the step "
                          "size (--set lr=...) or an oversized weight decay")

@@ -1,16 +1,24 @@
 """NTP implicit bias (Thrampoulidis, NeurIPS 2024).
 
-Rooms, as in every paper package: :mod:`~embgeo.ntp.data` (NTPData, generators, text),
-:mod:`~embgeo.ntp.theory` (W*, F, separability, W^mm: the public face of :mod:`~embgeo.ntp.loss`,
-:mod:`~embgeo.ntp.subspace`, :mod:`~embgeo.ntp.compatibility`, :mod:`~embgeo.ntp.separability`,
-:mod:`~embgeo.ntp.svm`, :mod:`~embgeo.ntp.margins`; its solvers and their t-form in
-:mod:`~embgeo.ntp.constraints`), :mod:`~embgeo.ntp.analyze` (every theory object of one dataset, as
-``ntp analyze`` prints it), :mod:`~embgeo.ntp.train` (GD / NGD / Adam / SGD),
-:mod:`~embgeo.ntp.regpath` (Theorem 1's paths), :mod:`~embgeo.ntp.metrics` (the reference and the
-trace metrics), :mod:`~embgeo.ntp.figures`. Training is not re-exported here so that the name
-``embgeo.ntp.train`` keeps meaning the module.
-"""
+The package in layers, each importing only those below it (a test holds the rule,
+``tests/test_registry.py``):
 
+1. the data: :mod:`~embgeo.ntp.data` (NTPData, generators, text contexts), :mod:`~embgeo.ntp.corpus`,
+   :mod:`~embgeo.ntp.units`;
+2. :mod:`embgeo.ntp.solvers`: the numerical methods and their certificates, in the t-form of
+   :mod:`~embgeo.ntp.solvers.constraints` (equality solves, scans, the NTP-SVM's dual and augmented Lagrangian,
+   the separability LP and squared hinge, pair certificates); they know no theory object;
+3. :mod:`embgeo.ntp.theory`: the paper's objects — loss and entropy (eq. 2), F (eq. 5), compatibility and W*
+   (Def. 1), separability (Def. 2), W^mm (Def. 3), margins — its ``__init__`` the public face;
+4. :mod:`embgeo.ntp.measure`: measurements of a W against them (alignment metrics, logit geometry, the phase
+   diagram, figures);
+5. :mod:`embgeo.ntp.training`: GD / NGD / Adam / SGD (:mod:`~embgeo.ntp.training.train`), Theorem 1's paths
+   (:mod:`~embgeo.ntp.training.regpath`), learned embeddings (:mod:`~embgeo.ntp.training.learned`);
+6. :mod:`embgeo.ntp.analysis`: the pipelines behind ``ntp analyze`` and ``ntp probe``;
+7. :mod:`embgeo.ntp.experiments`: the paper's experiments and claims.
+
+Training is not re-exported here, so that ``embgeo.ntp.training.train`` keeps meaning the module.
+"""
 from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.theory import (
     NTPSVM,

@@ -21,7 +21,7 @@ from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds, 
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp.data import NTPData, synthetic, toy2d
-from embgeo.ntp.metrics import Reference, compute_reference
+from embgeo.ntp.measure.metrics import Reference, compute_reference
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
 
 if TYPE_CHECKING:
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 # Every command imports this module (`embgeo list` and every refusal read the registry), so what only a run needs
 # is imported by the run: matplotlib.pyplot, pandas and the figures inside the functions that draw or tabulate,
 # torch (the trainer) and scipy.optimize (the regularization path) on the first call (issue 37).
-train = lazy("embgeo.ntp.train", "train")
-regularization_path = lazy("embgeo.ntp.regpath", "regularization_path")
+train = lazy("embgeo.ntp.training.train", "train")
+regularization_path = lazy("embgeo.ntp.training.regpath", "regularization_path")
 
 #: This module's experiments, in the paper's order (:data:`embgeo.ntp.experiments.PAPER` lists them).
 EXPERIMENTS: list[Experiment] = []
@@ -175,7 +175,7 @@ def convergence_claims(label: str, df: pd.DataFrame, ref: str, levels: Levels | 
     """Thm. 2 (or Fig. 5's "same implicit bias") as levels at the last step of one trace.
 
     ``df``: a trace frame with columns step, norm, cos_mm, cos_corrected, subspace_error
-    (:func:`embgeo.ntp.train.train` against the reference W*, W^mm); ``ref``: the statement cited; ``levels``:
+    (:func:`embgeo.ntp.training.train.train` against the reference W*, W^mm); ``ref``: the statement cited; ``levels``:
     default the calibrated levels of the optimizer named ``label`` (:data:`LEVELS`; GD's for other labels).
     """
     levels = levels or LEVELS.get(label, LEVELS["GD"])
@@ -300,7 +300,7 @@ class Toy2dConfig:
 def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     data = toy2d(cfg.seed)
     F = subspace(data)
@@ -464,7 +464,7 @@ class ExamplesConfig(Fig4Data):
 def run_examples(cfg: ExamplesConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     data = cfg.make_data()
     picks = np.sort(np.random.default_rng(cfg.seed).choice(cfg.m, size=min(8, cfg.m), replace=False))
@@ -555,7 +555,7 @@ def lemma5_claim(data: NTPData, ref: Reference, W: np.ndarray, alpha: float = LE
 def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     data = cfg.make_data()
     ref = compute_reference(data)
@@ -584,7 +584,7 @@ class NGDAdamConfig(Fig4Data):
 def run_ngd_adam(cfg: NGDAdamConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     data = cfg.make_data()
     ref = compute_reference(data)
@@ -618,7 +618,7 @@ def run_sgd(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     data = cfg.make_data()
     ref = compute_reference(data)
@@ -681,7 +681,7 @@ def bound9_claim(data: NTPData, ref: Reference, norms: np.ndarray, path_gaps: np
 def run_regpath(cfg: RegPathConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     data = cfg.make_data()
     ref = compute_reference(data)
@@ -758,7 +758,7 @@ def run_overparam(cfg: OverparamConfig, ctx: RunContext = DETACHED) -> Result:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from embgeo.ntp import figures
+    from embgeo.ntp.measure import figures
 
     rows = []
     for ratio in cfg.ratios:
@@ -859,8 +859,8 @@ def run_sequence_length(cfg: SequenceLengthConfig, ctx: RunContext = DETACHED) -
     fixed and whose third varies has 𝓗_1 = 0 < 𝓗_2)."""
     import matplotlib.pyplot as plt
 
-    from embgeo.ntp import figures
     from embgeo.ntp.corpus import build_corpus, read_lines
+    from embgeo.ntp.measure import figures
 
     lines, source = read_lines(cfg.text, cfg.n_lines)
     corpus = build_corpus(lines, cfg.max_length, cfg.max_vocab, mode="prefixes")

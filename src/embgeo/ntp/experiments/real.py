@@ -4,7 +4,7 @@ The NTP paper's theory is for fixed embeddings; its App. D and conclusion ask wh
 learned. These experiments train the unconstrained-features model (free H and W), a small causal LSTM and a
 small decoder-only transformer on distinct contexts of real text (:mod:`embgeo.ntp.corpus`) with the paper's
 NTP loss (eq. 2), and at every record compute the paper's objects for the model's *current* embeddings H_t
-(:func:`embgeo.ntp.geometry.track_reference`): is (H_t, supports) NTP-compatible and NTP-separable, and does
+(:func:`embgeo.ntp.measure.geometry.track_reference`): is (H_t, supports) NTP-compatible and NTP-separable, and does
 the decoder W_t follow W^mm(H_t) in direction and W*(H_t) on the subspace F? Beside them, the geometry the
 follow-up (Zhao, Behnia, Vakilian, Thrampoulidis 2024) reports qualitatively: contexts with equal next-token
 supports collapsing together, and the logit matrix's structure.
@@ -12,7 +12,7 @@ supports collapsing together, and the logit matrix's structure.
 Claims are levels at the last step, with the linear experiments' levels (cos ≥ 0.9, subspace error ≤ 0.25,
 ‖W‖ growing like log t) and stated ε's for the rest; where the theory's object does not exist for H_T (not
 separable, not compatible), the claim fails with that reason. W^mm(H_t) is certified at every record
-(:mod:`embgeo.ntp.svm_alm`, warm-started from the previous record), and the alignment claim is decided on
+(:mod:`embgeo.ntp.solvers.svm_alm`, warm-started from the previous record), and the alignment claim is decided on
 the certified band cos ± 2ε: undecided when the band straddles the level.
 """
 
@@ -28,9 +28,9 @@ from embgeo.errors import InputError
 from embgeo.lab.claims import Claim, at_least, at_most, banded, holds, not_applicable, others_statement
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
-from embgeo.ntp import geometry
 from embgeo.ntp.corpus import build_corpus, read_lines
 from embgeo.ntp.experiments.paper import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL, TRANSPLANTED
+from embgeo.ntp.measure import geometry
 from embgeo.ntp.theory import entropy
 
 if TYPE_CHECKING:
@@ -80,13 +80,13 @@ class RealConfig:
     #: Solve W^mm(H_t) at every record (each warm-started from the previous record's), for the alignment's
     #: trajectory; False: at the last step only.
     svm_every_record: bool = False
-    #: The recorded steps (:func:`embgeo.ntp.train.record_steps`): "log" (1-9 × 10^k) or "log125" (1, 2, 5 × 10^k).
-    #: Every record measures the geometry and runs the exact solvers, so records are most of a small run's time.
+    #: The recorded steps (:func:`embgeo.ntp.training.train.record_steps`): "log" (1-9 × 10^k) or "log125" (1, 2, 5 ×
+    #: 10^k). Every record measures the geometry and runs the exact solvers, so records are most of a small run's time.
     record_every: str = "log125"
 
 
 def _model(kind: str, cfg: RealConfig, m: int, V: int):
-    from embgeo.ntp.learned import UFM, LSTMModel, TransformerModel
+    from embgeo.ntp.training.learned import UFM, LSTMModel, TransformerModel
 
     if kind == "ufm":
         return UFM(m, V, cfg.d, seed=cfg.seed)
@@ -128,7 +128,7 @@ def run_real(kind: str, cfg: RealConfig, ctx: RunContext = DETACHED) -> Result:
     """Train one model on the corpus, tracking the paper's objects for its embeddings; claims at the last step."""
     import pandas as pd
 
-    from embgeo.ntp.learned import train_learned
+    from embgeo.ntp.training.learned import train_learned
 
     lines, source = read_lines(cfg.text, cfg.n_lines)
     if cfg.mode == "prefixes" and kind != "ufm":

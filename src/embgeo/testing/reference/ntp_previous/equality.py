@@ -1,4 +1,4 @@
-"""The equality system of :mod:`embgeo.ntp.equality` as it was before issue 24, kept as an exact reference.
+"""The equality system of :mod:`embgeo.ntp.solvers.equality` as it was before issue 24, kept as an exact reference.
 
 Rank-deficient groups (a frequent token in more contexts than r = rank H̄) were handled with their
 explicit null-space bases: a full q × q SVD per such group and a dense SVD of the stacked constraint
@@ -18,8 +18,8 @@ from scipy.sparse.linalg import LinearOperator, cg
 
 from embgeo.core.validate import DENSE_BUDGET_BYTES, check_dense_size
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.constraints import row_dots
-from embgeo.ntp.equality import CG_RTOL, DENSE_T_MAX, STIFF_BALANCE, STIFF_RATIO
+from embgeo.ntp.solvers.constraints import row_dots
+from embgeo.ntp.solvers.equality import CG_RTOL, DENSE_T_MAX, STIFF_BALANCE, STIFF_RATIO
 
 
 @dataclass

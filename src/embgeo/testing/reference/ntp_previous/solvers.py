@@ -4,7 +4,7 @@ The NTP-SVM (Def. 3)  min ½‖W‖²  s.t.  A_eq(W) = 0 (6a),  A_in(W) ≥ 1 (6
 
     max_{μ ≥ 0, ν}  1ᵀμ - ½‖A_inᵀμ + A_eqᵀν‖².
 
-Scattering (μ, ν) into Ψ ∈ R^{V×m} (see :mod:`embgeo.ntp.constraints`) maps the dual variables
+Scattering (μ, ν) into Ψ ∈ R^{V×m} (see :mod:`embgeo.ntp.solvers.constraints`) maps the dual variables
 onto K = {Ψ : 1ᵀΨ = 0, Ψ_{v,j} ≤ 0 for v ∉ S_j} with μ_{j,v} = -Ψ_{v,j}, and the dual becomes
 
     min_{Ψ ∈ K}  f(Ψ) = ½ tr(Ψ G Ψᵀ) + Σ_{v∉S_j} Ψ_{v,j},      G = H̄ᵀH̄ (m × m),

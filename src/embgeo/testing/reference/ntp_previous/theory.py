@@ -3,7 +3,7 @@
 Paper: ``ntp-implicit-bias-neurips.txt`` (NeurIPS 2024 version; the short version's numbers
 differ: Def. 3.1/3.2 there are Defs. 1/2 here). Equation numbers below are the NeurIPS ones.
 
-Formulation (see :mod:`embgeo.ntp.constraints` for the operator structure). All solutions are of
+Formulation (see :mod:`embgeo.ntp.solvers.constraints` for the operator structure). All solutions are of
 the form W = Ψ H̄ᵀ with Ψ ∈ R^{V×m} (rows of W in the span of the contexts), so every solver
 works on m × m Gram matrices and never on the (#constraints × V·d) matrix:
 

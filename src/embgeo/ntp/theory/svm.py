@@ -18,10 +18,12 @@ from numpy.typing import ArrayLike
 from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status
 from embgeo.errors import InputError, SolverError
-from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.data import NTPData, check_W
-from embgeo.ntp.scan import scan_off_support
-from embgeo.ntp.separability import (
+from embgeo.ntp.solvers.constraints import row_dots
+from embgeo.ntp.solvers.outcome import SVMOutcome
+from embgeo.ntp.solvers.scan import scan_off_support
+from embgeo.ntp.solvers.svm_dual import SVMDual
+from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
     Problem,
     Separability,
@@ -35,8 +37,7 @@ from embgeo.ntp.separability import (
     separable_from_candidate,
     separable_result,
 )
-from embgeo.ntp.subspace import Subspace, context_gram
-from embgeo.ntp.svm_dual import SVMDual, SVMOutcome
+from embgeo.ntp.theory.subspace import Subspace, context_gram
 
 #: Under ``max_seconds``, the final re-scan of the returned point's margins (the separability certificate's and the
 #: residuals', each a full pass over the logits) runs only when expected to end within this fraction of
@@ -52,7 +53,7 @@ FINISH_SCANS = 20
 
 class SVMResiduals(TypedDict, total=False):
     """:attr:`NTPSVM.residuals`: the KKT residuals of W^mm; when infeasible, the Farkas matrix's
-    (:class:`~embgeo.ntp.separability.SeparabilityResiduals`)."""
+    (:class:`~embgeo.ntp.theory.separability.SeparabilityResiduals`)."""
 
     equality: float
     min_margin: float
@@ -182,15 +183,15 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     ``W is None``. Then W^mm by one of two solvers (``method``):
 
     * ``"alm"``: the augmented Lagrangian method with semismooth Newton steps of
-      :mod:`embgeo.ntp.svm_alm`, on the primal. For rank H̄ < m (d ≪ m, e.g. learned embeddings).
-    * ``"dual"``: the accelerated projected gradient on the dual of :class:`~embgeo.ntp.svm_dual.SVMDual`
+      :mod:`embgeo.ntp.solvers.svm_alm`, on the primal. For rank H̄ < m (d ≪ m, e.g. learned embeddings).
+    * ``"dual"``: the accelerated projected gradient on the dual of :class:`~embgeo.ntp.solvers.svm_dual.SVMDual`
       with an exact active-set finish. For rank H̄ = m (d ≥ m), where almost every off-support pair
       is active and the dual is two GEMMs with the m × m Gram per iteration.
     * ``"auto"`` (default): "dual" when rank H̄ = m, else "alm".
 
     Both stop when the relative duality gap g = (½‖W‖² − D)/(½‖W‖²) of a point W feasible for every
     constraint and a dual value D is ≤ ``tol``; then ‖W − W^mm‖/‖W^mm‖ ≤ √(g/(1 − g))
-    (``residuals["error_bound"]``; see :mod:`embgeo.ntp.svm_alm` for the derivation). The default
+    (``residuals["error_bound"]``; see :mod:`embgeo.ntp.solvers.svm_alm` for the derivation). The default
     1e-10 is reached on every well-posed instance we measured (the ALM's exact finish ends at
     1e-11…1e-15). Where ``tol`` is not reached but a certified point exists, it is returned, never an
     exception: ``status`` "time_limit" (``max_seconds`` spent) or "optimal_inaccurate" (the solver
@@ -240,7 +241,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         out = SVMOutcome(Status.TIME_LIMIT, check_seconds=math.inf)  # (the certificate's margins are checked)
         name = "none: the time limit was spent before the solver started"
     elif method == "alm":
-        from embgeo.ntp.svm_alm import SVMALM
+        from embgeo.ntp.solvers.svm_alm import SVMALM
 
         X0 = None if warm_W is None or warm_dual is not None else _group_rows(pb, warm_W)
         out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=tol, max_seconds=time_left(deadline), X0=X0,
@@ -345,7 +346,7 @@ def _certificate_point(pb: Problem, sep: Separability, out: SVMOutcome) -> SVMOu
 
 
 def _separable_as_certified(pb: Problem, X: np.ndarray, t: np.ndarray, method: str) -> Separability:
-    """:func:`~embgeo.ntp.separability.separable_result` of a solver's point, already scaled by its certifying
+    """:func:`~embgeo.ntp.theory.separability.separable_result` of a solver's point, already scaled by its certifying
     full scan to smallest margin 1, without scanning again (the ties (6a) are re-checked: O(support pairs · r))."""
     coo = pb.groups.pattern.tocoo()
     eq = row_dots(X, pb.K, coo.row, coo.col) - t[coo.col]

@@ -3,7 +3,7 @@
 Paper: ``ntp-implicit-bias-neurips.txt`` (NeurIPS 2024 version; the short version's numbers
 differ: Def. 3.1/3.2 there are Defs. 1/2 here). Equation numbers below are the NeurIPS ones.
 
-Formulation (:mod:`embgeo.ntp.constraints` and the solvers below): the constraints (4) and
+Formulation (:mod:`embgeo.ntp.solvers.constraints` and the solvers below): the constraints (4) and
 (6) are written in *t-form* (one scalar t_j per context: x_zᵀk_j − t_j = log p̂_{j,z} on the
 support, x_vᵀk_j − t_j ≤ −1 off it) over the coordinates K (m × r) of the contexts in their own
 span, r = rank H̄. For fixed t everything splits by token, so:
@@ -28,29 +28,30 @@ re-exported here, so ``from embgeo.ntp.theory import w_star`` (or ``theory.w_sta
 concept (paper)                    module
 =================================  ==================================================================
 units (H̄ scaled to order one)      :mod:`embgeo.ntp.units` — :func:`unit_scale`
-loss, entropy, gradient (eq. 2)    :mod:`embgeo.ntp.loss` — :func:`entropy`, :func:`cross_entropy`,
+loss, entropy, gradient (eq. 2)    :mod:`embgeo.ntp.theory.loss` — :func:`entropy`, :func:`cross_entropy`,
                                    :func:`kl_gap`, :func:`gradient`, :func:`smoothness`, :func:`log_probs`
-the data subspace F (eq. 5)        :mod:`embgeo.ntp.subspace` — :class:`Subspace`, :func:`subspace`,
+the data subspace F (eq. 5)        :mod:`embgeo.ntp.theory.subspace` — :class:`Subspace`, :func:`subspace`,
                                    :func:`estimate_memory`
-compatibility and W* (Def. 1)      :mod:`embgeo.ntp.compatibility` — :func:`is_compatible`, :func:`w_star`
-separability (Def. 2)              :mod:`embgeo.ntp.separability` — :func:`is_separable`
-the NTP-SVM (Def. 3)               :mod:`embgeo.ntp.svm` — :func:`ntp_svm`, :class:`NTPSVM`
-margins                            :mod:`embgeo.ntp.margins` — :func:`ntp_margin`
+compatibility and W* (Def. 1)      :mod:`embgeo.ntp.theory.compatibility` — :func:`is_compatible`, :func:`w_star`
+separability (Def. 2)              :mod:`embgeo.ntp.theory.separability` — :func:`is_separable`
+the NTP-SVM (Def. 3)               :mod:`embgeo.ntp.theory.svm` — :func:`ntp_svm`, :class:`NTPSVM`
+margins                            :mod:`embgeo.ntp.theory.margins` — :func:`ntp_margin`
 =================================  ==================================================================
 
-Solvers: :mod:`embgeo.ntp.equality` (the equality problem), :mod:`embgeo.ntp.scan` (full passes over the
-off-support logits), :mod:`embgeo.ntp.dual_set` (projection onto the dual set), :mod:`embgeo.ntp.svm_dual`
-(the working-set dual), :mod:`embgeo.ntp.svm_alm` (the augmented Lagrangian), :mod:`embgeo.ntp.separability_lp`
-(the separability LP), :mod:`embgeo.ntp.pair_certificates` (Farkas matrices from two token groups).
-Tuning constants (``LP_SMALL_NNZ``, ``PAIR_LP_SECONDS``, ...) live, and are read, in those modules only.
+Solvers: :mod:`embgeo.ntp.solvers.equality` (the equality problem), :mod:`embgeo.ntp.solvers.scan` (full passes over the
+off-support logits), :mod:`embgeo.ntp.solvers.dual_set` (projection onto the dual set),
+:mod:`embgeo.ntp.solvers.svm_dual` (the working-set dual), :mod:`embgeo.ntp.solvers.svm_alm` (the augmented
+Lagrangian), :mod:`embgeo.ntp.solvers.separability_lp` (the separability LP),
+:mod:`embgeo.ntp.solvers.pair_certificates` (Farkas matrices from two token groups). Tuning constants
+(``LP_SMALL_NNZ``, ``PAIR_LP_SECONDS``, ...) live, and are read, in those modules only.
 """
 
-from embgeo.ntp.compatibility import COMPAT_RTOL, Compatibility, is_compatible, w_star
-from embgeo.ntp.loss import cross_entropy, entropy, gradient, kl_gap, log_probs, smoothness
-from embgeo.ntp.margins import ntp_margin
-from embgeo.ntp.separability import MARGIN_ATOL, SEPARABILITY_METHODS, Separability, is_separable
-from embgeo.ntp.subspace import Subspace, estimate_memory, subspace
-from embgeo.ntp.svm import NTPSVM, SVM_METHODS, ntp_svm
+from embgeo.ntp.theory.compatibility import COMPAT_RTOL, Compatibility, is_compatible, w_star
+from embgeo.ntp.theory.loss import cross_entropy, entropy, gradient, kl_gap, log_probs, smoothness
+from embgeo.ntp.theory.margins import ntp_margin
+from embgeo.ntp.theory.separability import MARGIN_ATOL, SEPARABILITY_METHODS, Separability, is_separable
+from embgeo.ntp.theory.subspace import Subspace, estimate_memory, subspace
+from embgeo.ntp.theory.svm import NTPSVM, SVM_METHODS, ntp_svm
 from embgeo.ntp.units import unit_scale
 
 __all__ = [

@@ -6,8 +6,8 @@ have equal rows in any separator (their logits are tied there), so a context whe
 cannot give the other a margin (:func:`pair_farkas`, one least-squares solve). Failing that, any separator
 makes u = x_a − x_b an r-dimensional separator of a's contexts from b's: the infeasibility of that LP in r + 1
 rows gives a Farkas matrix of the whole problem (:func:`pair_lp_farkas`). Both return the group-level Farkas
-matrix (grp, ctx, Ψ, ‖Ψ K‖) that :func:`embgeo.ntp.separability.farkas_result` turns into a certificate.
-:func:`heavy_pairs` also gives :func:`embgeo.ntp.compatibility.is_compatible` its overdetermined pairs.
+matrix (grp, ctx, Ψ, ‖Ψ K‖) that :func:`embgeo.ntp.theory.separability.farkas_result` turns into a certificate.
+:func:`heavy_pairs` also gives :func:`embgeo.ntp.theory.compatibility.is_compatible` its overdetermined pairs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.linalg import null_space
 
-from embgeo.ntp.svm_dual import FARKAS_RTOL, farkas_scale
+from embgeo.ntp.solvers.svm_dual import FARKAS_RTOL, farkas_scale
 
 #: The pair LP tries pairs among this many largest groups (most contexts), largest pairs first ...
 PAIR_LP_GROUPS = 40

@@ -9,10 +9,10 @@ W h̄_j and the loss is CE of eq. (2).
   recording a :class:`~embgeo.core.trace.Trace` of the paper's Fig. 4 metrics (loss gap as a
   KL, norm, alignment with W^mm, convergence of P_F(W) to W*, NTP-margin).
 * ``train(..., reduce_unseen=True)``: the same run on the seen rows plus one shared row for the tokens that are
-  never a next token (exact when they start equal; see :func:`train` and :mod:`embgeo.ntp.metrics`).
+  never a next token (exact when they start equal; see :func:`train` and :mod:`embgeo.ntp.measure.metrics`).
 
-The recorded metrics are :mod:`embgeo.ntp.metrics` (numpy float64, from the current W); the
-regularization paths of Theorem 1 are :mod:`embgeo.ntp.regpath`.
+The recorded metrics are :mod:`embgeo.ntp.measure.metrics` (numpy float64, from the current W); the
+regularization paths of Theorem 1 are :mod:`embgeo.ntp.training.regpath`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from embgeo.core.validate import (
 from embgeo.errors import InputError, ShapeError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
-from embgeo.ntp.metrics import (
+from embgeo.ntp.measure.metrics import (
     ReducedProblem,
     ReducedReference,
     Reference,
@@ -123,8 +123,8 @@ def _default_lr(optimizer: str, L: float) -> float:
 class _Loss:
     """CE of eq. (2) in torch float64 on ``device``: full batch, or the mean per-context CE of a batch of contexts.
 
-    With ``problem`` (:class:`~embgeo.ntp.metrics.ReducedProblem`) the parameter is R (k + 1, d), the seen rows and
-    the shared unseen row, and the logits get the offset ``problem.bias`` (log|U| on the shared row): the softmax of
+    With ``problem`` (:class:`~embgeo.ntp.measure.metrics.ReducedProblem`) the parameter is R (k + 1, d), the seen rows
+    and the shared unseen row, and the logits get the offset ``problem.bias`` (log|U| on the shared row): the softmax of
     the full W = expand(R), on k + 1 columns."""
 
     def __init__(self, data: NTPData, device: torch.device | str = "cpu", problem: ReducedProblem | None = None):
@@ -217,7 +217,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
     eps : float
         Adam's ε and NGD's ε in the normalization.
     reference : None | False | Reference
-        W*, W^mm and F as returned by :func:`embgeo.ntp.metrics.compute_reference`. None: computed
+        W*, W^mm and F as returned by :func:`embgeo.ntp.measure.metrics.compute_reference`. None: computed
         here; if the data are not compatible or not separable the alignment metrics are skipped
         and the reason is stored in ``trace.meta["reference"]``. False: skip them.
     progress : bool
@@ -250,10 +250,11 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         issued and the partial trace is returned.
 
         With ``reduce_unseen``: the rows also hold the constrained-row cosines ``rows_cos_mm``,
-        ``rows_cos_corrected`` and their bands ``_lo``/``_hi`` (:func:`embgeo.ntp.metrics.reduced_trace_metrics`),
-        ``trace.W_reduced`` is the final R (k + 1, d), ``trace.reduced`` the
-        :class:`~embgeo.ntp.metrics.ReducedProblem` (its ``expand`` gives W), and ``trace.W`` the expanded (V, d) W
-        only when ``expand`` (else None); ``meta["reduced"]`` has k and |U|. Divergence is judged as without it.
+        ``rows_cos_corrected`` and their bands ``_lo``/``_hi``
+        (:func:`embgeo.ntp.measure.metrics.reduced_trace_metrics`), ``trace.W_reduced`` is the final R (k + 1, d),
+        ``trace.reduced`` the
+        :class:`~embgeo.ntp.measure.metrics.ReducedProblem` (its ``expand`` gives W), and ``trace.W`` the expanded (V,
+        d) W only when ``expand`` (else None); ``meta["reduced"]`` has k and |U|. Divergence is judged as without it.
 
         Divergence stops the loop at the first recorded step where W or CE is no longer finite, or CE
         exceeds :data:`DIVERGENCE_FACTOR` × max(CE at step 0, log V): ``meta["diverged_at_step"]`` is
@@ -263,8 +264,8 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
     Notes
     -----
     Reduced training (``reduce_unseen=True``). Let U be the tokens in no support (never a next token), k the others.
-    If W's rows on U are equal, they stay equal under every optimizer here (:mod:`embgeo.ntp.metrics`, (iii)): each
-    unseen row v gets the gradient g_u = Σ_j π̂_j 𝕊_v(W h̄_j) h̄_j, the same for all v in U. So the run is carried
+    If W's rows on U are equal, they stay equal under every optimizer here (:mod:`embgeo.ntp.measure.metrics`, (iii)):
+    each unseen row v gets the gradient g_u = Σ_j π̂_j 𝕊_v(W h̄_j) h̄_j, the same for all v in U. So the run is carried
     by R = [seen rows; u]: the logits are R h̄_j plus log|U| on u (|U| equal terms e^{uᵀh̄} in the softmax's sum),
     autograd gives the seen rows' gradients and |U| g_u on u, which is divided by |U| (each copy's own gradient),
     and then
@@ -275,7 +276,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
       the same moments and the same update.
 
     The init must have equal unseen rows: ``"zeros"`` or such an array (``"lecun"`` is refused). ``reference``:
-    None / False / a :class:`Reference` (made reduced here) or a :class:`~embgeo.ntp.metrics.ReducedReference`
+    None / False / a :class:`Reference` (made reduced here) or a :class:`~embgeo.ntp.measure.metrics.ReducedReference`
     (W* and W^mm may be absent: their metrics are NaN). Cost per step O(m (k + 1) d) instead of O(m V d); memory
     (m, k + 1) logits, and no (V, d) matrix unless ``expand``. The trajectories equal those of the full run to
     rounding (tests/ntp/test_train_reduced.py).

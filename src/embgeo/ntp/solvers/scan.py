@@ -1,6 +1,6 @@
 """Full passes over the off-support logits: every margin t_j − x_gᵀk_j of (6b), in blocks, never stored.
 
-In the t-form of :mod:`embgeo.ntp.constraints` (group rows X, one t_j per context, coordinates K). Used to
+In the t-form of :mod:`embgeo.ntp.solvers.constraints` (group rows X, one t_j per context, coordinates K). Used to
 certify a point feasible for every constraint, to find the violated pairs that grow a working set, and to read
 the active set of W^mm.
 """

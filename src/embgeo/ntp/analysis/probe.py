@@ -51,10 +51,9 @@ from embgeo.core.validate import (
 )
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, SolverError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.constraints import row_dots
 from embgeo.ntp.data import NTPData, first_seen_rows
-from embgeo.ntp.geometry import effective_rank_of, numerical_rank_of
-from embgeo.ntp.metrics import (
+from embgeo.ntp.measure.geometry import effective_rank_of, numerical_rank_of
+from embgeo.ntp.measure.metrics import (
     ReducedProblem,
     constrained_alignment,
     cosine,
@@ -62,6 +61,7 @@ from embgeo.ntp.metrics import (
     reduced_reference,
     token_split,
 )
+from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
@@ -541,7 +541,7 @@ class ProbeResult:
 
         import matplotlib.pyplot as plt
 
-        from embgeo.ntp.figures import probe_figure
+        from embgeo.ntp.measure.figures import probe_figure
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -657,7 +657,8 @@ def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample:
     """Seconds per context of the probe's two kinds of pass over the logits, timed on this machine with the code
     that runs them: ``loss`` — :func:`_blockwise_kl`; ``margins`` — :func:`_context_margins` (the alignment's
     NTP-margin is the same kernel on P_⊥(W)); both on the first ``sample`` contexts' supports and the real W (V, d)
-    with random embeddings (H is not known before the forward passes; the cost does not depend on its values)."""
+    with random embeddings (H is not known before the forward passes; the cost does not depend on its values); and
+    ``fixed`` — :func:`_fixed_seconds`, the seconds of the structure pass that do not grow with m."""
     k = min(sample, probs.shape[0])
     rows = probs[:k]
     w = np.asarray(weights[:k], dtype=np.float64)
@@ -665,7 +666,25 @@ def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample:
     part = NTPData(H, rows, w / w.sum())
     loss = _seconds_per_call(lambda: _blockwise_kl(part, W), min_seconds) / k
     margins = _seconds_per_call(lambda: _context_margins(H, W, part), min_seconds) / k
-    return {"loss": loss, "margins": margins}
+    return {"loss": loss, "margins": margins, "fixed": _fixed_seconds(W, min_seconds)}
+
+
+#: Rows of W on which the structure pass's fixed work is timed (:func:`_fixed_seconds`).
+FIXED_SAMPLE_ROWS = 4096
+
+
+def _fixed_seconds(W: np.ndarray, min_seconds: float) -> float:
+    """Seconds of the work after the solvers that does not grow with m: the structure pass's QR factor of W and
+    WᵀW (:func:`logit_structure_factored`), O(V d²) each — timed on FIXED_SAMPLE_ROWS rows of W and scaled to V
+    (both are linear in the rows). Issue 38: on a GPT-2-sized head (V = 50,257, d = 768) they were ~3 s that the
+    per-context rates left out. SciPy's statistics module (the structure pass's Spearman) is imported here too,
+    so that its one-off second falls before the solvers."""
+    import scipy.stats  # noqa: F401
+
+    n = min(FIXED_SAMPLE_ROWS, W.shape[0])
+    part = W[:n]
+    per_call = _seconds_per_call(lambda: (np.linalg.qr(part, mode="r"), part.T @ part), min_seconds)
+    return per_call * W.shape[0] / n
 
 
 def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) -> dict:
@@ -675,12 +694,13 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
 
     ``forward``: the token positions of the forward passes (:func:`batch_plan`; padding included) at their rate;
     ``logit_passes``: the LOGIT_PASSES passes over the m × V logits — the loss's and two of the margins' (the
-    alignment's NTP-margin, the logits' structure); ``after_solvers``: the part of them that runs after the solvers
-    (the margins' two, which :func:`measure` keeps time for); ``solvers``: what ``max_seconds`` leaves after those
+    alignment's NTP-margin, the logits' structure) — and the structure's fixed O(V d²) work (``rates["fixed"]``,
+    :func:`_fixed_seconds`); ``after_solvers``: the part of them that runs after the solvers (the margins' two and
+    the fixed work, which :func:`measure` keeps time for); ``solvers``: what ``max_seconds`` leaves after those
     (inf without a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum;
     ``limit``: max_seconds. The exact compatibility solve (W*, dim F) is not in it."""
     forward = plan["tokens"] * rates["forward"]
-    after_solvers = m * (LOGIT_PASSES - 1) * rates["margins"]
+    after_solvers = m * (LOGIT_PASSES - 1) * rates["margins"] + rates.get("fixed", 0.0)
     passes = m * rates["loss"] + after_solvers
     limit = math.inf if max_seconds is None else float(max_seconds)
     solvers = max(limit - forward - passes, 0.0)
@@ -838,14 +858,14 @@ def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResul
 
     Why not all V rows. A token that is never a next token in the data ("unseen": ~46k of SmolLM2's 49,152 at
     m = 2000) plays the same role in every constraint of Defs. 1-3, so W^mm's unseen rows are equal and W*'s are
-    zero (:mod:`embgeo.ntp.metrics`, (i)); the softmax ignores W → W + 1cᵀ (ii), and W^mm has zero column sums, so
-    after that shift its unseen rows are ~0. A pretrained head's unseen rows differ from one another (about 90 % of
+    zero (:mod:`embgeo.ntp.measure.metrics`, (i)); the softmax ignores W → W + 1cᵀ (ii), and W^mm has zero column sums,
+    so after that shift its unseen rows are ~0. A pretrained head's unseen rows differ from one another (about 90 % of
     ‖W‖² at SmolLM2's size), and that part is orthogonal to every matrix with equal unseen rows and zero column sums:
-    cos(W, W^mm) ≤ ``cos_mm_bound`` = ‖P(W)‖/‖W‖ (:func:`embgeo.ntp.metrics.equal_rows_bound`, ≈ ‖W_seen‖/‖W‖ ≈
+    cos(W, W^mm) ≤ ``cos_mm_bound`` = ‖P(W)‖/‖W‖ (:func:`embgeo.ntp.measure.metrics.equal_rows_bound`, ≈ ‖W_seen‖/‖W‖ ≈
     0.06-0.1), whatever the model — a statistic that cannot come out otherwise. It is kept, with its bound beside it.
 
-    What is reported instead (:func:`embgeo.ntp.metrics.constrained_alignment`): T(W), the seen rows and the mean
-    unseen row, centred by their unweighted mean — invariant under W → W + 1cᵀ, and in the geometry of all pairwise
+    What is reported instead (:func:`embgeo.ntp.measure.metrics.constrained_alignment`): T(W), the seen rows and the
+    mean unseen row, centred by their unweighted mean — invariant under W → W + 1cᵀ, and in the geometry of all pairwise
     row differences (the logit differences Defs. 1-3 constrain), each token once and the unseen block once:
     ``rows_cos_mm`` = cos(T W, T W^mm), ``rows_dist_mm``, ``rows_cos_corrected`` = cos(T(W − W*), T W^mm), each
     with the interval ``_lo``/``_hi`` that holds for the true W^mm when the NTP-SVM certifies only
@@ -870,7 +890,7 @@ def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResul
         out.update(constrained_alignment(data, W, w_star=res.w_star, w_mm=res.w_mm, F=F,
                                          error_bound=eps if eps == eps else 0.0, PFW=PFW))
         if res.w_mm is not None:
-            from embgeo.ntp.metrics import unseen_block
+            from embgeo.ntp.measure.metrics import unseen_block
 
             out["unseen_logit_vs_support_mm"] = unseen_block(data, res.w_mm, seen, unseen)["unseen_logit_vs_support"]
             if res.w_star is not None:
@@ -878,13 +898,13 @@ def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResul
                 out["cos_corrected"] = cosine(D, res.w_mm)
                 out["cos_corrected_bound"] = equal_rows_bound(D, seen, unseen)
         if not np.all(data.support_sizes == data.V):
-            out["margin"] = theory.ntp_margin(data, W, F)
+            out["margin"] = theory.ntp_margin(data, W, F, perp=None if PFW is None else W - PFW)
     except (SolverError, TooLargeError) as exc:  # SolverError: the limit was reached before F's exact solve
         res.errors["alignment"] = str(exc)
     return out
 
 
-#: The optimizers ``train_head`` accepts (those of :func:`embgeo.ntp.train.train` that run on the full loss).
+#: The optimizers ``train_head`` accepts (those of :func:`embgeo.ntp.training.train.train` that run on the full loss).
 HEAD_OPTIMIZERS = ("gd", "ngd", "adam")
 
 #: The columns of a :func:`train_head` record.
@@ -897,7 +917,7 @@ def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: 
                started: Callable[[str], object] | None = None) -> dict:
     """Train a linear head from zero on the model's fixed H and watch Theorem 2 happen (or not): stage "train_head".
 
-    For each optimizer (gd, ngd, adam) :func:`embgeo.ntp.train.train` runs ``steps`` full-batch updates from
+    For each optimizer (gd, ngd, adam) :func:`embgeo.ntp.training.train.train` runs ``steps`` full-batch updates from
     W = 0 on ``result.data`` (H, p̂, π̂ of the probe), reduced (``reduce_unseen=True``: the seen rows and one shared
     row for the never-next tokens — exact, since from zero those rows stay equal; no V × d matrix), ``lr`` its
     default when None (1/(2L) for gd, 0.01 for ngd and adam). Recorded on the log grid ``record_every``:
@@ -918,7 +938,7 @@ def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: 
     Returns (and stores as ``result.head_training``) ``{"settings", "runs": {optimizer: {"lr", "rows",
     "claims", "seconds", "diverged"}}}``; ``result.seconds["train_head"]`` is the stage's time.
     """
-    from embgeo.ntp.train import record_steps, train
+    from embgeo.ntp.training.train import record_steps, train
 
     data = result.data
     if data is None:
@@ -1025,7 +1045,7 @@ def _head_claims(optimizer: str, rows: list[dict], why: dict) -> dict:
 
 def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
                              gram_max: int = GRAM_MAX) -> tuple[dict, dict]:
-    """The measures of :func:`embgeo.ntp.geometry.logit_structure` for L = H Wᵀ without forming L (m, V).
+    """The measures of :func:`embgeo.ntp.measure.geometry.logit_structure` for L = H Wᵀ without forming L (m, V).
 
     H (m, d), W (V, d). ``‖L‖_F² = ⟨HᵀH, WᵀW⟩``; the singular values of L are those of R_H R_Wᵀ (d × d) from
     the QR factors of H and W; the logits on the supports are Σ_j S_j dot products; the margin

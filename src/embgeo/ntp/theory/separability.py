@@ -2,10 +2,10 @@
 certificate either way: a separating W, or a Farkas matrix Ψ.
 
 Routes, cheapest first: Lemma 1's closed form when rank H̄ = m, the pair certificates of
-:mod:`embgeo.ntp.pair_certificates` when rank H̄ < m, the LP of :mod:`embgeo.ntp.separability_lp` on small
-problems, the squared hinge of :mod:`embgeo.ntp.squared_hinge` otherwise (a real LM's size); the NTP-SVM
-dual of :mod:`embgeo.ntp.svm_dual` on request. :class:`Problem` is what these routes
-and the NTP-SVM (:mod:`embgeo.ntp.svm`) share for one dataset.
+:mod:`embgeo.ntp.solvers.pair_certificates` when rank H̄ < m, the LP of :mod:`embgeo.ntp.solvers.separability_lp` on
+small problems, the squared hinge of :mod:`embgeo.ntp.solvers.squared_hinge` otherwise (a real LM's size); the NTP-SVM
+dual of :mod:`embgeo.ntp.solvers.svm_dual` on request. :class:`Problem` is what these routes
+and the NTP-SVM (:mod:`embgeo.ntp.theory.svm`) share for one dataset.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import InputError, SolverError
-from embgeo.ntp.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
 from embgeo.ntp.data import NTPData, check_W
-from embgeo.ntp.pair_certificates import pair_farkas, pair_lp_farkas
-from embgeo.ntp.scan import scan_off_support
-from embgeo.ntp.separability_lp import separability_lp
-from embgeo.ntp.subspace import Subspace, context_gram
-from embgeo.ntp.svm_dual import SVMDual
+from embgeo.ntp.solvers.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
+from embgeo.ntp.solvers.pair_certificates import pair_farkas, pair_lp_farkas
+from embgeo.ntp.solvers.scan import scan_off_support
+from embgeo.ntp.solvers.separability_lp import separability_lp
+from embgeo.ntp.solvers.svm_dual import SVMDual
+from embgeo.ntp.theory.subspace import Subspace, context_gram
 from embgeo.ntp.units import unit_scale
 
 #: Tolerance on the margins of a separability / SVM certificate (target margin is 1).
@@ -133,18 +133,18 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
       than r common contexts whose embeddings span R^r must have equal rows (their logits are tied
       there), so a context i with u ∈ S_i, v ∉ S_i cannot give v a margin: Ψ = ±(e_i − Σ β_j e_j)
       with k_i = Σ_j β_j k_j is a Farkas matrix. Cheap, and it decides real text with d ≪ m.
-      Then a *pair LP* (:func:`~embgeo.ntp.pair_certificates.pair_lp_farkas`) on the largest groups: any separator makes
-      u = x_a − x_b an r-dimensional separator of a's contexts from b's (tied where both follow),
+      Then a *pair LP* (:func:`~embgeo.ntp.solvers.pair_certificates.pair_lp_farkas`) on the largest groups: any
+      separator makes u = x_a − x_b an r-dimensional separator of a's contexts from b's (tied where both follow),
       whose infeasibility is an LP of r + 1 rows; its Farkas weights are a Farkas matrix of the
       whole problem. It decides real text whose tokens share few contexts (V in the thousands)
       in milliseconds per pair, within ``max_seconds``.
     * ``method="lp"``: the LP max s s.t. (6a), x_gᵀk_j − t_j + s ≤ 0 off the supports, s ≤ 1, over
       token groups, solved by HiGHS; s* = 1 separable, s* = 0 not (its dual values give μ).
-    * ``method="hinge"``: L-BFGS on the squared hinge φ ≥ 0 of :mod:`~embgeo.ntp.squared_hinge` (zero exactly
+    * ``method="hinge"``: L-BFGS on the squared hinge φ ≥ 0 of :mod:`~embgeo.ntp.solvers.squared_hinge` (zero exactly
       at the separators) in whitened coordinates, until an iterate, tie-projected, separates every
       constraint, or φ stalls above zero and the LP on the pairs it leaves violated is infeasible (its
       duals are a Farkas matrix of the whole problem); within ``max_seconds`` (then :class:`SolverError`).
-    * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.svm_dual.SVMDual`)
+    * ``method="dual"``: the NTP-SVM dual on a working set (:class:`~embgeo.ntp.solvers.svm_dual.SVMDual`)
       until a point separates every constraint or a Farkas matrix appears; at most ``max_iter``
       iterations and ``max_seconds`` seconds (then :class:`SolverError`).
     * ``method="auto"``: the closed form / pair certificate above when they decide, else "lp" when
@@ -213,9 +213,9 @@ def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
 
     Tokens are their own groups here (the rows of a given W need not be equal within a group). P_⊥ in
     coordinates is the least change of the rows that ties every support — the unweighted
-    :class:`~embgeo.ntp.svm_alm.TieProjection` (F⊥ is the set of W whose supports tie): no equality
+    :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` (F⊥ is the set of W whose supports tie): no equality
     system, which at m = 100,000 would have needed 9 GiB for the frequent tokens' contexts."""
-    from embgeo.ntp.svm_alm import TieProjection
+    from embgeo.ntp.solvers.svm_alm import TieProjection
 
     data = pb.data
     coo = data.probs.tocoo()
@@ -277,9 +277,9 @@ def _scaled_and_refined(K: np.ndarray, rows: np.ndarray, cols: np.ndarray, weigh
     """(X/γ, t/γ, the largest tie violation |x_rowᵀk_col − t_col| on the support pairs (rows, cols), γ) for rows X
     tied on the supports, γ the smallest off-support margin (one full pass over ``support``, (rows of X, m) in CSC);
     when γ > 0 and the ties are off by more than TIE_TARGET, up to TIE_ROUNDS further projections onto the ties
-    (``projection``, a :class:`~embgeo.ntp.svm_alm.TieProjection` of these pairs and ``weights``, built when None),
-    each rescaled and kept only while it improves the ties: a projection of a nearly tied point changes it little,
-    so its rounding is that much smaller (SmolLM2, m = 10,000: 7.8e-8 → 1.0e-12). X unscaled when γ ≤ 0."""
+    (``projection``, a :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` of these pairs and ``weights``, built when
+    None), each rescaled and kept only while it improves the ties: a projection of a nearly tied point changes it
+    little, so its rounding is that much smaller (SmolLM2, m = 10,000: 7.8e-8 → 1.0e-12). X unscaled when γ ≤ 0."""
 
     def scaled(X, t):
         gamma = scan_off_support(X, t, K, support).min_margin
@@ -294,7 +294,7 @@ def _scaled_and_refined(K: np.ndarray, rows: np.ndarray, cols: np.ndarray, weigh
         if eq <= TIE_TARGET:
             break
         if projection is None:
-            from embgeo.ntp.svm_alm import TieProjection
+            from embgeo.ntp.solvers.svm_alm import TieProjection
 
             projection = TieProjection(K, rows.astype(np.int64), cols.astype(np.int64), weights.astype(np.float64))
         Xr, tr, _ = projection.project(X)
@@ -369,7 +369,7 @@ def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
 
 def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
                           progress: Callable[[int, dict], object] | None = None) -> Separability:
-    """The squared-hinge route of :func:`is_separable` (:mod:`embgeo.ntp.squared_hinge`), certified either way.
+    """The squared-hinge route of :func:`is_separable` (:mod:`embgeo.ntp.solvers.squared_hinge`), certified either way.
 
     L-BFGS (float32 products until they stall, then float64), run on while φ falls by NEWTON_WHEN_DROP per
     NEWTON_EVERY steps. Every CHECK_EVERY steps the iterate is tie-projected exactly and scanned in full: a positive
@@ -381,7 +381,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     FARKAS_RTOL; otherwise L-BFGS goes on from the better point. When φ stalls with too many active pairs, the LP
     on the LP_PAIRS largest violations decides if it is infeasible (a subsystem with no solution).
     """
-    from embgeo.ntp import squared_hinge as sh
+    from embgeo.ntp.solvers import squared_hinge as sh
 
     deadline = deadline_of(max_seconds, "is_separable (squared hinge)")
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
@@ -433,7 +433,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
 def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
     """Up to NEWTON_ROUNDS semismooth Newton steps from ``run``'s point: a :class:`Separability` when they decide,
     else (Y, t, φ) of the last point, or None when the active pairs are too many for the least-squares matrix."""
-    from embgeo.ntp import squared_hinge as sh
+    from embgeo.ntp.solvers import squared_hinge as sh
 
     # φ in float64 at the start (run.phi may come from float32 products, too coarse for the line search's test)
     Y, t, active = run.Y, run.t, None
@@ -458,7 +458,7 @@ def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
 
 def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, deadline) -> Separability | None:
     """The separability LP on the LP_PAIRS largest violations of a stalled run: a Farkas matrix when infeasible."""
-    from embgeo.ntp import squared_hinge as sh
+    from embgeo.ntp.solvers import squared_hinge as sh
 
     g, j, _ = sh.off_residuals(hp, run.Y, run.t, sh.LP_PAIRS)
     lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=time_left(deadline))

@@ -2,7 +2,7 @@
 
 Paper: ``ntp-implicit-bias-neurips.txt`` Sec. 4 (Theorem 1, eq. 8); the ridge path is the NeurIPS
 "Contributions" wording. numpy/scipy float64: FISTA on the Frobenius ball, and L-BFGS with a
-Newton-CG polish for ridge. Each point is measured by :mod:`embgeo.ntp.metrics`.
+Newton-CG polish for ridge. Each point is measured by :mod:`embgeo.ntp.measure.metrics`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
-from embgeo.ntp.metrics import REFERENCE_METRICS, Reference, reference_metrics, resolve_reference
+from embgeo.ntp.measure.metrics import REFERENCE_METRICS, Reference, reference_metrics, resolve_reference
 
 
 class ConvergenceWarning(UserWarning):
@@ -185,7 +185,7 @@ def regularization_path(data: NTPData, norms: ArrayLike, *, tol: float = 1e-10, 
     max_iter : int
         Iterations per B; a :class:`ConvergenceWarning` is issued if reached.
     reference : None | False | Reference
-        As in :func:`embgeo.ntp.train.train` (for cos_mm, cos_corrected, subspace_error, margin).
+        As in :func:`embgeo.ntp.training.train.train` (for cos_mm, cos_corrected, subspace_error, margin).
     threads : int, optional
         BLAS threads (through threadpoolctl); None: :func:`embgeo.core.threads.default_threads`.
 

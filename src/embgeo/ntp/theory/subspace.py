@@ -1,7 +1,7 @@
 """The data subspace F of eq. (5), its complement F⊥, the projections onto both and dim F.
 
 F⊥ is the set of W whose in-support logits are equal within every context; projecting onto it is the
-t-form equality problem of :mod:`embgeo.ntp.equality` with one group per token. Also
+t-form equality problem of :mod:`embgeo.ntp.solvers.equality` with one group per token. Also
 :func:`estimate_memory`, what every theory object of a dataset needs before anything is solved.
 """
 
@@ -13,10 +13,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from embgeo.core.validate import check_dense_size
-from embgeo.ntp.constraints import Coordinates, anchor_rows, coordinates, row_dots, token_groups, token_pattern
 from embgeo.ntp.data import NTPData, check_W
-from embgeo.ntp.equality import DENSE_T_MAX, EqualitySolution, EqualitySystem, equality_system_bytes
-from embgeo.ntp.svm_dual import DENSE_DUAL_MAX
+from embgeo.ntp.solvers.constraints import Coordinates, anchor_rows, coordinates, row_dots, token_groups, token_pattern
+from embgeo.ntp.solvers.equality import DENSE_T_MAX, EqualitySolution, EqualitySystem, equality_system_bytes
+from embgeo.ntp.solvers.svm_dual import DENSE_DUAL_MAX
 from embgeo.ntp.units import unit_scale
 
 
@@ -25,7 +25,7 @@ class Subspace:
 
     F⊥ is the set of W whose in-support logits are equal within every context, so projecting onto
     F⊥ is the t-form equality problem with right-hand side "minus the logits" (one group per
-    token, :class:`~embgeo.ntp.equality.EqualitySystem`); it is factored on first use and reused.
+    token, :class:`~embgeo.ntp.solvers.equality.EqualitySystem`); it is factored on first use and reused.
 
     Attributes
     ----------
@@ -35,7 +35,7 @@ class Subspace:
         when rank H̄ = m), less when a token follows more contexts than their span holds.
     ambient_dim : int
         V · d.
-    coords : :class:`~embgeo.ntp.constraints.Coordinates` of the contexts in unit scale (H̄ / scale).
+    coords : :class:`~embgeo.ntp.solvers.constraints.Coordinates` of the contexts in unit scale (H̄ / scale).
     scale : float
         The power of two H̄ is divided by (:func:`unit_scale`); projections do not depend on it.
     contexts : (m',) int
@@ -81,7 +81,7 @@ class Subspace:
         return EqualitySystem(K, self.pair_groups, local, np.ones(len(self.tokens)), gram, deadline=self.deadline)
 
     def system_bytes(self) -> float:
-        """Bytes :attr:`system` allocates (:func:`~embgeo.ntp.equality.equality_system_bytes` on the kept pairs,
+        """Bytes :attr:`system` allocates (:func:`~embgeo.ntp.solvers.equality.equality_system_bytes` on the kept pairs,
         plus the Gram's copy on the kept contexts when r = m), before building it. O(Σ_j S_j)."""
         if self.contexts.size == 0:
             return 0.0
@@ -97,7 +97,7 @@ class Subspace:
 
         dim F = Σ_v rank K_v − m' + rank M (K_v the coordinates of token v's contexts among the m' contexts with
         ≥ 2 next tokens, M = Σ_v E_vᵀ (I − P_v) E_v the Gram of the constraints that the dependent tokens put on
-        t; see :mod:`embgeo.ntp.equality`). rank M is at least the largest single term, q_v − rank K_v, and at
+        t; see :mod:`embgeo.ntp.solvers.equality`). rank M is at least the largest single term, q_v − rank K_v, and at
         most both Σ_v (q_v − rank K_v) and m_t − rank K[touched] (every t = K x on the m_t touched contexts is
         in its null space). Cost: one SVD of each token's contexts, Σ_v q_v min(q_v, r)².
         """
@@ -147,12 +147,21 @@ class Subspace:
         return out
 
     def project(self, W: ArrayLike) -> np.ndarray:
-        """P_F(W): orthogonal projection of W (V, d) onto F; O(Σ_j S_j · r + m²) after the factorization."""
+        """P_F(W): orthogonal projection of W (V, d) onto F; O(Σ_j S_j · r + m² + T·d·r) after the factorization
+        (T = len(tokens)).
+
+        Only the rows of :attr:`tokens` (in some support of ≥ 2) take part: every other row of P_F(W) is zero and
+        no equation reads it, so the change of coordinates and back is made on T rows, not V (issue 38: at
+        V = 50,257, d = 768 the two V × d × r products took 5.3 s of the probe's alignment, where T was ~2,000)."""
         W = check_W(self.data, W)
-        X0 = self.coords.to_coords(W)
-        sol = self.solve(-row_dots(X0, self.coords.K, self.pair_tokens, self.pair_contexts))
+        rows = self.tokens
+        X0 = self.coords.to_coords(W[rows])  # (T, r)
+        sol = self.solve(-row_dots(X0, self.coords.K, self.pair_groups, self.pair_contexts))
         # P_⊥(W) = W + Δ with Δ the least-norm change that ties the in-support logits; P_F(W) = −Δ.
-        return -self.coords.to_w(self.token_rows(sol.X))
+        out = np.zeros_like(W)
+        if len(rows):
+            out[rows] = -self.coords.to_w(sol.X)
+        return out
 
     def project_perp(self, W: ArrayLike) -> np.ndarray:
         """P_⊥(W) = W − P_F(W): orthogonal projection onto F⊥."""
@@ -188,7 +197,7 @@ def estimate_memory(data: NTPData) -> dict:
 
     ``coordinates`` (K, and the m × m Gram when d > m), ``equality_system`` (the exact path of W*
     and the projections: per-token factors and the m × m t-system, see
-    :func:`~embgeo.ntp.equality.equality_system_bytes`; above the memory budget it is refused and
+    :func:`~embgeo.ntp.solvers.equality.equality_system_bytes`; above the memory budget it is refused and
     only certificates can decide), ``svm_dual`` (about ten (G, m) arrays for the dense dual, else
     the working set), ``outputs`` (W*, W^mm and the separability certificate, V × d each) and
     ``total``. Cost O(Σ_j S_j + V): it only counts.

@@ -14,7 +14,7 @@ H Wᵀ and the loss is the paper's eq. (2) on the m distinct contexts,
 
 :func:`train_learned` trains any of them by GD, Adam or minibatch SGD on CE plus explicit L2 terms
 λ_e/2 ‖θ_e‖² (embedding parameters) and λ_W/2 ‖W‖² (decoder), recording CE, its gap to the entropy and
-the norms of W and H on the :func:`embgeo.ntp.train.record_steps` grid. :func:`ufm_gradient` is the
+the norms of W and H on the :func:`embgeo.ntp.training.train.record_steps` grid. :func:`ufm_gradient` is the
 closed-form gradient of the UFM objective.
 """
 
@@ -47,14 +47,14 @@ from embgeo.core.validate import (
 from embgeo.errors import InputError, ShapeError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
-from embgeo.ntp.train import DIVERGENCE_FACTOR, StepSizeWarning, record_steps
+from embgeo.ntp.training.train import DIVERGENCE_FACTOR, StepSizeWarning, record_steps
 
 OPTIMIZERS = ("gd", "adam", "sgd")
-#: Adam's (β1, β2) and ε: the paper's values, as in :func:`embgeo.ntp.train.train`.
+#: Adam's (β1, β2) and ε: the paper's values, as in :func:`embgeo.ntp.training.train.train`.
 ADAM_BETAS = (0.9, 0.99)
 ADAM_EPS = 1e-8
 #: The ``kind`` of this trainer's checkpoint files (:class:`embgeo.core.loop.Checkpoint`).
-CHECKPOINT_KIND = "embgeo.ntp.learned"
+CHECKPOINT_KIND = "embgeo.ntp.training.learned"
 #: The metrics every trace row has (``measure`` may not reuse these names).
 BASE_METRICS = ("step", "ce", "kl_gap", "objective", "norm_W", "norm_H")
 DTYPES = {torch.float32: "float32", torch.float64: "float64"}
@@ -289,7 +289,7 @@ def ufm_gradient(H: np.ndarray, W: np.ndarray, data: NTPData, weight_decay_H: fl
 
 def _check_model(model: object, data: NTPData) -> _LearnedModel:
     if not isinstance(model, MODELS):
-        raise InputError(f"model: expected an embgeo.ntp.learned UFM, LSTMModel or TransformerModel, got "
+        raise InputError(f"model: expected an embgeo.ntp.training.learned UFM, LSTMModel or TransformerModel, got "
                          f"{type(model).__name__}")
     if model.V != data.V:
         raise ShapeError(f"model.V: is {model.V} but the data have V = {data.V} tokens")
@@ -389,7 +389,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
     batch_size : int, optional
         SGD batch size (default 1); only valid with ``optimizer="sgd"``.
     record_every : "log" | "log125" | int
-        Recorded steps, :func:`embgeo.ntp.train.record_steps`.
+        Recorded steps, :func:`embgeo.ntp.training.train.record_steps`.
     measure : callable, optional
         ``measure(H, W, step) -> dict`` of scalar metrics, called at every recorded step with the current
         embeddings H (m, d) and decoder W (V, d) as float64 numpy arrays and the number of updates done;
@@ -401,7 +401,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
         ``embgeo --threads N`` (:func:`embgeo.core.threads.default_threads`).
     checkpoint : path, optional
         Save model, optimizer state, sampling generator and trace rows there atomically at every
-        recorded step (:class:`embgeo.core.loop.Checkpoint`, kind ``"embgeo.ntp.learned"``). If the file
+        recorded step (:class:`embgeo.core.loop.Checkpoint`, kind ``"embgeo.ntp.training.learned"``). If the file
         exists, training RESUMES from it; it must come from the same model configuration, data and
         settings (``steps`` may grow), else :class:`InputError`.
     progress : bool
@@ -422,7 +422,7 @@ def train_learned(model: _LearnedModel, data: NTPData, contexts: np.ndarray | No
         ``meta`` holds the model configuration, sizes, optimizer, lr, decays, dtype and 𝓗.
 
         Divergence: when the loss or the parameters are no longer finite, training stops,
-        ``meta["diverged_at_step"]`` is set and a :class:`~embgeo.ntp.train.StepSizeWarning` is issued.
+        ``meta["diverged_at_step"]`` is set and a :class:`~embgeo.ntp.training.train.StepSizeWarning` is issued.
         Ctrl-C: the current state is recorded (not checkpointed), ``trace.interrupted`` is set and the
         partial trace is returned.
     """
@@ -551,7 +551,7 @@ def _run(trace: Trace, model: _LearnedModel, data: NTPData, ids: torch.Tensor | 
                   "norm_W": float(torch.linalg.vector_norm(W)), "norm_H": float(torch.linalg.vector_norm(H))}
         if not all(np.isfinite(v) for v in values.values()):
             return None
-        if trace.rows:  # the rule of embgeo.ntp.train: a loss far above its start and the trivial predictor's
+        if trace.rows:  # the rule of embgeo.ntp.training.train: a loss far above its start and the trivial predictor's
             limit = DIVERGENCE_FACTOR * max(trace.rows[0]["ce"], math.log(data.V))
             if ce > limit:
                 run["reason"] = (f"the loss CE = {ce:.3g} exceeds {DIVERGENCE_FACTOR:g} × max(CE at step 0, log V) = "

@@ -6,12 +6,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from embgeo.errors import InputError
-from embgeo.ntp.data import NTPData
-from embgeo.ntp.subspace import Subspace
+from embgeo.ntp.data import NTPData, check_W
+from embgeo.ntp.theory.subspace import Subspace
 from embgeo.ntp.units import unit_scale
 
 
-def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None) -> float:
+def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None, *,
+               perp: np.ndarray | None = None) -> float:
     """Normalized NTP-margin of P_⊥(W) (Def. 3, max-margin form):
 
     min_{j, z∈S_j, v∉S_j} (e_z - e_v)ᵀ P_⊥(W) h̄_j / ‖P_⊥(W)‖.
@@ -19,9 +20,12 @@ def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None) -
     Equals 1/‖W^mm‖ at W = W^mm and is at most that for every W. Returns 0.0 when P_⊥(W) = 0.
     Evaluated in blocks of contexts (never an (m, V) array), on H̄ in unit scale and P_⊥(W) divided by its
     largest entry (the margin is homogeneous of degree 0 in W and 1 in H̄): no overflow at any units.
+    ``perp``: P_⊥(W) (V, d) when the caller has it already (the probe's alignment projects W once for both).
     """
-    F = subspace_ or Subspace(data)
-    Wp = F.project_perp(W)
+    if perp is None:
+        Wp = (subspace_ or Subspace(data)).project_perp(W)
+    else:
+        Wp = check_W(data, perp)
     top = float(np.max(np.abs(Wp), initial=0.0))
     if top == 0:
         return 0.0

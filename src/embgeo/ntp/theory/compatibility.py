@@ -10,11 +10,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from embgeo.errors import NotCompatibleError, SolverError
-from embgeo.ntp.constraints import anchor_rows, row_dots
 from embgeo.ntp.data import NTPData
-from embgeo.ntp.pair_certificates import heavy_pairs
-from embgeo.ntp.subspace import Subspace
-from embgeo.ntp.svm_dual import FARKAS_RTOL, farkas_scale
+from embgeo.ntp.solvers.constraints import anchor_rows, row_dots
+from embgeo.ntp.solvers.pair_certificates import heavy_pairs
+from embgeo.ntp.solvers.svm_dual import FARKAS_RTOL, farkas_scale
+from embgeo.ntp.theory.subspace import Subspace
 
 #: Relative tolerance for accepting the log-odds equations (4) as solved.
 COMPAT_RTOL = 1e-7

@@ -1,6 +1,6 @@
 """The equality problem behind W*, the projections onto F and F⊥, and the NTP-SVM's exact active-set solve.
 
-In the t-form of :mod:`embgeo.ntp.constraints`. Notation: K (m × r) the context coordinates, groups g
+In the t-form of :mod:`embgeo.ntp.solvers.constraints`. Notation: K (m × r) the context coordinates, groups g
 of tokens with weights n_g and rows x_g ∈ R^r, a pattern Q of pairs (g, j), one scalar t_j per context.
 
 **Equality problems** (:class:`EqualitySystem`). W*, the projections onto F and F⊥, and the exact
@@ -46,7 +46,7 @@ from embgeo.core import validate
 from embgeo.core.deadline import stop_if_spent
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.constraints import row_dots
+from embgeo.ntp.solvers.constraints import row_dots
 
 #: Above this many contexts the t-system S is kept sparse and solved by conjugate gradients
 #: (when no group is rank deficient); below, it is factored densely (m² doubles: 512 MB at 8000).

@@ -1,6 +1,6 @@
 """The NTP-SVM (Def. 3) through its dual on a working set of the off-support constraints (:class:`SVMDual`).
 
-In the t-form of :mod:`embgeo.ntp.constraints`. Notation: K (m × r) the context coordinates, groups g
+In the t-form of :mod:`embgeo.ntp.solvers.constraints`. Notation: K (m × r) the context coordinates, groups g
 of tokens with weights n_g and rows x_g ∈ R^r, a pattern Q of pairs (g, j), one scalar t_j per context.
 
 **The NTP-SVM** (:class:`SVMDual`). Its dual, over Ψ ∈ K = {Σ_g Ψ_{gj} = 0, Ψ_{gj} ≤ 0 off the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,11 +29,13 @@ from scipy.sparse.linalg import LinearOperator
 from embgeo.core.deadline import past
 from embgeo.core.status import Status
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.constraints import row_dots
-from embgeo.ntp.dual_set import project_dual, project_dual_dense
-from embgeo.ntp.equality import EqualitySolution, EqualitySystem
-from embgeo.ntp.scan import scan_off_support
-from embgeo.ntp.separability_lp import separability_lp
+from embgeo.ntp.solvers.constraints import row_dots
+from embgeo.ntp.solvers.dual_set import project_dual, project_dual_dense
+from embgeo.ntp.solvers.equality import EqualitySolution, EqualitySystem
+from embgeo.ntp.solvers.outcome import SVMOutcome
+from embgeo.ntp.solvers.scan import scan_off_support
+from embgeo.ntp.solvers.separability_lp import separability_lp
+from embgeo.ntp.solvers.svm_alm import TieProjection
 
 #: A Farkas matrix is accepted when ‖Ψ H̄‖ ≤ FARKAS_RTOL · √2 max_j ‖h̄_j‖ (with Σ_off Ψ = −1): every
 #: separator would then have an NTP-margin below this fraction of the data's scale.
@@ -65,44 +66,6 @@ CERTIFICATE_GRACE = 0.05
 _POLISH = "polish"
 
 
-@dataclass
-class SVMOutcome:
-    """What :meth:`SVMDual.solve` found (group level).
-
-    status : "optimal" (relative duality gap ≤ tol, or an exact KKT point), "infeasible" (a Farkas
-    matrix was found), "time_limit" / "max_iter" (stopped early; ``X`` is then the best primal
-    point feasible for every constraint, when one was found).
-    X, t : (G, r), (m,) the primal point, min off-support margin exactly 1 and in F⊥.
-    primal : ½ Σ_g n_g ‖x_g‖²; dual : the dual value of ``dual_point`` (a lower bound on primal).
-    dual_point : (grp, ctx, psi) a point of K on the working set (the multipliers, sign −μ off supports).
-    farkas : (grp, ctx, psi, perp) when infeasible: Ψ ∈ K on those pairs, Σ_off Ψ = −1, ‖Ψ K‖ = perp.
-    """
-
-    status: Status
-    X: np.ndarray | None = None
-    t: np.ndarray | None = None
-    primal: float = np.inf
-    dual: float = -np.inf
-    dual_point: tuple | None = None
-    farkas: tuple | None = None
-    iterations: int = 0
-    rounds: int = 0
-    working_set: int = 0
-    polished: bool = False
-    mode: str = "working set"  # or "dense": how the dual was stored; "augmented Lagrangian" (svm_alm)
-    factorizations: int = 0
-    reason: str = ""  # why the solve stopped short of tol, where the status alone does not say (svm_alm)
-    check_seconds: float = 0.0  # the last certificate's measured cost (a tie projection and a full scan)
-
-    @property
-    def gap(self) -> float:
-        """Relative duality gap |primal − dual| / primal. A dual value above the primal breaks weak duality: only
-        rounding, or a point that is not quite feasible (ties off by 1e-10 on a nearly degenerate instance, issue 38,
-        put the dual 3e-8 above), can make it so, and its size is how far the certificate can be trusted — not a
-        gap of 0 (which certified ‖W − W^mm‖ ≤ 0 there, while W was 2.5e-7 from cvxpy + Clarabel's point)."""
-        return abs(self.primal - self.dual) / self.primal if np.isfinite(self.primal) else np.inf
-
-
 class SVMDual:
     """The NTP-SVM in t-form on token groups, solved through its dual on a working set.
 
@@ -123,7 +86,6 @@ class SVMDual:
         self.weights = np.asarray(weights, dtype=np.float64)
         coo = self.support.tocoo()
         self.pg, self.pj = coo.row.astype(np.int64), coo.col.astype(np.int64)  # sorted by (g, j)
-        from embgeo.ntp.svm_alm import TieProjection  # (svm_alm imports this module)
 
         self.EP = TieProjection(K, self.pg, self.pj, self.weights)  # weighted projection onto F⊥
         self._EP1 = None
@@ -569,7 +531,6 @@ class SVMDual:
         keep = mu > 0
         wg, wj, mu = wg[keep], wj[keep], mu[keep]
         if self._EP1 is None:
-            from embgeo.ntp.svm_alm import TieProjection
 
             self._EP1 = TieProjection(self.K, self.pg, self.pj, np.ones(self.G))
         # Λ⁰: the column sums of −μ compensated on the first support pair of each context.

@@ -159,7 +159,7 @@ class TokenGroups:
 def token_groups(data: NTPData) -> TokenGroups:
     """Group the V tokens by support pattern J_v = {j : v ∈ S_j}; O(N + V) with N = Σ_j S_j.
 
-    Not :func:`embgeo.ntp.geometry.support_groups`, which groups the *contexts* by their support set S_j."""
+    Not :func:`embgeo.ntp.measure.geometry.support_groups`, which groups the *contexts* by their support set S_j."""
     Pt = data.probs.T.tocsr()
     Pt.sort_indices()
     index: dict[bytes, int] = {}

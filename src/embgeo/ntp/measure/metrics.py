@@ -8,7 +8,7 @@
 * The never-next ("unseen") tokens (issue 38): :func:`token_split`, :func:`constrained_rows` (W modulo the shift
   1cᵀ on the seen rows and one unseen representative), :func:`constrained_alignment` (the probe's alignment on
   those rows, with certified bands), :class:`ReducedProblem` and :func:`reduced_trace_metrics` (the metrics of
-  :func:`embgeo.ntp.train.train` with ``reduce_unseen=True``, on k + 1 rows instead of V).
+  :func:`embgeo.ntp.training.train.train` with ``reduce_unseen=True``, on k + 1 rows instead of V).
 
 Everything is numpy float64 through :mod:`embgeo.ntp.theory`.
 """
@@ -101,7 +101,7 @@ def resolve_reference(data: NTPData, reference: Reference | Literal[False] | Non
             warnings.warn(f"reference solutions failed ({exc}); training without alignment metrics", stacklevel=3)
             return None, f"skipped: {exc}"
     if not isinstance(reference, Reference):
-        raise InputError(f"reference: expected None, False or an embgeo.ntp.metrics.Reference (from "
+        raise InputError(f"reference: expected None, False or an embgeo.ntp.measure.metrics.Reference (from "
                          f"compute_reference), got {type(reference).__name__}")
     F = reference.F
     if (F.data.m, F.data.V, F.data.d) != (data.m, data.V, data.d):
@@ -277,7 +277,7 @@ def unseen_block(data: NTPData, W: np.ndarray, seen: np.ndarray, unseen: np.ndar
     spread = max(s_u - nu * float(u @ u), 0.0)  # Σ_U ‖w_v − ū‖²
     H, P = data.embeddings, data.probs
     rows = np.repeat(np.arange(data.m), data.support_sizes)
-    from embgeo.ntp.constraints import row_dots
+    from embgeo.ntp.solvers.constraints import row_dots
 
     support = np.bincount(rows, weights=P.data * row_dots(W, H, P.indices, rows), minlength=data.m)
     out.update(

@@ -1,13 +1,13 @@
 """The NTP-SVM (Def. 3) by a semismooth Newton augmented Lagrangian method, for data with rank H̄ < m.
 
 Paper: ``ntp-implicit-bias-neurips.txt`` Def. 3. Problem in t-form on token groups
-(:mod:`embgeo.ntp.constraints`), K (m × r) the context coordinates, n_g the group sizes:
+(:mod:`embgeo.ntp.solvers.constraints`), K (m × r) the context coordinates, n_g the group sizes:
 
     min ½ Σ_g n_g ‖x_g‖²  s.t.  a_{gj} := x_gᵀk_j − t_j = 0  on the support pairs S   (6a)
                                 a_{gj} + 1 ≤ 0              on the off-support pairs  (6b)
 
 Once a model has learned its context embeddings they are separable with d ≪ m, and then the
-dual first-order methods of :mod:`embgeo.ntp.svm_dual` stall: the dual is the hard-margin limit of a
+dual first-order methods of :mod:`embgeo.ntp.solvers.svm_dual` stall: the dual is the hard-margin limit of a
 multiclass SVM, flat in most directions. This module solves the primal instead, by the method of
 multipliers (Rockafellar's augmented Lagrangian; the proximal point method on the dual), with
 multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty ρ:
@@ -62,9 +62,9 @@ from embgeo.core import validate
 from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.constraints import group_dots, row_chunk, row_dots
-from embgeo.ntp.scan import Scan, scan_off_support
-from embgeo.ntp.svm_dual import SVMOutcome
+from embgeo.ntp.solvers.constraints import group_dots, row_chunk, row_dots
+from embgeo.ntp.solvers.outcome import SVMOutcome
+from embgeo.ntp.solvers.scan import Scan, scan_off_support
 
 #: Off pairs per context in the first working set (the smallest margins of the starting point) and added
 #: per context and round (the violated or nearly tight ones). Measured on trained embeddings (m = 3011,
@@ -687,7 +687,7 @@ class TieProjection:
     pairs, with one :class:`NewtonSystem` factored once (in the unit scale max ‖k_j‖ = 1, penalty TIE_RHO;
     solved by conjugate gradients instead where T does not fit in memory) and iterated until the ties hold
     to rounding or stop improving (the certificate reports what remains). Used for the primal points of both
-    NTP-SVM solvers and the Farkas completion of :class:`~embgeo.ntp.svm_dual.SVMDual`: no per-group SVD, so a
+    NTP-SVM solvers and the Farkas completion of :class:`~embgeo.ntp.solvers.svm_dual.SVMDual`: no per-group SVD, so a
     frequent token in more contexts than dimensions costs r × r, not q × q. Cost: setup Σ_g q_g² min(q_g, r)
     + c³/3 (c contexts with ≥ 2 support groups), then O(|pairs| r + c²) per round.
     """
@@ -756,7 +756,7 @@ class _State:
 
 def _working_set(G: int, m: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(wg, wj, wptr) of the pairs with sorted keys g·m + j: sorted by group, so that each group's pairs are one
-    slice (:func:`~embgeo.ntp.constraints.group_dots`, and a CSR matrix without a sort)."""
+    slice (:func:`~embgeo.ntp.solvers.constraints.group_dots`, and a CSR matrix without a sort)."""
     wg = keys // m
     return wg, keys % m, np.searchsorted(wg, np.arange(G + 1))
 

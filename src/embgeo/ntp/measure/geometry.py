@@ -13,7 +13,7 @@ quantity below is a snapshot of (H_t, W_t) on the dataset's supports:
 * :func:`logit_structure`: how far the logits L = H Wᵀ are from the paper's limit picture
   (in-support log-odds equal to log p̂, eq. (4); supports ranked above the rest, Def. 2);
 * :func:`track_reference`: the paper's W*(H_t), W^mm(H_t) and F(H_t) for the current embeddings,
-  and the alignment of W_t with them (:func:`embgeo.ntp.metrics.reference_metrics`).
+  and the alignment of W_t with them (:func:`embgeo.ntp.measure.metrics.reference_metrics`).
 
 Conventions as in :mod:`embgeo.ntp.data`: H is (m, d) with one context per row, W is (V, d),
 logits L = H Wᵀ are (m, V). numpy/scipy only, float64.
@@ -32,7 +32,7 @@ from embgeo.core.validate import as_float_array, check_dense_size, check_float, 
 from embgeo.errors import InputError, ShapeError, SolverError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
-from embgeo.ntp.metrics import REFERENCE_METRICS, Reference, reference_metrics
+from embgeo.ntp.measure.metrics import REFERENCE_METRICS, Reference, reference_metrics
 
 #: Largest dense logit matrix L (m, V) that :func:`logit_structure` accepts, in bytes.
 LOGIT_BUDGET_BYTES = 2 * 1024**3
@@ -48,7 +48,7 @@ def support_groups(data: NTPData) -> np.ndarray:
 
     Ids are 0, 1, 2, ... in order of first appearance (context 0 is in group 0). Only the SET S_j
     counts, not the probabilities on it: the support pattern is what W^mm depends on (Def. 3).
-    (The solvers' :func:`embgeo.ntp.constraints.token_groups` groups the *tokens* by their contexts instead.)
+    (The solvers' :func:`embgeo.ntp.solvers.constraints.token_groups` groups the *tokens* by their contexts instead.)
     """
     check_ntp_data(data)
     ids: dict[bytes, int] = {}
@@ -377,7 +377,7 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     :func:`~embgeo.ntp.theory.is_separable` with ``max_seconds``, trying P_⊥(W) as the separator
     first). When compatible, subspace_error = ‖P_F(W) − W*‖/‖W*‖. When also separable, W^mm is the
     NTP-SVM (Def. 3, :func:`~embgeo.ntp.theory.ntp_svm`, with the time left) and the metrics are
-    :func:`~embgeo.ntp.metrics.reference_metrics` of W: cos_mm = cos(W, W^mm),
+    :func:`~embgeo.ntp.measure.metrics.reference_metrics` of W: cos_mm = cos(W, W^mm),
     cos_corrected = cos(W − W*, W^mm), subspace_error and margin (the normalized NTP-margin of
     P_⊥(W)).
 

@@ -1,6 +1,6 @@
 """Projection onto the dual set of the NTP-SVM: {Ψ : Σ_g Ψ_{gj} = 0 per context j, Ψ_{gj} ≤ 0 off the supports}.
 
-The projection step of the accelerated projected gradient in :mod:`embgeo.ntp.svm_dual`, on a sparse working
+The projection step of the accelerated projected gradient in :mod:`embgeo.ntp.solvers.svm_dual`, on a sparse working
 set (:func:`project_dual`) or on every group × context pair (:func:`project_dual_dense`).
 """
 

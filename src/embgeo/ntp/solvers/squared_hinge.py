@@ -1,6 +1,6 @@
 """NTP-separability (Def. 2) at a real LM's size by the squared hinge, decided with a certificate either way.
 
-In the t-form of :mod:`embgeo.ntp.constraints` over token groups g (tokens with the same contexts J_g; every
+In the t-form of :mod:`embgeo.ntp.solvers.constraints` over token groups g (tokens with the same contexts J_g; every
 token that is never a next token falls in one group, so the problem's size is the number of distinct next
 tokens, not V). With whitened context coordinates Q = K R⁻¹ (m × r, K = QR, scaled so that QᵀQ = (m/r)·I)
 and rows y_g = R x_g, the logits are unchanged (y_gᵀq_j = x_gᵀk_j), and
@@ -13,7 +13,7 @@ y_gᵀq_j)₊ ≥ 0 off the supports and ν_gj = y_gᵀq_j − t_j on them satis
 
     Σ_j λ_gj q_j + Σ_j ν_gj q_j = 0 for every g,  and  Σ_g λ_gj + Σ_g ν_gj = 0 for every j,
 
-which is a Farkas matrix Ψ = (−λ off, −ν on) of :mod:`embgeo.ntp.svm_dual`'s form (Σ_off λ = 2φ +
+which is a Farkas matrix Ψ = (−λ off, −ν on) of :mod:`embgeo.ntp.solvers.svm_dual`'s form (Σ_off λ = 2φ +
 ‖ν‖² > 0). The whitening changes neither question nor certificate (Ψ Q = 0 ⟺ Ψ K = 0); it only
 makes the minimisation as well conditioned as the supports allow (a real LM's final states have a
 condition number in the hundreds, which slowed L-BFGS on K a hundredfold).
@@ -23,7 +23,7 @@ certificate; every answer is checked on the full problem by the existing routes:
 
 * separable: the iterate's rows, tie-projected exactly (:meth:`SVMDual.primal_from`), have a positive
   smallest margin on a full scan, and are rescaled to margin 1 (:func:`separability.separable_result`);
-* not separable: the LP of :mod:`embgeo.ntp.separability_lp` restricted to the off-support pairs with
+* not separable: the LP of :mod:`embgeo.ntp.solvers.separability_lp` restricted to the off-support pairs with
   λ > 0 at the iterate (a few thousand at most where the run stalls) is infeasible; its duals, completed
   by :meth:`SVMDual.farkas_from`, are a Farkas matrix of the whole problem (a subsystem that has no
   solution certifies the system).
@@ -421,7 +421,7 @@ def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarr
 def separating_margin(pb, solver, hp: HingeProblem, Y: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """The smallest off-support margin of the iterate after the exact tie projection (one full scan), with
     the projected rows X (G, r) in K's coordinates and ties t (m,): γ > 0 makes X/γ a certificate."""
-    from embgeo.ntp.scan import scan_off_support
+    from embgeo.ntp.solvers.scan import scan_off_support
 
     X, t = solver.primal_from(to_k_rows(hp, Y))
     gamma = scan_off_support(X, t, pb.K, pb.groups.pattern.tocsc()).min_margin

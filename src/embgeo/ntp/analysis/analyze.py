@@ -22,11 +22,11 @@ import numpy as np
 from embgeo.core import validate
 from embgeo.core.status import Status
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.compatibility import Compatibility, is_compatible
 from embgeo.ntp.data import NTPData
-from embgeo.ntp.loss import entropy
-from embgeo.ntp.subspace import Subspace, estimate_memory, subspace
-from embgeo.ntp.svm import NTPSVM, ntp_svm
+from embgeo.ntp.theory.compatibility import Compatibility, is_compatible
+from embgeo.ntp.theory.loss import entropy
+from embgeo.ntp.theory.subspace import Subspace, estimate_memory, subspace
+from embgeo.ntp.theory.svm import NTPSVM, ntp_svm
 
 #: The stages of :func:`analyze`, in order, as passed to its ``report`` callback.
 STAGES = ("entropy", "memory", "compatibility", "dimension", "separability")
@@ -51,7 +51,7 @@ class Analysis:
     plan : dict
         The memory plan, in bytes: ``process`` (resident before the solvers), ``equality_system`` (F's exact
         system) and ``equality_system_built`` (whether it fits the dense budget and the memory left), ``svm``
-        (the NTP-SVM's bound, with the answers), ``parts`` (:func:`~embgeo.ntp.subspace.estimate_memory`),
+        (the NTP-SVM's bound, with the answers), ``parts`` (:func:`~embgeo.ntp.theory.subspace.estimate_memory`),
         ``available``, ``peak_estimate`` (for the stages that ran) and, once done, ``peak_measured``.
     compatibility : Compatibility or None
         Def. 1 with W* or its certificate; None when undecided (``compatibility_error`` says why).

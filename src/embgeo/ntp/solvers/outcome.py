@@ -1,0 +1,49 @@
+"""The outcome of the NTP-SVM's solvers (the dual and the augmented Lagrangian): one type, in a module of its own
+so that neither solver imports the other for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from embgeo.core.status import Status
+
+
+@dataclass
+class SVMOutcome:
+    """What an NTP-SVM solver found (group level): :meth:`~embgeo.ntp.solvers.svm_dual.SVMDual.solve` and
+    :meth:`~embgeo.ntp.solvers.svm_alm.SVMALM.solve` both return it.
+
+    status : "optimal" (relative duality gap ≤ tol, or an exact KKT point), "infeasible" (a Farkas
+    matrix was found), "time_limit" / "max_iter" (stopped early; ``X`` is then the best primal
+    point feasible for every constraint, when one was found).
+    X, t : (G, r), (m,) the primal point, min off-support margin exactly 1 and in F⊥.
+    primal : ½ Σ_g n_g ‖x_g‖²; dual : the dual value of ``dual_point`` (a lower bound on primal).
+    dual_point : (grp, ctx, psi) a point of K on the working set (the multipliers, sign −μ off supports).
+    farkas : (grp, ctx, psi, perp) when infeasible: Ψ ∈ K on those pairs, Σ_off Ψ = −1, ‖Ψ K‖ = perp.
+    """
+
+    status: Status
+    X: np.ndarray | None = None
+    t: np.ndarray | None = None
+    primal: float = np.inf
+    dual: float = -np.inf
+    dual_point: tuple | None = None
+    farkas: tuple | None = None
+    iterations: int = 0
+    rounds: int = 0
+    working_set: int = 0
+    polished: bool = False
+    mode: str = "working set"  # or "dense": how the dual was stored; "augmented Lagrangian" (svm_alm)
+    factorizations: int = 0
+    reason: str = ""  # why the solve stopped short of tol, where the status alone does not say (svm_alm)
+    check_seconds: float = 0.0  # the last certificate's measured cost (a tie projection and a full scan)
+
+    @property
+    def gap(self) -> float:
+        """Relative duality gap |primal − dual| / primal. A dual value above the primal breaks weak duality: only
+        rounding, or a point that is not quite feasible (ties off by 1e-10 on a nearly degenerate instance, issue 38,
+        put the dual 3e-8 above), can make it so, and its size is how far the certificate can be trusted — not a
+        gap of 0 (which certified ‖W − W^mm‖ ≤ 0 there, while W was 2.5e-7 from cvxpy + Clarabel's point)."""
+        return abs(self.primal - self.dual) / self.primal if np.isfinite(self.primal) else np.inf
