@@ -53,7 +53,7 @@ Each Fig. 2 solve runs in its own subprocess (same thread settings); the child b
 instance, reads its peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) before and after the
 solve, and reports both: "peak" is the whole process (python, numpy, the instance: E is 32 MB, X
 20 MB at n = 10,000), "solve" the increase during the solve. The previous solver (dense LDP by NNLS,
-``embgeo/testing/reference/attention_selection.py``) runs side by side for n ≤ ``--fig2-old-max`` (default
+``reference/attention_selection.py``) runs side by side for n ≤ ``--fig2-old-max`` (default
 100: at 1000 the issue saw it killed at 600 s / 11 GB). Certificates: for "optimal" the KKT
 numbers recomputed from E (min margin − 1, relative duality gap, stationarity, complementarity);
 for "infeasible" the Farkas residual ‖P⊥ Σ w_j (E_s − E_t)‖ and how it was found.
@@ -87,6 +87,8 @@ import os
 import sys
 
 from bench_threads import blas_threads, limit_threads, set_thread_env
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root: reference/
 
 
 def _size(text: str) -> tuple[int, int, int, int]:
@@ -403,7 +405,7 @@ def fig2_child(spec: dict) -> None:
     limit_threads(ARGS.threads)
     E, X, selected = fig2_instance(spec["n"], spec["rule"], spec["seed"])
     if spec["solver"] == "old":
-        from embgeo.testing.reference.attention_selection import reference_max_margin_selection as solve
+        from reference.attention_selection import reference_max_margin_selection as solve
     else:
         solve = max_margin_selection
     rss0 = _rss_gb()

@@ -35,7 +35,7 @@ Sides, each in its own child process (wall clock and peak RSS of the child; one 
 * ``alm``: ``ntp_svm(method="alm")`` (:mod:`embgeo.ntp.solvers.svm_alm`), cold, and ``alm-warm``: started from W_T;
 * ``previous``: ``ntp_svm(method="dual")``, the dual APG + active-set finish that was the only route before,
   under ``--previous-seconds`` (it returns its best certified point at the limit);
-* ``cvxpy``: min ‖W‖² s.t. the anchor-form (6a), (6b) on vec(W) (``ntp_reference``), Clarabel at 1e-10;
+* ``cvxpy``: min ‖W‖² s.t. the anchor-form (6a), (6b) on vec(W) (``reference.ntp_constraints``), Clarabel at 1e-10;
 * ``liblinear-4``, ``liblinear-6``: LinearSVC as above with tol 1e-4 (its default) and 1e-6.
 
 Columns: time, peak memory, status, relative duality gap and certified ε = ‖W − W^mm‖/‖W^mm‖ (ours only:
@@ -57,6 +57,8 @@ import time
 from pathlib import Path
 
 from bench_threads import blas_threads, limit_threads, set_thread_env
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root: reference/
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,7 +210,7 @@ def worker(spec: dict) -> None:
     elif side in ("cvxpy", "cvxpy-active"):
         import cvxpy as cp
 
-        from ntp_reference import reference_constraints
+        from reference.ntp_constraints import reference_constraints
 
         # cvxpy-active: only the (6b) rows active at the ALM's answer (margin ≤ 1 + ACTIVE_TOL), i.e. the generic
         # solver told the answer's active set; its time includes finding them (one pass over the logits)

@@ -13,7 +13,7 @@ incompatibility certificate) + ``is_separable`` + ``ntp_svm``, total, including 
   package (shuffled lines, repeated until 10⁶ words), k = 2, ``--windows --max-vocab 5000
   --embeddings random:64``.
 
-"previous" is the solver before the rewrite (``embgeo.testing.reference.ntp_previous``: a dense eigendecomposition of
+"previous" is the solver before the rewrite (``reference.ntp_previous``: a dense eigendecomposition of
 the Σ_j(S_j − 1) anchor rows' Gram for F, the NTP-SVM dual over the full V × m matrix), run on the
 same data in the same invocation where it can finish, under a time limit otherwise.
 
@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 
 from bench_threads import blas_threads, limit_threads, set_thread_env
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root: reference/
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
@@ -117,7 +119,7 @@ def _run_new(data, max_seconds: float) -> dict:
 
 
 def _run_previous(data) -> dict:
-    from embgeo.testing.reference import ntp_previous as previous
+    from reference import ntp_previous as previous
 
     out, t0 = {}, time.perf_counter()
     F = previous.subspace(data)

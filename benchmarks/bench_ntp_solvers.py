@@ -38,7 +38,9 @@ import os
 import sys
 
 from bench_threads import blas_threads, limit_threads, set_thread_env
-from ntp_reference import reference_constraints
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root: reference/
+from reference.ntp_constraints import reference_constraints
 
 
 def _size(text: str) -> tuple[int, int, int, int]:

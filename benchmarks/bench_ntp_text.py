@@ -21,7 +21,7 @@ bench_ntp_scale's text-1M) for WORDS:K:MODE cases, ``--max-vocab 5000 --embeddin
   the child's measured peak (``ru_maxrss``), and, in a second run, the seconds from Ctrl-C (SIGINT, sent
   once the compatibility line is printed, i.e. while dim F is computed) to the process's exit;
 * **before**: the same objects with F's equality system as it was before issue 24 (explicit null-space bases
-  of the frequent tokens, ``embgeo/testing/reference/ntp_previous/equality.py``), under ``--before-seconds``
+  of the frequent tokens, ``reference/ntp_previous/equality.py``), under ``--before-seconds``
   and an address-space cap of ``--before-gib`` (the 2-core VM has 23 GB; the route needs tens of GB at k = 1).
 
 Run from the repository root::
@@ -43,6 +43,8 @@ from pathlib import Path
 
 from bench_ntp_scale import run_child as _run_child
 from bench_threads import blas_threads, limit_threads, set_thread_env
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root: reference/
 
 #: (lines of tweets, max_vocab)
 CASES = ("500:300", "500:1000", "2000:1000", "2000:3000")
@@ -89,7 +91,7 @@ def _before(data, max_seconds: float) -> dict:
     from embgeo.errors import SolverError
     from embgeo.ntp import is_separable
     from embgeo.ntp.solvers.constraints import coordinates, token_pattern
-    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem  # the equality system before issue 24
+    from reference.ntp_previous.equality import EqualitySystem  # the equality system before issue 24
 
     t0 = time.perf_counter()
     coords = coordinates(data.embeddings)
@@ -181,7 +183,7 @@ def _bigram_before(spec: dict) -> dict:
     from embgeo.ntp import NTPData, is_compatible, is_separable
     from embgeo.ntp.data import read_text_file
     from embgeo.ntp.theory import subspace
-    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem
+    from reference.ntp_previous.equality import EqualitySystem
 
     cap = int(spec["gib"] * 1024**3)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))

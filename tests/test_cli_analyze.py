@@ -3,7 +3,7 @@
 Bigrams of tweets (``-k 1 --windows``): frequent words follow more contexts than d, which used to send F's
 equality system into dense SVDs of many GB. Each case runs the CLI in a subprocess: every stage printed with
 its time, the memory estimate beside the measured peak, dim F against the null-space route kept in
-embgeo.testing.reference.ntp_previous, --out with the contexts and readable certificates, refusals before any
+reference.ntp_previous, --out with the contexts and readable certificates, refusals before any
 allocation, and Ctrl-C. Speed itself is measured in benchmarks/bench_ntp_text.py (bigrams of 10⁶ words).
 """
 
@@ -65,7 +65,7 @@ def bigram_run(tweets, tmp_path_factory):
 def test_bigrams_every_stage_timed_and_memory_beside_its_estimate(tweets, bigram_run):
     """Each result line carries its time; the memory line comes before any solver and the measured peak is
     printed beside the estimate; dim F is the count of the null-space route
-    (embgeo/testing/reference/ntp_previous/equality.py)."""
+    (reference/ntp_previous/equality.py)."""
     proc, out = bigram_run
     lines = proc.stdout.splitlines()
     key = {}
@@ -85,7 +85,7 @@ def test_bigrams_every_stage_timed_and_memory_beside_its_estimate(tweets, bigram
     assert set(summary["seconds"]) == {"load", "w_star", "dim_F", "separability_and_svm"}
 
     from embgeo.ntp.theory import subspace
-    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem
+    from reference.ntp_previous.equality import EqualitySystem
 
     F = subspace(_bigram_data(tweets))
     assert np.bincount(F.pair_groups).max() > F.coords.rank  # frequent tokens: the case of the issue

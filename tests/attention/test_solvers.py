@@ -1,7 +1,7 @@
 """Tests of the structured solver of problem (12), ``embgeo.attention.solvers`` (via ``max_margin_selection``).
 
 References, all in this run: the previous exact dense LDP/NNLS solver
-(:mod:`embgeo.testing.reference.attention_selection`) and cvxpy + Clarabel on the raw constraints. Every
+(:mod:`reference.attention_selection`) and cvxpy + Clarabel on the raw constraints. Every
 certificate is re-derived here from E and the constraints enumerated naively from X (one pair per sequence
 and (s, t)), never from the solver's own pair list.
 No timings: speed lives in ``benchmarks/bench_attention_selection.py``.
@@ -17,7 +17,7 @@ from embgeo.attention import solvers
 from embgeo.attention.data import synthetic_levels
 from embgeo.attention.theory import max_margin_selection, selection
 from embgeo.errors import TooLargeError
-from embgeo.testing.reference.attention_selection import cvxpy_selection, reference_max_margin_selection
+from reference.attention_selection import cvxpy_selection, reference_max_margin_selection
 
 INFEASIBLE = (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
 

@@ -10,7 +10,7 @@ import pytest
 from embgeo.attention.data import signed_frequency
 from embgeo.attention.theory import compare_selections, lemma41_alpha, lemma41_bound, max_margin_selection, selection
 from embgeo.errors import InputError, ShapeError, TooLargeError
-from embgeo.testing.reference.attention_selection import cvxpy_selection as reference
+from reference.attention_selection import cvxpy_selection as reference
 
 
 def random_instance(seed, V, d, n, T, max_sel=3, dup=True):

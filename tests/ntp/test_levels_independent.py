@@ -3,7 +3,7 @@
 The levels are the most extreme statistics over 20 calibration seeds, measured with the code that computes W*, W^mm
 and trains (:func:`embgeo.ntp.experiments.paper.calibrate_levels`). Here the seed that sets all three GD levels is
 recomputed without that code: GD by torch autograd on eq. (2), W* and W^mm by cvxpy + Clarabel
-(``tests/ntp/reference.py``), P_F as a dense projector, the statistics from their definitions. Only the inputs are
+(``reference/ntp.py``), P_F as a dense projector, the statistics from their definitions. Only the inputs are
 shared: the Fig. 4 generator's data and the LeCun initial point.
 """
 
@@ -18,8 +18,7 @@ import torch
 from embgeo.core.validate import make_rng
 from embgeo.ntp import synthetic
 from embgeo.ntp.experiments.paper import CALIBRATION, LEVELS
-
-from .reference import dense_projector_F, ref_ntp_svm, ref_w_star
+from reference.ntp import dense_projector_F, ref_ntp_svm, ref_w_star
 
 
 def _gd(data, W0: np.ndarray, lr: float, steps: int, keep: set[int]) -> dict[int, np.ndarray]:

@@ -35,7 +35,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 cp = pytest.importorskip("cvxpy")
 
-from .reference import CLARABEL_SETTINGS  # noqa: E402
+from reference.ntp import CLARABEL_SETTINGS  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

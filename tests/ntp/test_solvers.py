@@ -4,7 +4,7 @@ Each block tests one piece of :mod:`embgeo.ntp.solvers` / :mod:`embgeo.ntp.solve
 theory routes that use it) against something that does not share its code: the dense KKT system
 of the same QP solved with ``numpy.linalg.lstsq``, cvxpy + Clarabel (``reference.py``), brute
 force over dense arrays, the definitions of the paper's certificates, or the previous solvers
-(:mod:`embgeo.testing.reference.ntp_previous`). Module constants are monkeypatched to force the large-data code paths
+(:mod:`reference.ntp_previous`). Module constants are monkeypatched to force the large-data code paths
 (conjugate gradients, the working-set dual) on small instances.
 """
 
@@ -23,9 +23,8 @@ from embgeo.ntp.data import synthetic_large
 from embgeo.ntp.solvers import dual_set, equality, pair_certificates, scan, separability_lp, svm_dual
 from embgeo.ntp.solvers.constraints import coordinates, token_groups
 from embgeo.ntp.theory import estimate_memory, separability, subspace
-from embgeo.testing.reference import ntp_previous as previous
-
-from .reference import (
+from reference import ntp_previous as previous
+from reference.ntp import (
     INFEASIBLE,
     dense_projector_F,
     equality_constraint_matrix,
@@ -1137,10 +1136,10 @@ def _frequent_tokens(kind: str, seed: int = 0):
 @pytest.mark.parametrize("rhs", ["random", "consistent"])
 def test_equality_system_frequent_tokens_match_the_null_space_route(kind, path, rhs, monkeypatch):
     """The projector route (thin SVDs, the constraints' Gram M) gives what the route with explicit null-space
-    bases gave (embgeo/testing/reference/ntp_previous/equality.py): the constraints' rank, consistency, X, t,
+    bases gave (reference/ntp_previous/equality.py): the constraints' rank, consistency, X, t,
     the multipliers and the certificate, on the three ways of finding null M (the eigendecomposition when the
     pivoted Cholesky gives no basis); and the dense KKT reference when consistent."""
-    from embgeo.testing.reference.ntp_previous.equality import EqualitySystem as NullSpaceRoute
+    from reference.ntp_previous.equality import EqualitySystem as NullSpaceRoute
 
     if path == "eigendecomposition":
         monkeypatch.setattr(equality, "_pivoted_null_space", lambda M, tol: None)

@@ -15,8 +15,8 @@ from embgeo.ntp import is_separable, synthetic
 from embgeo.ntp.solvers import pair_certificates, squared_hinge
 from embgeo.ntp.solvers.constraints import coordinates, token_groups
 from embgeo.ntp.theory import separability
+from reference.ntp import INFEASIBLE, kesler_values, logits, pair_values, ref_ntp_svm
 
-from .reference import INFEASIBLE, kesler_values, logits, pair_values, ref_ntp_svm
 from .test_solvers import assert_farkas_certificate
 
 

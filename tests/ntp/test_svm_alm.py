@@ -32,8 +32,7 @@ from embgeo.ntp import NTPData, ntp_svm, synthetic, theory
 from embgeo.ntp.solvers import constraints, pair_certificates
 from embgeo.ntp.solvers import svm_alm as A
 from embgeo.ntp.theory import separability, svm
-
-from .reference import (
+from reference.ntp import (
     INFEASIBLE,
     dense_projector_F,
     kesler_values,
@@ -43,6 +42,7 @@ from .reference import (
     ref_multiclass_svm,
     ref_ntp_svm,
 )
+
 from .test_solvers import assert_farkas_certificate, combination, off_mask
 
 SVM_RTOL = 1e-5

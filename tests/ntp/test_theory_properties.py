@@ -30,8 +30,7 @@ from embgeo.ntp import (
     w_star,
 )
 from embgeo.ntp.theory import subspace
-
-from .reference import (
+from reference.ntp import (
     dense_projector_F,
     kesler_values,
     logits,

@@ -27,8 +27,7 @@ import pytest
 from embgeo.errors import NotCompatibleError
 from embgeo.ntp import NTPData, is_compatible, is_separable, ntp_svm, synthetic, w_star
 from embgeo.ntp.theory import subspace
-
-from .reference import INFEASIBLE, make_data, ref_multiclass_svm, ref_ntp_svm, ref_w_star
+from reference.ntp import INFEASIBLE, make_data, ref_multiclass_svm, ref_ntp_svm, ref_w_star
 
 SVM_RTOL = 1e-5
 WSTAR_RTOL = 1e-6
@@ -241,7 +240,7 @@ def test_singleton_contexts_do_not_constrain_w_star_or_F(seed):
     """Dropping the one-next-token contexts from W*'s and F's equality system is exact: W* against the
     all-pairs cvxpy reference, dim F against the rank of the spanning matrix, P_F against the dense
     projector, and the same answers with the singleton contexts removed from the data altogether."""
-    from .reference import dense_projector_F, spanning_matrix
+    from reference.ntp import dense_projector_F, spanning_matrix
 
     data = _many_singletons(seed)
     F = subspace(data)

@@ -20,8 +20,8 @@ from embgeo.ntp.solvers import svm_alm as A
 from embgeo.ntp.solvers import svm_dual as D
 from embgeo.ntp.theory import separability
 from embgeo.ntp.theory import svm as S
+from reference.ntp import kesler_values
 
-from .reference import kesler_values
 from .test_svm_alm import newton_instance, planted
 
 

@@ -32,7 +32,7 @@ and cycles of the class graph detected combinatorially (with exact Farkas vector
 reduced problem solved in score space by a primal–dual interior point with an exact active-set
 finish, using only Grams and graph Laplacians of at most min(#classes, d) square — never the
 pairs × d difference matrix. Every answer carries its certificate, recomputed from E. (The
-previous dense LDP/NNLS solver survives as a test reference, ``embgeo.testing.reference.attention_selection``.)
+previous dense LDP/NNLS solver survives as a test reference, ``reference.attention_selection``.)
 
 Padding: ``X`` is padded with ``pad_id`` (the package convention, :mod:`embgeo.attention`).
 """

@@ -15,15 +15,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import nnls
 
-from embgeo.attention.theory import (
-    FARKAS_RTOL,
-    KKT_RTOL,
-    MaxMarginSelection,
-    _check_embeddings,
-    _check_selected,
-    _check_tokens,
-)
+from embgeo.attention.theory import MaxMarginSelection, _check_embeddings, _check_selected, _check_tokens
 from embgeo.errors import SolverError
+
+# Frozen at the values embgeo.attention's tolerances had when this reference was taken.
+KKT_RTOL = 1e-8
+FARKAS_RTOL = 1e-9
 
 
 class _UnionFind:

@@ -18,8 +18,17 @@ from scipy.sparse.linalg import LinearOperator, cg
 
 from embgeo.core.validate import DENSE_BUDGET_BYTES, check_dense_size
 from embgeo.errors import SolverError, TooLargeError
-from embgeo.ntp.solvers.constraints import row_dots
-from embgeo.ntp.solvers.equality import CG_RTOL, DENSE_T_MAX, STIFF_BALANCE, STIFF_RATIO
+
+# Frozen at the values embgeo.ntp.solvers.equality had when this reference was taken (issue 24).
+DENSE_T_MAX = 8000
+STIFF_RATIO = 1e-4
+STIFF_BALANCE = 1e-10
+CG_RTOL = 1e-13
+
+
+def row_dots(X: np.ndarray, K: np.ndarray, grp: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """x_{grp_i}ᵀ k_{ctx_i} for every pair i."""
+    return np.einsum("ij,ij->i", X[grp], K[ctx])
 
 
 @dataclass

@@ -1,1 +1,0 @@
-"""Support for embgeo's own tests and benchmarks; nothing here is part of the toolkit's API."""
