@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import typing
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -49,6 +50,67 @@ def test_both_scales_build_and_every_preset_key_is_a_setting(name):
         assert isinstance(exp.config(scale), exp.config_cls)
     assert set(exp.smoke) <= fields
     assert not ({"workers", "scheduler", "store"} & fields)  # how a sweep runs is the run's context, not science
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_every_numeric_setting_has_a_range_declared_by_its_config(name):
+    """Issue 40 §4: the ranges sit beside the config's fields (``constraints``), none is left out by omission, and
+    they are the paper's own table (no two papers share one)."""
+    from embgeo.lab.settings import constraints_of, field_kind
+
+    cls = ALL[name].config_cls
+    ranges = constraints_of(cls)
+    hints = typing.get_type_hints(cls)
+    numeric = [f.name for f in dataclasses.fields(cls) if field_kind(hints[f.name])[0] in (int, float, tuple)]
+    assert [k for k in numeric if k not in ranges] == []
+    from embgeo.attention.experiments import ATTENTION_CONSTRAINTS
+    from embgeo.collapse.experiments import COLLAPSE_CONSTRAINTS
+    from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS
+
+    own = {"ntp": NTP_CONSTRAINTS, "collapse": COLLAPSE_CONSTRAINTS, "attention": ATTENTION_CONSTRAINTS}
+    assert ranges is own[ALL[name].paper]
+
+
+def test_a_config_without_ranges_takes_none_from_another_paper():
+    """Negative control of the move from ranges by name: a new paper's ``n = -1`` (a name the attention paper ranges
+    at >= 0) passes the lab's checks unless its own config declares the range; declared, it is refused; a
+    relation lives in the config's check()."""
+    from embgeo.errors import InputError
+    from embgeo.lab.settings import check_config
+
+    @dataclasses.dataclass
+    class Plain:
+        n: int = -1
+
+    check_config("new-paper", Plain())  # types only: the lab holds no range of its own
+
+    @dataclasses.dataclass
+    class Ranged:
+        constraints: typing.ClassVar[dict] = {"n": ("int", 0)}
+        n: int = -1
+
+    with pytest.raises(InputError, match=r"new-paper: setting n = -1: expected an integer >= 0"):
+        check_config("new-paper", Ranged())
+
+    @dataclasses.dataclass
+    class Related:
+        low: float = 2.0
+        high: float = 1.0
+
+        def check(self, name):
+            if not self.low < self.high:
+                raise InputError(f"{name}: low must be below high")
+
+    with pytest.raises(InputError, match="new-paper: low must be below high"):
+        check_config("new-paper", Related())
+
+    @dataclasses.dataclass
+    class Malformed:
+        constraints: typing.ClassVar[dict] = {"n": ("whole", 0)}
+        n: int = 1
+
+    with pytest.raises(TypeError, match="expected \\(kind, lower bound\\)"):
+        check_config("new-paper", Malformed())
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SMOKE else n for n in ALL])

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -85,9 +85,23 @@ EXPERIMENTS: list[Experiment] = []
 register = EXPERIMENTS.append
 
 
+#: The ranges of the attention experiments' settings (:mod:`embgeo.lab.settings`), one table for the names they
+#: share; ``n``, ``max_length``, ``level_size`` may be 0 ("all" / the paper's default).
+ATTENTION_CONSTRAINTS: dict[str, tuple[str, float]] = {
+    **dict.fromkeys(("T", "batch_size", "dim", "epochs", "steps", "n_pairs"), ("int", 1)),
+    **dict.fromkeys(("seed", "n", "max_length", "level_size", "n_irrelevant", "min_count"), ("int", 0)),
+    **dict.fromkeys(("lr", "eta0"), ("positive", 0)),
+    "weight_decay": ("float", 0),
+    "dims": ("ints", 1),
+    "seeds": ("ints", 0),
+}
+
+
 @dataclass
 class OneStepConfig:
     """The K-level data of Fig. 2 (eqs. 14-16, corrected reading: |S| = 2048) at a smaller n and T."""
+
+    constraints: ClassVar[dict] = ATTENTION_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     dims: tuple = (64, 256, 1024, 4096)
     n: int = 1000
@@ -328,6 +342,8 @@ class SyntheticConfig:
     data alone (:func:`resolving_n`), never a trained model.
     """
 
+    constraints: ClassVar[dict] = ATTENTION_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     # N_CRITERION, evaluated by resolving_n before the sweep's training runs (2026-11-26): at this vocabulary the
     # worst cluster statistic over seeds 0-2 is 1.59 at n = 2000 and 0.92 at 5000, so n = 5000; at the paper's
     # (preset "paper") it is 1.27 at 40,000 and 0.80 at 80,000, so n = 80,000.
@@ -414,6 +430,8 @@ def run_synthetic(cfg: SyntheticConfig, ctx: RunContext = DETACHED) -> Result:
 @dataclass
 class ReviewsConfig:
     """Fig. 3 (one-layer model on real text). ``data``: "" for the tweet corpus, else an IMDB .csv or Yelp .json(l)."""
+
+    constraints: ClassVar[dict] = ATTENTION_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     data: str = ""
     n: int = 6000  # subsample size (0: all)
@@ -633,6 +651,8 @@ class SelectionConfig:
     leaves p at p⁰ in step 1 (the paper's eq. 4 updates it; at finite d its error term can start
     p in a basin where the loss stalls above 1/(2n)).
     """
+
+    constraints: ClassVar[dict] = ATTENTION_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     n_pairs: int = 10
     T: int = 6

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -85,9 +85,21 @@ PAPER_ACCURACY = {("uniform", 5): (100, 100), ("zipf", 500): (100, 100), ("zipf"
 
 # -- collapse-theorem2/3: the exact population risk on a fully sampled instance --------------------
 
+#: The ranges of the collapse experiments' settings (:mod:`embgeo.lab.settings`), one table for the names they share.
+COLLAPSE_CONSTRAINTS: dict[str, tuple[str, float]] = {
+    **dict.fromkeys(("epochs", "n_concepts", "words_per_concept", "length", "n_classes", "dim", "n_train_per_class",
+                     "batch_size", "log_every", "epochs_hstar"), ("int", 1)),
+    **dict.fromkeys(("seed", "n_test_per_class", "starts"), ("int", 0)),  # starts = 0: Theorem G not run
+    **dict.fromkeys(("lr", "ln_eps", "tol"), ("positive", 0)),
+    **dict.fromkeys(("weight_decay", "weight_decay_W", "weight_decay_U"), ("float", 0)),
+}
+
+
 @dataclass
 class FullySampledConfig:
     """K = n_c^L (every latent sequence once, Assumption 1 exact), Zipf frequencies, exact risk."""
+
+    constraints: ClassVar[dict] = COLLAPSE_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     n_concepts: int = 3
     words_per_concept: int = 6
@@ -644,6 +656,8 @@ class SGDConfig:  # noqa: D101 - documented below
     adds the claims that compare with the printed numbers (only meaningful at the paper's sizes).
     """
 
+    constraints: ClassVar[dict] = COLLAPSE_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     n_concepts: int = 3
     words_per_concept: int = 40  # quick: ~67 draws per word, as in the paper (62)
     length: int = 8
@@ -1023,6 +1037,8 @@ class AccuracyTableConfig:
     the directory of this run's parent, i.e. the other experiments of the same reproduction).
     ``scale``: the scale those runs must have been made at (``paper`` compares with the printed values).
     """
+
+    constraints: ClassVar[dict] = COLLAPSE_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     runs_dir: str | None = None
     scale: str = "quick"

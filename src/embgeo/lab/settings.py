@@ -4,15 +4,20 @@
 ``embgeo run``, ``reproduce`` and every point of a sweep (``--grid``, ``--set`` or a TOML spec) are refused in
 one line before the first run starts, instead of running and being stored as failed.
 
-Two kinds of checks:
+Three kinds of checks:
 
-* **types**, from each field's annotation: an ``int`` setting takes an integer (not 50.5, not a bool, not a
-  list: a TOML list given where one value is expected is named as such), a ``float`` setting a finite number,
-  a ``bool`` True/False, a ``tuple`` setting a list of numbers;
-* **ranges**, by the setting's name: the experiments give these names one meaning (m contexts, V tokens, a
-  learning rate ``lr``, a ``seed``, a ``weight_decay``, ...), collected in :data:`RULES`; plus the relations
-  between settings (a support cannot be larger than the vocabulary). A test builds every registered
-  experiment's presets through these checks, so a rule that would refuse a preset fails the suite.
+* **types**, from each field's annotation (here, the same for every paper): an ``int`` setting takes an integer
+  (not 50.5, not a bool, not a list: a TOML list given where one value is expected is named as such), a
+  ``float`` setting a finite number, a ``bool`` True/False, a ``tuple`` setting a list of numbers;
+* **ranges**, declared by the config class itself beside its fields, as a class attribute
+  ``constraints: ClassVar[dict]`` mapping a field's name to one of the :data:`KINDS` and its lower bound (the
+  way scikit-learn's estimators declare ``_parameter_constraints``). A paper keeps one such table for the names
+  its experiments share; the lab holds none, so one paper's ``n`` or ``T`` never takes another's range;
+* **relations** between a config's own settings (a support within the vocabulary, a path's ends in order), in
+  the config's ``check(name)`` method when it has one.
+
+A test builds every registered experiment's presets through these checks (a rule that would refuse a preset
+fails the suite), and requires a range for every numeric setting (none is left unchecked by omission).
 """
 
 from __future__ import annotations
@@ -23,41 +28,44 @@ import typing
 
 from embgeo.errors import InputError
 
-#: name -> (kind, lower bound, inclusive): the range of every setting with that name, in every experiment.
-#: Sizes and counts are ≥ 1 where 0 has no meaning; ``n``, ``max_length``, ``level_size`` may be 0 ("all" /
-#: "the paper's default" in the experiments that have them).
-RULES: dict[str, tuple[str, float]] = {
-    **dict.fromkeys(("m", "d", "steps", "epochs", "entropy_seeds", "points", "max_iter", "trials", "n_concepts",
-                     "words_per_concept", "length", "n_classes", "dim", "n_train_per_class", "batch_size",
-                     "log_every", "T", "n_pairs", "layers", "heads", "context_length", "support_size", "S",
-                     "epochs_hstar", "n_lines", "max_vocab"), ("int", 1)),
-    "V": ("int", 2),
-    **dict.fromkeys(("seed", "n", "max_length", "level_size", "n_irrelevant", "min_count", "n_test_per_class"),
-                    ("int", 0)),
-    **dict.fromkeys(("lr", "lr_gd", "lr_ngd", "lr_adam", "eta0", "b_min", "b_max", "ratio", "ln_eps", "tol",
-                     "track_seconds", "svm_seconds"), ("positive", 0)),
-    **dict.fromkeys(("weight_decay", "weight_decay_W", "weight_decay_U", "weight_decay_embed",
-                     "weight_decay_decoder"), ("float", 0)),
-    **dict.fromkeys(("dims", "ms", "supports"), ("ints", 1)),
-    "vocabularies": ("ints", 2),
-    "seeds": ("ints", 0),
-    "ratios": ("positives", 0),
-}
+#: The range kinds of a ``constraints`` entry (kind, lower bound): "int" an integer ≥ the bound; "positive" a
+#: number > 0; "float" a number ≥ the bound; "ints" a non-empty list of integers ≥ the bound; "positives" a
+#: non-empty list of numbers > 0.
+KINDS = ("int", "positive", "float", "ints", "positives")
 
 
 def check_config(name: str, cfg) -> None:
     """Raise :class:`InputError` naming the first setting of ``cfg`` (experiment ``name``) with a wrong type or
-    out of its range, or two settings that contradict each other."""
+    out of the range its class declares, or two settings that contradict each other (``cfg.check(name)``)."""
     hints = typing.get_type_hints(type(cfg))
+    ranges = constraints_of(type(cfg))
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         kind, optional = field_kind(hints[f.name])
         if value is None and optional:
             continue
         _check_type(name, f.name, value, kind)
-        if f.name in RULES:
-            _check_range(name, f.name, value, *RULES[f.name])
-    _check_relations(name, cfg)
+        if f.name in ranges:
+            _check_range(name, f.name, value, *ranges[f.name])
+    check = getattr(cfg, "check", None)
+    if callable(check):
+        check(name)
+
+
+def constraints_of(cls) -> dict[str, tuple[str, float]]:
+    """The ranges a config class declares (``constraints``), checked to be well formed."""
+    ranges = getattr(cls, "constraints", {})
+    for key, rule in ranges.items():
+        if not (isinstance(rule, tuple) and len(rule) == 2 and rule[0] in KINDS):
+            raise TypeError(f"{cls.__name__}.constraints[{key!r}] = {rule!r}: expected (kind, lower bound) with kind "
+                            f"one of {', '.join(KINDS)}")
+    return ranges
+
+
+def fail(name: str, key: str, value, expected: str) -> typing.NoReturn:
+    """Raise the one-line InputError of a setting: ``NAME: setting KEY = VALUE: expected EXPECTED``."""
+    shown = list(value) if isinstance(value, tuple) else value
+    raise InputError(f"{name}: setting {key} = {shown!r}: expected {expected}")
 
 
 def field_kind(hint) -> tuple[type, bool]:
@@ -70,11 +78,6 @@ def field_kind(hint) -> tuple[type, bool]:
     return (origin if isinstance(origin, type) else str), optional
 
 
-def _fail(name: str, key: str, value, expected: str) -> typing.NoReturn:
-    shown = list(value) if isinstance(value, tuple) else value
-    raise InputError(f"{name}: setting {key} = {shown!r}: expected {expected}")
-
-
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -85,44 +88,28 @@ def _is_number(v) -> bool:
 
 def _check_type(name: str, key: str, value, kind: type) -> None:
     if isinstance(value, tuple) and kind is not tuple:
-        _fail(name, key, value, f"one value, not a list (to run several values, sweep over them: --grid "
-                                f"{key}=V1,V2 or grid = {{ {key} = [...] }} in a TOML spec)")
+        fail(name, key, value, f"one value, not a list (to run several values, sweep over them: --grid "
+                               f"{key}=V1,V2 or grid = {{ {key} = [...] }} in a TOML spec)")
     if kind is bool and not isinstance(value, bool):
-        _fail(name, key, value, "true or false")
+        fail(name, key, value, "true or false")
     if kind is int and not _is_int(value):
-        _fail(name, key, value, "an integer")
+        fail(name, key, value, "an integer")
     if kind is float and not (_is_number(value) and math.isfinite(value)):
-        _fail(name, key, value, "a finite number")
+        fail(name, key, value, "a finite number")
     if kind is str and not isinstance(value, str):
-        _fail(name, key, value, "a string")
+        fail(name, key, value, "a string")
     if kind is tuple and not (isinstance(value, tuple) and all(_is_number(v) and math.isfinite(v) for v in value)):
-        _fail(name, key, value, "a list of finite numbers")
+        fail(name, key, value, "a list of finite numbers")
 
 
 def _check_range(name: str, key: str, value, kind: str, low: float) -> None:
     if kind == "int" and not (_is_int(value) and value >= low):
-        _fail(name, key, value, f"an integer >= {low:g}")
+        fail(name, key, value, f"an integer >= {low:g}")
     if kind == "positive" and not (value > 0):
-        _fail(name, key, value, "a finite number > 0")
+        fail(name, key, value, "a finite number > 0")
     if kind == "float" and not (value >= low):
-        _fail(name, key, value, f"a finite number >= {low:g}")
+        fail(name, key, value, f"a finite number >= {low:g}")
     if kind == "ints" and not (value and all(_is_int(v) and v >= low for v in value)):
-        _fail(name, key, value, f"a non-empty list of integers >= {low:g}")
+        fail(name, key, value, f"a non-empty list of integers >= {low:g}")
     if kind == "positives" and not (value and all(v > 0 for v in value)):
-        _fail(name, key, value, "a non-empty list of numbers > 0")
-
-
-def _check_relations(name: str, cfg) -> None:
-    """Settings that bound each other: a support within the vocabulary, a path's ends in order."""
-    get = lambda key: getattr(cfg, key, None)  # noqa: E731 - a short local accessor
-    for support in ("support_size", "S"):
-        if get(support) is not None and get("V") is not None and get(support) > get("V"):
-            raise InputError(f"{name}: setting {support} = {get(support)} is larger than V = {get('V')}: a support "
-                             "holds at most V tokens")
-    if get("b_min") is not None and get("b_max") is not None and not get("b_min") < get("b_max"):
-        raise InputError(f"{name}: setting b_min = {get('b_min')} must be below b_max = {get('b_max')}")
-    if get("supports") is not None and get("vocabularies") is not None:
-        s, v = get("supports"), get("vocabularies")
-        if len(s) != len(v) or any(a > b for a, b in zip(s, v, strict=False)):
-            raise InputError(f"{name}: settings supports = {list(s)} and vocabularies = {list(v)}: expected lists of "
-                             "one length with each support <= its vocabulary")
+        fail(name, key, value, "a non-empty list of numbers > 0")

