@@ -151,6 +151,7 @@ def test_no_paper_registered_is_one_clear_error(monkeypatch, capsys):
 #: its run function and its PAPER, found through one entry point.
 FOURTH = '''
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -161,6 +162,7 @@ from embgeo.lab.registry import Experiment, Paper, Result
 
 @dataclass
 class CoinConfig:
+    constraints: ClassVar[dict] = {"n": ("int", 1), "seed": ("int", 0)}
     n: int = 2000
     seed: int = 0
 
