@@ -21,6 +21,7 @@ with condition numbers below 1e6).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -93,11 +94,11 @@ def dense_newton(K, n, g, j, rho):
 def test_newton_system_matches_dense_solve(mode, heavy, rho, stored, loop, monkeypatch):
     """Both ways of holding a heavy group's rows: U_g = K_gL_g stored, or read from K (above HEAVY_ROWS_BYTES);
     both ways of taking the dot products of pairs sorted by group (``loop``: group by group)."""
-    monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 2**28 if stored else 0)
+    opt = replace(A.DEFAULT_OPTIONS, HEAVY_ROWS_BYTES=2**28 if stored else 0)
     monkeypatch.setattr(constraints, "GROUP_LOOP_PAIRS", 0 if loop else 10**9)
     K, n, g, j = newton_instance(0, heavy)
     G, (m, r) = len(n), K.shape
-    system = A.NewtonSystem(K, n, g, j, rho)
+    system = A.NewtonSystem(K, n, g, j, rho, opt=opt)
     assert (system.U is not None) == (stored and len(system.heavy) > 0)
     if heavy:
         assert len(system.heavy) >= 1  # the r × r path is exercised
@@ -122,9 +123,8 @@ def test_newton_system_single_factor_falls_back_to_double(why, monkeypatch):
     allowed), T is factored again in double precision and solved exactly (counted in ``refactored``); where T
     rounded to single precision is not positive definite (here: spotrf made to refuse), it is factored in double
     precision at once."""
-    if why == "refinement":
-        monkeypatch.setattr(A, "SINGLE_MAXITER", 0)
-    else:
+    opt = replace(A.DEFAULT_OPTIONS, SINGLE_MAXITER=0) if why == "refinement" else A.DEFAULT_OPTIONS
+    if why != "refinement":
         real = A.sla.cho_factor
 
         def refuse_single(a, **kw):
@@ -135,7 +135,7 @@ def test_newton_system_single_factor_falls_back_to_double(why, monkeypatch):
         monkeypatch.setattr(A.sla, "cho_factor", refuse_single)
     K, n, g, j = newton_instance(0, True)
     G, (m, r) = len(n), K.shape
-    system = A.NewtonSystem(K, n, g, j, 1e3)
+    system = A.NewtonSystem(K, n, g, j, 1e3, opt=opt)
     system.factor(single=True)
     assert system.chol[0].dtype == (np.float32 if why == "refinement" else np.float64)
     rng = np.random.default_rng(1)
@@ -210,8 +210,10 @@ def test_newton_system_changes_counts_pairs_and_heavy_groups():
     # heavy as NewtonSystem defines it: more than r coupled pairs; here every context of a heavy group is coupled
     assert heavy == len(owners & (set(base.heavy.tolist()) | set(other.heavy.tolist())))
     assert 1 <= heavy <= len(owners & heavy_groups)  # the instance drops pairs of heavy groups
-    assert A._close((A.BORROW_MAX_PAIRS, A.BORROW_MAX_HEAVY)) and not A._close((A.BORROW_MAX_PAIRS + 1, 0))
-    assert not A._close((0, A.BORROW_MAX_HEAVY + 1))
+    opt = A.DEFAULT_OPTIONS
+    assert A._close((opt.BORROW_MAX_PAIRS, opt.BORROW_MAX_HEAVY), opt)
+    assert not A._close((opt.BORROW_MAX_PAIRS + 1, 0), opt)
+    assert not A._close((0, opt.BORROW_MAX_HEAVY + 1), opt)
 
 
 @pytest.mark.parametrize("heavy", [False, True, "only"])
@@ -248,8 +250,7 @@ def test_newton_system_t_products_diagonal_and_factor_agree(monkeypatch):
     rho = 1e2
     Ts = {}
     for mode in (True, False):
-        monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 2**28 if mode else 0)
-        system = A.NewtonSystem(K, n, g, j, rho)
+        system = A.NewtonSystem(K, n, g, j, rho, opt=replace(A.DEFAULT_OPTIONS, HEAVY_ROWS_BYTES=2**28 if mode else 0))
         assert len(system.heavy) >= 1 and (system.U is not None) == mode
         T = np.stack([system._tmul(e) for e in np.eye(system.c)], axis=1)
         np.testing.assert_allclose(T, T.T, rtol=0, atol=1e-10 * np.abs(T).max())
@@ -261,7 +262,7 @@ def test_newton_system_t_products_diagonal_and_factor_agree(monkeypatch):
     np.testing.assert_allclose(Ts[True], Ts[False], rtol=0, atol=1e-12 * np.abs(Ts[True]).max())
 
 
-@pytest.mark.parametrize("q", [3, A.LAPACK_BLOCK, 40])
+@pytest.mark.parametrize("q", [3, A.DEFAULT_OPTIONS.LAPACK_BLOCK, 40])
 def test_spd_inverse_batched_and_by_lapack(q):
     """Both ways of inverting a stack of SPD blocks (batched below LAPACK_BLOCK rows, LAPACK block by block from it)
     give numpy's inverse, symmetric, and with ``factor`` the inverse R⁻¹ of a lower Cholesky factor (R⁻¹ lower,
@@ -378,9 +379,9 @@ def test_step_length_is_the_unit_step_where_it_decreases_enough(seed, newton):
     assert slope < 0
     alpha = A._step_length(c0, c1, eq_d, eq_w, rho, off_d, off_u)
     resolved = 1e-9 * (1 + abs(phi(1.0)))
-    if phi(1.0) <= A.ARMIJO * slope - resolved:
+    if phi(1.0) <= A.DEFAULT_OPTIONS.ARMIJO * slope - resolved:
         assert alpha == 1.0
-    elif phi(1.0) > A.ARMIJO * slope + resolved:
+    elif phi(1.0) > A.DEFAULT_OPTIONS.ARMIJO * slope + resolved:
         assert alpha == A._line_search(c0, c1, eq_d, eq_w, rho, off_d, off_u)
     assert phi(alpha) < 0  # either way a decrease
 
@@ -398,7 +399,7 @@ def test_step_length_cases_by_hand():
     assert A._line_search(-1.0, 10.0, eq_d, eq_w, 1000.0, off_d, off_u) == pytest.approx(0.1)
     assert A._step_length(-1.0, 10.0, eq_d, eq_w, 1000.0, off_d, off_u) == 1.0
     assert A._step_length(-2.0, 20.0, eq_d, eq_w, 1000.0, off_d, off_u) == pytest.approx(0.1)
-    rho = 10 * A.UNIT_STEP_RHO
+    rho = 10 * A.DEFAULT_OPTIONS.UNIT_STEP_RHO
     # d = −1/√(ρ/1000), u = 100·√(ρ/1000): the same φ′ as for ρ = 1000
     f = np.sqrt(rho / 1000.0)
     assert A._step_length(-1.0, 10.0, eq_d, eq_w, rho, off_d / f, off_u * f) == pytest.approx(0.1)
@@ -493,7 +494,6 @@ def test_alm_matches_cvxpy_and_certifies(make):
 def test_alm_with_heavy_rows_read_from_k_matches_cvxpy(monkeypatch):
     """The whole solve with every heavy group's rows read from K (as above HEAVY_ROWS_BYTES, e.g. at m = 100,000)
     reaches cvxpy's W^mm; the read-from-K products are used (a token tight in more than r = 4 contexts)."""
-    monkeypatch.setattr(A, "HEAVY_ROWS_BYTES", 0)
     used = []
     factor = A.NewtonSystem.factor  # T is factored at this size (c ≤ CG_CONTEXTS): its heavy part read from K
 
@@ -503,7 +503,7 @@ def test_alm_with_heavy_rows_read_from_k_matches_cvxpy(monkeypatch):
 
     monkeypatch.setattr(A.NewtonSystem, "factor", spy)
     data = planted(90, 15, 4, seed=1)
-    res = ntp_svm(data, method="alm")
+    res = ntp_svm(data, method="alm", alm_options=replace(A.DEFAULT_OPTIONS, HEAVY_ROWS_BYTES=0))
     status, W_ref = ref_ntp_svm(data)
     assert status == "optimal" and res.status == "optimal"
     assert rel_err(res.W, W_ref) <= SVM_RTOL
@@ -798,12 +798,11 @@ def test_time_limit_returns_a_certified_point_or_says_there_is_none(monkeypatch)
     assert np.linalg.norm(res.W - full.W) <= (bound + 1e-6) * np.linalg.norm(full.W)
 
 
-def test_a_stall_is_returned_as_optimal_inaccurate_not_raised(monkeypatch):
+def test_a_stall_is_returned_as_optimal_inaccurate_not_raised():
     """An unreachable tol with a short stall window: the best certified point comes back with its gap."""
-    monkeypatch.setattr(A, "STALL_OUTER", 2)
-    monkeypatch.setattr(A, "RHO_MAX", 1.0)  # stall detection applies at ρ = RHO_MAX
+    opt = replace(A.DEFAULT_OPTIONS, STALL_OUTER=2, RHO_MAX=1.0)  # stall detection applies at ρ = RHO_MAX
     data = synthetic(8, 10, 6, 3, seed=1)
-    res = ntp_svm(data, method="alm", tol=1e-300)
+    res = ntp_svm(data, method="alm", tol=1e-300, alm_options=opt)
     assert res.status == "optimal_inaccurate"
     gap = res.residuals["duality_gap"]
     assert 0 < gap < 1 and res.residuals["error_bound"] == pytest.approx(math.sqrt(gap / (1 - gap)), rel=1e-12)
@@ -811,22 +810,21 @@ def test_a_stall_is_returned_as_optimal_inaccurate_not_raised(monkeypatch):
     assert np.linalg.norm(res.W - W_mm) <= res.residuals["error_bound"] * np.linalg.norm(W_mm) * (1 + 1e-9)
 
 
-def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max(monkeypatch):
+def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max():
     """The stall window counts the outer steps at ρ = RHO_MAX only: before, a run whose gap had not halved
     over the last STALL_OUTER steps (at any ρ) stopped on the first step at RHO_MAX (the paper-like instance
     did, at gap 0.32)."""
-    monkeypatch.setattr(A, "STALL_OUTER", 2)
-    monkeypatch.setattr(A, "RHO_MAX", 100.0)
+    opt = replace(A.DEFAULT_OPTIONS, STALL_OUTER=2, RHO_MAX=100.0)
     rhos = []
-    res = ntp_svm(synthetic(8, 10, 6, 3, seed=1), method="alm", tol=1e-300,
+    res = ntp_svm(synthetic(8, 10, 6, 3, seed=1), method="alm", tol=1e-300, alm_options=opt,
                   progress=lambda i, info: rhos.append(info["rho"]))
     assert res.status == "optimal_inaccurate"
-    assert rhos[0] < A.RHO_MAX  # the run reached RHO_MAX on its way ...
-    assert sum(r == A.RHO_MAX for r in rhos) >= A.STALL_OUTER + 1  # ... and stalled only after the window there
+    assert rhos[0] < opt.RHO_MAX  # the run reached RHO_MAX on its way ...
+    assert sum(r == opt.RHO_MAX for r in rhos) >= opt.STALL_OUTER + 1  # ... and stalled only after the window there
     # the rule itself: flat gaps at smaller ρ followed by a first step at RHO_MAX are not a stall; a window there is
     flat = [0.5, 0.5, 0.5, 0.5]
-    assert not A._stalled(flat[-1:]) and A._stalled(flat[-(A.STALL_OUTER + 1):])
-    assert not A._stalled([0.5, 0.3, 0.2])  # halved over the window: progress
+    assert not A._stalled(flat[-1:], 2) and A._stalled(flat[-3:], 2)
+    assert not A._stalled([0.5, 0.3, 0.2], 2)  # halved over the window: progress
 
 
 def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch):
@@ -850,13 +848,13 @@ def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch
     assert rel_err(res.W, W_ref) <= SVM_RTOL
 
 
-def test_rho_rises_on_the_cg_rule_only_where_t_is_solved_by_jacobi_cg(monkeypatch):
+def test_rho_rises_on_the_cg_rule_only_where_t_is_solved_by_jacobi_cg():
     """CG_DECREASE (a tenfold ρ unless the violation fell tenfold) applies only where a larger ρ costs nothing but CG
     iterations: the last Newton system solved by Jacobi CG to CG_RTOL, and CG not failed at ρ·RHO_UP or below.
     A factored or a borrowed T, an inexact direction, or a CG failure at the next ρ each return to DECREASE."""
-    monkeypatch.setattr(A, "CG_CONTEXTS", 0)  # every T by conjugate gradients unless asked to factor
     pb = svm.make_problem(planted(60, 12, 5, seed=0), None)
-    s = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size)
+    # every T by conjugate gradients unless asked to factor
+    s = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=replace(A.DEFAULT_OPTIONS, CG_CONTEXTS=0))
     st = s.start()
     assert not s._cheap_rise(st, 0)  # no system yet
     act = np.ones(len(st.wg), bool)
@@ -864,9 +862,9 @@ def test_rho_rises_on_the_cg_rule_only_where_t_is_solved_by_jacobi_cg(monkeypatc
     assert not system.dense and system._borrowed is None
     assert s._cheap_rise(st, s.inexact_solves)
     assert not s._cheap_rise(st, s.inexact_solves - 1)  # an inexact direction since the outer step began
-    s._cg_failed = {st.rho * A.RHO_UP}
+    s._cg_failed = {st.rho * s.opt.RHO_UP}
     assert not s._cheap_rise(st, s.inexact_solves)
-    s._cg_failed = {st.rho * A.RHO_UP ** 2}  # failed only above the next ρ
+    s._cg_failed = {st.rho * s.opt.RHO_UP ** 2}  # failed only above the next ρ
     assert s._cheap_rise(st, s.inexact_solves)
     system._borrowed = (system, np.zeros(0, int), np.zeros(0, int))
     assert not s._cheap_rise(st, s.inexact_solves)
@@ -897,11 +895,11 @@ def test_alm_where_no_schur_complement_can_be_factored_still_certifies(monkeypat
     TooLargeError after 456 s. With every T refused (and conjugate gradients cut short) it must return a
     certified point instead (with 3 CG iterations per direction it stalls far from the optimum, and says so)."""
     monkeypatch.setattr(A, "_fits_dense", lambda c: False)
-    monkeypatch.setattr(A, "CG_CONTEXTS", 0)
-    monkeypatch.setattr(A, "CG_MAXITER", 3)
+    opt = replace(A.DEFAULT_OPTIONS, CG_CONTEXTS=0, CG_MAXITER=3)
     data = planted(60, 12, 5, seed=0)
     seen = []
-    res = ntp_svm(data, method="alm", max_seconds=60, progress=lambda i, info: seen.append(info["inexact_solves"]))
+    res = ntp_svm(data, method="alm", max_seconds=60, progress=lambda i, info: seen.append(info["inexact_solves"]),
+                  alm_options=opt)
     assert seen[-1] > 0  # the inexact directions were taken
     assert res.status in ("optimal", "optimal_inaccurate", "time_limit") and res.W is not None
     assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
@@ -916,11 +914,10 @@ def test_alm_stops_where_inexact_directions_let_the_violation_grow(monkeypatch):
     previous step's pairs above its value there, and says why with the sizes. Here T is refused at every size and CG
     cut to 3 iterations; unpatched, the same instance is solved to its optimum with no note."""
     monkeypatch.setattr(A, "_fits_dense", lambda c: False)
-    monkeypatch.setattr(A, "CG_CONTEXTS", 0)
-    monkeypatch.setattr(A, "CG_MAXITER", 3)
     data = planted(60, 12, 5, seed=0)
     seen = []
-    res = ntp_svm(data, method="alm", progress=lambda i, info: seen.append(info))
+    res = ntp_svm(data, method="alm", progress=lambda i, info: seen.append(info),
+                  alm_options=replace(A.DEFAULT_OPTIONS, CG_CONTEXTS=0, CG_MAXITER=3))
     assert res.status == "optimal_inaccurate" and res.W is not None
     assert "beyond this solver at m = 60 contexts (12 token groups, rank 5" in res.note
     assert "Schur complement" in res.note and "inexact Newton directions" in res.note
@@ -937,11 +934,10 @@ def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkey
     monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
     monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
     monkeypatch.setattr(separability, "pair_farkas", lambda *args, **kwargs: None)  # what decide_cheaply calls
-    monkeypatch.setattr(A, "STALL_OUTER", 3)
     m, V, d, S, seed = case
     data = synthetic(m, V, d, S, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
-    res = ntp_svm(data, method="alm")
+    res = ntp_svm(data, method="alm", alm_options=replace(A.DEFAULT_OPTIONS, STALL_OUTER=3))
     assert res.status == "infeasible" and res.W is None
     assert res.separability.method == "NTP-SVM dual: Farkas direction"  # no cheap route decided (the patches hold)
     assert_farkas_certificate(data, res.separability)
@@ -1026,7 +1022,7 @@ def test_inner_loop_ends_at_the_rounding_floor(monkeypatch):
     inexact. With the rule every inner loop ends early and the solve is optimal; without it (FLOOR_DECREASE = ∞)
     the loops run to MAX_NEWTON on rounding, where the directions stop descending, and the solve does not finish
     (measured: gap 1.0 after 5449 Newton steps) — as the paper-like instance's last five inner loops ran 30 steps."""
-    monkeypatch.setattr(A, "CG_CONTEXTS", 0)
+    opt = replace(A.DEFAULT_OPTIONS, CG_CONTEXTS=0)
     real, steps = A.SVMALM._inner, []
 
     def no_gtol(self, st, gtol, deadline):
@@ -1035,18 +1031,17 @@ def test_inner_loop_ends_at_the_rounding_floor(monkeypatch):
 
     monkeypatch.setattr(A.SVMALM, "_inner", no_gtol)
     data = planted(60, 12, 5, seed=0)
-    res = ntp_svm(data, method="alm")
-    assert res.status == "optimal" and max(steps) < A.MAX_NEWTON
+    res = ntp_svm(data, method="alm", alm_options=opt)
+    assert res.status == "optimal" and max(steps) < opt.MAX_NEWTON
     status, W_ref = ref_ntp_svm(data)
     assert rel_err(res.W, W_ref) <= SVM_RTOL
     steps.clear()
-    monkeypatch.setattr(A, "FLOOR_DECREASE", np.inf)
     try:
-        res = ntp_svm(data, method="alm", max_seconds=5)
+        res = ntp_svm(data, method="alm", max_seconds=5, alm_options=replace(opt, FLOOR_DECREASE=np.inf))
         assert res.status != "optimal"
     except SolverError:  # no feasible point at all
         pass
-    assert max(steps) == A.MAX_NEWTON
+    assert max(steps) == opt.MAX_NEWTON
 
 
 def test_out_of_memory_returns_the_certified_point_or_a_clear_refusal(monkeypatch):
@@ -1090,3 +1085,20 @@ def test_a_stalled_alm_is_finished_on_its_nearly_tight_pairs(monkeypatch):
     assert stalled.status == "optimal_inaccurate" and "exact" not in stalled.method
     assert stalled.residuals["duality_gap"] >= 100 * gap
     assert np.linalg.norm(stalled.W - W_ref) > 1e-6 * np.linalg.norm(W_ref)
+
+
+def test_alm_options_are_data_not_module_state():
+    """Issue 40 §3: the ALM's tuning is a frozen ALMOptions given to the solver (no module constant is left to patch);
+    a wrong type is refused at once."""
+    import dataclasses
+
+    opt = A.ALMOptions()
+    assert opt == A.DEFAULT_OPTIONS and opt.CG_CONTEXTS == 300 and opt.RHO_MAX == 1e10
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opt.CG_CONTEXTS = 0
+    assert not any(hasattr(A, f.name) for f in dataclasses.fields(A.ALMOptions))
+    pb = svm.make_problem(planted(20, 6, 3, seed=0), None)
+    with pytest.raises(TypeError, match="options: expected an ALMOptions"):
+        A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options={"CG_CONTEXTS": 0})
+    s = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=replace(opt, MAX_NEWTON=7))
+    assert s.opt.MAX_NEWTON == 7 and s.ties.opt is s.opt  # the tie projection reads the same options

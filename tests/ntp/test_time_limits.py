@@ -79,7 +79,7 @@ def test_alm_begins_no_newton_step_or_certificate_after_its_deadline(clock, monk
     assert out.status == Status.TIME_LIMIT
     starts = [t - t0 for t in clock.at("_newton_direction")]
     assert starts == [float(k) for k in range(41)]
-    assert all(t - t0 <= 40.5 * (1 + A.CERTIFICATE_GRACE) for t in clock.at("scan_off_support"))
+    assert all(t - t0 <= 40.5 * (1 + A.DEFAULT_OPTIONS.CERTIFICATE_GRACE) for t in clock.at("scan_off_support"))
     assert clock.now - t0 == 41.0  # one step past the deadline, nothing after it
     assert out.X is not None and np.isfinite(out.primal) and np.isfinite(out.dual) and 0 <= out.gap < 1
 

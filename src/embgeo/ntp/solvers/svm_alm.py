@@ -66,126 +66,143 @@ from embgeo.ntp.solvers.constraints import group_dots, row_chunk, row_dots
 from embgeo.ntp.solvers.outcome import SVMOutcome
 from embgeo.ntp.solvers.scan import Scan, scan_off_support
 
-#: Off pairs per context in the first working set (the smallest margins of the starting point) and added
-#: per context and round (the violated or nearly tight ones). Measured on trained embeddings (m = 3011,
-#: r = 64): larger working sets cost little (inactive pairs are not in the Newton matrix) and save Newton
-#: steps; 4 instead of 16 needed twice the factorizations. Added per round: 8 (2026-11-27). Where no Newton matrix
-#: is factored, every step's cost is proportional to |W| (paper-cs, m = 10,833: 460,000 pairs with 16, of which a
-#: sixteenth active at the end); with 8, paper-cs 30.1 → 23.5 s in one bench run (42 Newton / 17 outer steps instead of
-#: 43 / 20), the quick models 4–22 % faster at 67–77 Newton steps, and on paper-planted 132 / 59 and 110 / 39 Newton
-#: steps / factorizations against 133 / 56 and 151 / 78 with 16 (the data scaled by 1 and by 1 + 1e-7: that count is
-#: chaotic, benchmarks/README.md, session 32). 8 in the first working set too made some paper-planted solves diverge.
-INITIAL_PER_CONTEXT = 16
-ADD_PER_CONTEXT = 8
-#: Pairs with margin < 1 + SLACK join the working set once the iterate is nearly feasible (its certified
-#: point has margin > 1/2 before scaling); before that only violated pairs do.
-SLACK = 1.0
-#: Once the iterate is nearly feasible (as for SLACK), every violated pair joins the working set, not only the
-#: ADD_PER_CONTEXT worst of its context. On the paper-like instance (m = 15,012, r = 128; 2026-11-27) the iterate
-#: had settled on its working set (violation there 1e-7, ‖X‖² within 0.2 % of its final value) while its smallest
-#: margin over every pair rose only from 0.70 to 0.99 over 16 outer steps (each 3–7 s), 50–500 pairs joining per
-#: step: contexts with more violated pairs outside W than ADD_PER_CONTEXT took them 16 at a time. Until its margin
-#: reaches 1 the scaled feasible point, and so the certified gap (0.42 → 0.017 over those steps), lags.
-ADD_EVERY_VIOLATED = True
-#: Penalty: start, growth factor, cap (in the unit scale max ‖k_j‖ = 1).
-RHO0, RHO_UP, RHO_MAX = 1.0, 10.0, 1e10
-#: ρ grows when the violation did not fall below this fraction of its previous value on the same pairs (S and the
-#: pairs W had at the previous outer step). Measured on the quick UFM / LSTM / transformer (cold, 2026-11-26): 0.25
-#: with the comparison on the same pairs took 0 / 8 / 17 factorizations (ρ up to 10⁶), 0.5 took 0 / 1 / 0 (ρ ≤ 10⁴):
-#: the ALM converges at any fixed ρ, and below ρ ≈ 10⁴ T is solved by conjugate gradients without a factorization.
-DECREASE = 0.5
-#: Where the last Newton system was solved by Jacobi-preconditioned conjugate gradients (no factor, none borrowed)
-#: and they have not failed at ten times ρ, a larger ρ costs only CG iterations: ρ grows there unless the violation
-#: fell below this fraction (the ALM's rate improves about tenfold with it). Measured cold, one thread (2026-11-27):
-#: paper-cs (m = 10,833, r = 128) 17 → 11 outer steps, 17.6 → 16.0 s (the violation fell 7× per step at ρ = 10³ and
-#: stayed there); quick UFM / LSTM / transformer 6.2 / 6.4 / 7.1 → 5.5 / 5.9 / 5.8 s (0 / 1 / 0 → 0 / 10 / 10 small
-#: factorizations); paper-planted unchanged (the same 122 Newton steps, 49 factorizations).
-CG_DECREASE = 0.1
-#: The inner Newton iterations stop at ‖∇φ‖ ≤ GTOL_FACTOR · violation · ‖X‖ (inexact early, exact late).
-GTOL_FACTOR = 0.5
-MAX_NEWTON = 30
-#: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
-TIE_RHO = 1e6
-#: Conjugate-gradient iterations per round of the tie projection where its T cannot be factored.
-TIE_CG_MAXITER = 1000
-#: T is solved by conjugate gradients above this many coupled contexts (a Cholesky factorization costs c³/3),
-#: to a relative residual CG_RTOL in at most CG_MAXITER iterations, at every penalty below the smallest one at
-#: which they failed (T's condition grows with ρ: a frequent token tight in more contexts than r dimensions puts
-#: ρ on the complement of its contexts' span); from there on T is factored. On trained embeddings (m = 3011,
-#: r = 64) the conjugate gradients converge up to ρ = 10²–10³, and trying them first at every size took 54
-#: factorizations down to 17 and the solve from 35 s to 21 s (measured 2026-11-26; with a threshold of 3000
-#: contexts, the early c ≈ 3000 systems at ρ = 1 were each factored). Small systems are factored at once.
-#: CG_RTOL is loose (an inexact Newton method: the line search is exact along any descent direction, and the
-#: inner loop still stops on ‖∇φ‖ only). Measured on the quick UFM / LSTM / transformer (cold, same runs,
-#: 2026-11-26): CG_RTOL = 1e-6 / 1e-4 / 1e-3 / 1e-2 / 1e-1 took 52 / 48 / 44 / 44 / 51 s for the three
-#: together; 1e-3 had the fewest Newton steps (61 / 74 / 85 against 61 / 101 / 84 at 1e-6), 1e-1 the most
-#: (86 / 140 / 161). Looser also means the Jacobi CG fails at fewer penalties, so fewer factorizations.
-CG_CONTEXTS = 300
-CG_RTOL = 1e-3
-CG_MAXITER = 300
-#: Iterations of the conjugate gradients preconditioned by an earlier factorization before T is factored anew.
-PCG_MAXITER = 30
-#: An earlier factorization is borrowed only when P changed in at most this many pairs and this many heavy
-#: groups since (:meth:`NewtonSystem.changes_from`); else T is factored at once. A heavy group's T_g changes by
-#: a rank up to 2r, and the preconditioned CG needs about one iteration per outlying eigenvalue. Counted on the
-#: quick LSTM and transformer (2026-11-26, every borrowed solve of a cold solve): the 33 attempts after a change
-#: of ≥ 7 heavy groups or > 60 pairs all failed their PCG_MAXITER iterations (30 wasted products with the
-#: factor each, then factored anyway); every successful one had ≤ 6 heavy groups and ≤ 59 pairs changed.
-BORROW_MAX_PAIRS = 60
-BORROW_MAX_HEAVY = 6
-#: The Newton solver's T is factored in single precision (:meth:`NewtonSystem.factor` with ``single``): `spotrf`
-#: takes about half of `dpotrf`'s time (0.57–0.63 s against 1.02–1.20 s at c = 5001 and 5136, the 20th and 5th factored
-#: T of paper-planted, ρ = 10⁶ and 10⁵; 2026-11-27), and T⁻¹b is then found by conjugate gradients preconditioned
-#: with that factor, to a relative residual SINGLE_RTOL in at most SINGLE_MAXITER iterations (on those two T: 6 and
-#: 4 iterations to 9e-15 and 2e-14, where the direct double-precision solve leaves 7.7e-12 and 6.7e-13). Where they
-#: do not reach it, or T rounded to single precision is not positive definite, T is factored in double precision.
-#: T is assembled in double precision either way: ρI − ρ²U_gU_gᵀ cancels about log10 ρ digits.
-SINGLE_RTOL = 1e-13
-SINGLE_MAXITER = 20
-#: An inner loop whose line search returned α = 0 this many times in a row is stuck: its Newton directions are not
-#: descent directions (φ′(0) > 0), which happens where T's factor has lost its accuracy. On the paper-like instance
-#: (m = 15,012, r = 128; 2026-11-26) that was every direction at ρ = 10⁹–10¹⁰ and most at 10⁸ (φ′(0) up to 1e16),
-#: where the violation then jumped from 5e-8 to 0.08 and the solve stalled; at 10⁷ one of 60 (φ′(0) = 8e-15, zero
-#: to rounding). The solve then returns to the state before that inner loop and holds ρ below its penalty (a fixed
-#: cap does not do: a small test instance needs ρ = 10¹⁰).
-STUCK_STEPS = 3
-#: The inner loop ends when a Newton step that kept P did not lower ‖∇φ‖ below this fraction: on an unchanged P the
-#: step solves the quadratic model (to CG_RTOL), so a gradient that stays is at the rounding floor, which gtol (down to
-#: 1e-13 ‖X‖) may lie under. On the paper-like instance (m = 15,012, r = 128; 2026-11-27) the last five inner loops
-#: had run all MAX_NEWTON steps there, at α = 0.95–0.97 and ∇φ·Δ ≈ 1e-12 after their third step. Any α > 0 counts:
-#: limited to nearly unit steps (|α − 1| ≤ 0.1), the rule let the 12-context test case go on at the floor to three
-#: steps of α = 0, where STUCK_STEPS took the floor for an inaccurate factor and lowered ρ (optimal_inaccurate).
-FLOOR_DECREASE = 0.5
-#: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap).
-STALL_OUTER = 8
-#: Up to this penalty the unit Newton step is taken where it lowers φ by at least ARMIJO times its first-order
-#: prediction (the standard sufficient-decrease test); else, and above it, the exact minimiser along the line.
-#: The exact minimiser stops at the first breakpoints where pairs switch: on the paper-like instance (m = 15,012,
-#: r = 128; 2026-11-27) each inner loop after a tenfold rise of ρ took 28–30 Newton steps at α = 0.1–0.8, P
-#: changing by 50–150 pairs per step and T factored anew almost every time; with the unit step where it decreases
-#: φ enough, 132 Newton steps and 57 factorizations in all instead of 226 and 124 (with ADD_EVERY_VIOLATED in both).
-#: Not above 10⁶: at every ρ, unit steps stalled the planted m = 90 test case at ρ = 10¹⁰, which it needs (gap 4.8e-5,
-#: the next directions at rounding), and without ADD_EVERY_VIOLATED the paper-like solve diverged at ρ = 10⁸
-#: (violation 3e-5 → 4e-2); T's factor is no longer accurate there (STUCK_STEPS), and the exact minimiser is safe.
-UNIT_STEP_RHO = 1e6
-ARMIJO = 1e-4
-#: A Newton system stores the heavy groups' rows U_g = K_gR_g⁻ᵀ (one r-vector per tight pair) up to this size, and
-#: otherwise reads them from K at each product. On synthetic-100k (m = 100,000, r = 128; 2026-11-27) the first
-#: systems had 1.9 million heavy pairs: the U_g (1.9 GB), a gathered copy of K_g to make them and the previous
-#: system's U_g in the block cache peaked at 11.6 GB (6.5 GB reading from K). Stored rows are faster on the quick
-#: models (the transformer's solve 8.8 s against 9.8 s reading from K).
-HEAVY_ROWS_BYTES = 2**28
-#: Blocks C_g, H_g of at least this many rows are inverted one by one through LAPACK (:func:`_spd_inverse`), smaller
-#: ones in one batched numpy call. Measured on stacks of random blocks (one thread, 2026-11-27): per block potrf +
-#: potri against numpy's batched Cholesky, inverse and product, 3.6 / 1.2 / 0.9 / 1.6 / 2.4 ms against 0.56 / 0.72 /
-#: 1.0 / 2.2 / 5.7 ms for 2000 / 500 / 200 / 100 / 10 blocks of 2 / 8 / 16 / 32 / 128 rows. Over every call of a
-#: paper-planted solve (m = 15,012, r = 128; both ways timed on the same stacks): 4.13 s against 5.93 s.
-LAPACK_BLOCK = 16
-#: Under ``max_seconds``, the certificate of an outer step (a tie projection and a full scan) is still computed when
-#: it is expected to end within this fraction of ``max_seconds`` past the deadline (its cost estimated by the last
-#: one measured); else the solve stops with the bounds of the previous outer step and says so in its ``reason``.
-#: The inner Newton steps stop early enough to leave the certificate its time (issue 38: every limit a wall).
-CERTIFICATE_GRACE = 0.05
+
+@dataclass(frozen=True)
+class ALMOptions:
+    """The augmented Lagrangian's tuning, as data: every solve reads these (:class:`SVMALM` ``options``,
+    :func:`embgeo.ntp.theory.ntp_svm` ``alm_options``), and a test or a study passes its own instead of patching
+    the module (``dataclasses.replace(ALMOptions(), CG_CONTEXTS=0)``). The defaults are the measured choices below;
+    the names are those the docs and benchmarks cite."""
+
+    #: Off pairs per context in the first working set (the smallest margins of the starting point) and added
+    #: per context and round (the violated or nearly tight ones). Measured on trained embeddings (m = 3011,
+    #: r = 64): larger working sets cost little (inactive pairs are not in the Newton matrix) and save Newton
+    #: steps; 4 instead of 16 needed twice the factorizations. Added per round: 8 (2026-11-27). Where no Newton matrix
+    #: is factored, every step's cost is proportional to |W| (paper-cs, m = 10,833: 460,000 pairs with 16, of which a
+    #: sixteenth active at the end); with 8, paper-cs 30.1 → 23.5 s in one bench run (42 Newton / 17 outer steps
+    #: instead of 43 / 20), the quick models 4–22 % faster at 67–77 Newton steps, and on paper-planted 132 / 59 and 110
+    #: / 39 Newton steps / factorizations against 133 / 56 and 151 / 78 with 16 (the data scaled by 1 and by 1 + 1e-7:
+    #: that count is chaotic, benchmarks/README.md, session 32). 8 in the first working set too made some paper-planted
+    #: solves diverge.
+    INITIAL_PER_CONTEXT: int = 16
+    ADD_PER_CONTEXT: int = 8
+    #: Pairs with margin < 1 + SLACK join the working set once the iterate is nearly feasible (its certified
+    #: point has margin > 1/2 before scaling); before that only violated pairs do.
+    SLACK: float = 1.0
+    #: Once the iterate is nearly feasible (as for SLACK), every violated pair joins the working set, not only the
+    #: ADD_PER_CONTEXT worst of its context. On the paper-like instance (m = 15,012, r = 128; 2026-11-27) the iterate
+    #: had settled on its working set (violation there 1e-7, ‖X‖² within 0.2 % of its final value) while its smallest
+    #: margin over every pair rose only from 0.70 to 0.99 over 16 outer steps (each 3–7 s), 50–500 pairs joining per
+    #: step: contexts with more violated pairs outside W than ADD_PER_CONTEXT took them 16 at a time. Until its margin
+    #: reaches 1 the scaled feasible point, and so the certified gap (0.42 → 0.017 over those steps), lags.
+    ADD_EVERY_VIOLATED: bool = True
+    #: Penalty: start, growth factor, cap (in the unit scale max ‖k_j‖ = 1).
+    RHO0: float = 1.0
+    RHO_UP: float = 10.0
+    RHO_MAX: float = 1e10
+    #: ρ grows when the violation did not fall below this fraction of its previous value on the same pairs (S and the
+    #: pairs W had at the previous outer step). Measured on the quick UFM / LSTM / transformer (cold, 2026-11-26): 0.25
+    #: with the comparison on the same pairs took 0 / 8 / 17 factorizations (ρ up to 10⁶), 0.5 took 0 / 1 / 0 (ρ ≤ 10⁴):
+    #: the ALM converges at any fixed ρ, and below ρ ≈ 10⁴ T is solved by conjugate gradients without a factorization.
+    DECREASE: float = 0.5
+    #: Where the last Newton system was solved by Jacobi-preconditioned conjugate gradients (no factor, none borrowed)
+    #: and they have not failed at ten times ρ, a larger ρ costs only CG iterations: ρ grows there unless the violation
+    #: fell below this fraction (the ALM's rate improves about tenfold with it). Measured cold, one thread (2026-11-27):
+    #: paper-cs (m = 10,833, r = 128) 17 → 11 outer steps, 17.6 → 16.0 s (the violation fell 7× per step at ρ = 10³ and
+    #: stayed there); quick UFM / LSTM / transformer 6.2 / 6.4 / 7.1 → 5.5 / 5.9 / 5.8 s (0 / 1 / 0 → 0 / 10 / 10 small
+    #: factorizations); paper-planted unchanged (the same 122 Newton steps, 49 factorizations).
+    CG_DECREASE: float = 0.1
+    #: The inner Newton iterations stop at ‖∇φ‖ ≤ GTOL_FACTOR · violation · ‖X‖ (inexact early, exact late).
+    GTOL_FACTOR: float = 0.5
+    MAX_NEWTON: int = 30
+    #: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
+    TIE_RHO: float = 1e6
+    #: Conjugate-gradient iterations per round of the tie projection where its T cannot be factored.
+    TIE_CG_MAXITER: int = 1000
+    #: T is solved by conjugate gradients above this many coupled contexts (a Cholesky factorization costs c³/3),
+    #: to a relative residual CG_RTOL in at most CG_MAXITER iterations, at every penalty below the smallest one at
+    #: which they failed (T's condition grows with ρ: a frequent token tight in more contexts than r dimensions puts
+    #: ρ on the complement of its contexts' span); from there on T is factored. On trained embeddings (m = 3011,
+    #: r = 64) the conjugate gradients converge up to ρ = 10²–10³, and trying them first at every size took 54
+    #: factorizations down to 17 and the solve from 35 s to 21 s (measured 2026-11-26; with a threshold of 3000
+    #: contexts, the early c ≈ 3000 systems at ρ = 1 were each factored). Small systems are factored at once.
+    #: CG_RTOL is loose (an inexact Newton method: the line search is exact along any descent direction, and the
+    #: inner loop still stops on ‖∇φ‖ only). Measured on the quick UFM / LSTM / transformer (cold, same runs,
+    #: 2026-11-26): CG_RTOL = 1e-6 / 1e-4 / 1e-3 / 1e-2 / 1e-1 took 52 / 48 / 44 / 44 / 51 s for the three
+    #: together; 1e-3 had the fewest Newton steps (61 / 74 / 85 against 61 / 101 / 84 at 1e-6), 1e-1 the most
+    #: (86 / 140 / 161). Looser also means the Jacobi CG fails at fewer penalties, so fewer factorizations.
+    CG_CONTEXTS: int = 300
+    CG_RTOL: float = 1e-3
+    CG_MAXITER: int = 300
+    #: Iterations of the conjugate gradients preconditioned by an earlier factorization before T is factored anew.
+    PCG_MAXITER: int = 30
+    #: An earlier factorization is borrowed only when P changed in at most this many pairs and this many heavy
+    #: groups since (:meth:`NewtonSystem.changes_from`); else T is factored at once. A heavy group's T_g changes by
+    #: a rank up to 2r, and the preconditioned CG needs about one iteration per outlying eigenvalue. Counted on the
+    #: quick LSTM and transformer (2026-11-26, every borrowed solve of a cold solve): the 33 attempts after a change
+    #: of ≥ 7 heavy groups or > 60 pairs all failed their PCG_MAXITER iterations (30 wasted products with the
+    #: factor each, then factored anyway); every successful one had ≤ 6 heavy groups and ≤ 59 pairs changed.
+    BORROW_MAX_PAIRS: int = 60
+    BORROW_MAX_HEAVY: int = 6
+    #: The Newton solver's T is factored in single precision (:meth:`NewtonSystem.factor` with ``single``): `spotrf`
+    #: takes about half of `dpotrf`'s time (0.57–0.63 s against 1.02–1.20 s at c = 5001 and 5136, the 20th and 5th
+    #: factored T of paper-planted, ρ = 10⁶ and 10⁵; 2026-11-27), and T⁻¹b is then found by conjugate gradients
+    #: preconditioned with that factor, to a relative residual SINGLE_RTOL in at most SINGLE_MAXITER iterations (on
+    #: those two T: 6 and 4 iterations to 9e-15 and 2e-14, where the direct double-precision solve leaves 7.7e-12 and
+    #: 6.7e-13). Where they do not reach it, or T rounded to single precision is not positive definite, T is factored
+    #: in double precision. T is assembled in double precision either way: ρI − ρ²U_gU_gᵀ cancels about log10 ρ digits.
+    SINGLE_RTOL: float = 1e-13
+    SINGLE_MAXITER: int = 20
+    #: An inner loop whose line search returned α = 0 this many times in a row is stuck: its Newton directions are not
+    #: descent directions (φ′(0) > 0), which happens where T's factor has lost its accuracy. On the paper-like instance
+    #: (m = 15,012, r = 128; 2026-11-26) that was every direction at ρ = 10⁹–10¹⁰ and most at 10⁸ (φ′(0) up to 1e16),
+    #: where the violation then jumped from 5e-8 to 0.08 and the solve stalled; at 10⁷ one of 60 (φ′(0) = 8e-15, zero
+    #: to rounding). The solve then returns to the state before that inner loop and holds ρ below its penalty (a fixed
+    #: cap does not do: a small test instance needs ρ = 10¹⁰).
+    STUCK_STEPS: int = 3
+    #: The inner loop ends when a Newton step that kept P did not lower ‖∇φ‖ below this fraction: on an unchanged P the
+    #: step solves the quadratic model (to CG_RTOL), so a gradient that stays is at the rounding floor, which gtol
+    #: (down to 1e-13 ‖X‖) may lie under. On the paper-like instance (m = 15,012, r = 128; 2026-11-27) the last five
+    #: inner loops had run all MAX_NEWTON steps there, at α = 0.95–0.97 and ∇φ·Δ ≈ 1e-12 after their third step. Any
+    #: α > 0 counts: limited to nearly unit steps (|α − 1| ≤ 0.1), the rule let the 12-context test case go on at the
+    #: floor to three steps of α = 0, where STUCK_STEPS took the floor for an inaccurate factor and lowered ρ
+    #: (optimal_inaccurate).
+    FLOOR_DECREASE: float = 0.5
+    #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap).
+    STALL_OUTER: int = 8
+    #: Up to this penalty the unit Newton step is taken where it lowers φ by at least ARMIJO times its first-order
+    #: prediction (the standard sufficient-decrease test); else, and above it, the exact minimiser along the line.
+    #: The exact minimiser stops at the first breakpoints where pairs switch: on the paper-like instance (m = 15,012,
+    #: r = 128; 2026-11-27) each inner loop after a tenfold rise of ρ took 28–30 Newton steps at α = 0.1–0.8, P
+    #: changing by 50–150 pairs per step and T factored anew almost every time; with the unit step where it decreases
+    #: φ enough, 132 Newton steps and 57 factorizations in all instead of 226 and 124 (with ADD_EVERY_VIOLATED in both).
+    #: Not above 10⁶: at every ρ, unit steps stalled the planted m = 90 test case at ρ = 10¹⁰, which it needs
+    #: (gap 4.8e-5, the next directions at rounding), and without ADD_EVERY_VIOLATED the paper-like solve diverged at
+    #: ρ = 10⁸ (violation 3e-5 → 4e-2); T's factor is no longer accurate there (STUCK_STEPS), and the exact minimiser
+    #: is safe.
+    UNIT_STEP_RHO: float = 1e6
+    ARMIJO: float = 1e-4
+    #: A Newton system stores the heavy groups' rows U_g = K_gR_g⁻ᵀ (one r-vector per tight pair) up to this size, and
+    #: otherwise reads them from K at each product. On synthetic-100k (m = 100,000, r = 128; 2026-11-27) the first
+    #: systems had 1.9 million heavy pairs: the U_g (1.9 GB), a gathered copy of K_g to make them and the previous
+    #: system's U_g in the block cache peaked at 11.6 GB (6.5 GB reading from K). Stored rows are faster on the quick
+    #: models (the transformer's solve 8.8 s against 9.8 s reading from K).
+    HEAVY_ROWS_BYTES: int = 2**28
+    #: Blocks C_g, H_g of at least this many rows are inverted one by one through LAPACK (:func:`_spd_inverse`), smaller
+    #: ones in one batched numpy call. Measured on stacks of random blocks (one thread, 2026-11-27): per block potrf +
+    #: potri against numpy's batched Cholesky, inverse and product, 3.6 / 1.2 / 0.9 / 1.6 / 2.4 ms against 0.56 / 0.72 /
+    #: 1.0 / 2.2 / 5.7 ms for 2000 / 500 / 200 / 100 / 10 blocks of 2 / 8 / 16 / 32 / 128 rows. Over every call of a
+    #: paper-planted solve (m = 15,012, r = 128; both ways timed on the same stacks): 4.13 s against 5.93 s.
+    LAPACK_BLOCK: int = 16
+    #: Under ``max_seconds``, the certificate of an outer step (a tie projection and a full scan) is still computed when
+    #: it is expected to end within this fraction of ``max_seconds`` past the deadline (its cost estimated by the last
+    #: one measured); else the solve stops with the bounds of the previous outer step and says so in its ``reason``.
+    #: The inner Newton steps stop early enough to leave the certificate its time (issue 38: every limit a wall).
+    CERTIFICATE_GRACE: float = 0.05
+
+
+#: The tuning every solve uses unless given other options.
+DEFAULT_OPTIONS = ALMOptions()
 
 
 # -- the Newton matrix ----------------------------------------------------------------------------------
@@ -210,7 +227,8 @@ class NewtonSystem:
     """
 
     def __init__(self, K: np.ndarray, n: np.ndarray, g: np.ndarray, j: np.ndarray, rho: float,
-                 cache: BlockCache | None = None):
+                 cache: BlockCache | None = None, opt: ALMOptions = DEFAULT_OPTIONS):
+        self.opt = opt
         G, (m, r) = len(n), K.shape
         self.K, self.n, self.rho, self.G, self.m = K, n, rho, G, m
         self.keys = np.sort(g * m + j)  # the pairs of P (to count what changed between two systems)
@@ -255,7 +273,8 @@ class NewtonSystem:
                 Kb = K[self.jl[idx[todo]]]
                 C = Kb @ Kb.swapaxes(1, 2)
                 C[:, np.arange(qq), np.arange(qq)] += (n[self.gl[first[todo]]] / rho)[:, None]
-                for i, block in zip(np.flatnonzero(todo), _spd_inverse(C), strict=True):
+                inverses = _spd_inverse(C, lapack_block=self.opt.LAPACK_BLOCK)
+                for i, block in zip(np.flatnonzero(todo), inverses, strict=True):
                     blocks[i] = block
                     cache.put("light", keys[i], block)
             pos = indptr[idx][:, :, None] + np.arange(qq)  # (nb, q, q) positions in data
@@ -279,7 +298,7 @@ class NewtonSystem:
         # 8.8 s for the quick transformer's solve)
         self.hslices = np.searchsorted(hpos, np.arange(len(self.heavy) + 1))
         spans = list(zip(self.hslices[:-1], self.hslices[1:], strict=True))
-        rows = 8 * len(self.jh) * r <= HEAVY_ROWS_BYTES
+        rows = 8 * len(self.jh) * r <= self.opt.HEAVY_ROWS_BYTES
         keys = [(int(gg), rows, self.jh[a:b].tobytes()) for gg, (a, b) in zip(self.heavy, spans, strict=True)]
         blocks = cache.take("heavy", keys)  # (H_g⁻¹, U_g or None) of a group whose pairs and ρ did not change
         todo = [i for i, b in enumerate(blocks) if b is None]
@@ -296,7 +315,7 @@ class NewtonSystem:
             # with H_g = R Rᵀ, H_g⁻¹ = R⁻ᵀR⁻¹, so U_g = K_g R⁻ᵀ (no second factorization, of H_g⁻¹), made in place of
             # the gathered rows as U_gᵀ = R⁻¹K_gᵀ by a triangular product (trmm: 14 against 22 ms for a general one
             # at q = 20,000, r = 128; the same values)
-            Hinv, Rinv = _spd_inverse(H, factor=True)
+            Hinv, Rinv = _spd_inverse(H, factor=True, lapack_block=self.opt.LAPACK_BLOCK)
             trmm = sla.blas.get_blas_funcs("trmm", (H,))
             for i, k in enumerate(todo):
                 blocks[k] = (Hinv[i], trmm(1.0, Rinv[i], Kgs[i].T, lower=1, overwrite_b=1).T if rows else None)
@@ -437,7 +456,7 @@ class NewtonSystem:
         if self.chol is not None:
             if self.chol[0].dtype == np.float64:
                 return _cho_solve(self.chol, rhs)
-            x, done = self._cg(rhs, lambda r: _cho_solve(self.chol, r), SINGLE_RTOL, SINGLE_MAXITER)
+            x, done = self._cg(rhs, lambda r: _cho_solve(self.chol, r), self.opt.SINGLE_RTOL, self.opt.SINGLE_MAXITER)
             if done:
                 return x
             self.factor()  # the single-precision factor preconditions too poorly: in double precision
@@ -579,24 +598,25 @@ def _violation(aS: np.ndarray, aW: np.ndarray) -> float:
     return max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
 
 
-def _stalled(gaps_at_max: list[float]) -> bool:
-    """Whether the certified gap has not halved over the last STALL_OUTER outer steps, counting only the steps
-    at ρ = RHO_MAX (``gaps_at_max``, oldest first): the steps before, at a smaller ρ, are not a stall."""
-    return len(gaps_at_max) > STALL_OUTER and gaps_at_max[-1] > 0.5 * gaps_at_max[-1 - STALL_OUTER]
+def _stalled(gaps_at_max: list[float], outer: int) -> bool:
+    """Whether the certified gap has not halved over the last ``outer`` (STALL_OUTER) outer steps, counting only the
+    steps at ρ = RHO_MAX (``gaps_at_max``, oldest first): the steps before, at a smaller ρ, are not a stall."""
+    return len(gaps_at_max) > outer and gaps_at_max[-1] > 0.5 * gaps_at_max[-1 - outer]
 
 
-def _close(changes: tuple[int, int]) -> bool:
+def _close(changes: tuple[int, int], opt: ALMOptions) -> bool:
     """Whether P changed little enough, in (pairs, heavy groups), for a borrowed factor to precondition T."""
     pairs, heavy = changes
-    return pairs <= BORROW_MAX_PAIRS and heavy <= BORROW_MAX_HEAVY
+    return pairs <= opt.BORROW_MAX_PAIRS and heavy <= opt.BORROW_MAX_HEAVY
 
 
-def _spd_inverse(A: np.ndarray, factor: bool = False):
+def _spd_inverse(A: np.ndarray, factor: bool = False,
+                 lapack_block: int = DEFAULT_OPTIONS.LAPACK_BLOCK):
     """Inverses of a stack (n, k, k) of symmetric positive definite matrices, through their Cholesky factors
-    A = R Rᵀ; with ``factor``, (A⁻¹, R⁻¹) (A⁻¹ = R⁻ᵀR⁻¹). Blocks of at least LAPACK_BLOCK rows go one by one through
+    A = R Rᵀ; with ``factor``, (A⁻¹, R⁻¹) (A⁻¹ = R⁻ᵀR⁻¹). Blocks of at least ``lapack_block`` rows go one by one through
     LAPACK (potrf, potri and for R⁻¹ trtri: about k³ flops), smaller ones batched through numpy (Cholesky, a general
     inverse of R and the product: about 4k³, but one call for the whole stack)."""
-    if A.shape[1] >= LAPACK_BLOCK:
+    if A.shape[1] >= lapack_block:
         return _spd_inverse_lapack(A, factor)
     try:
         Rinv = np.linalg.inv(np.linalg.cholesky(A))
@@ -657,7 +677,7 @@ def _line_search(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: 
 
 
 def _step_length(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: float, off_d: np.ndarray,
-                 off_u: np.ndarray) -> float:
+                 off_u: np.ndarray, opt: ALMOptions = DEFAULT_OPTIONS) -> float:
     """α = 1 where ρ ≤ UNIT_STEP_RHO and φ(1) − φ(0) ≤ ARMIJO · φ′(0), else :func:`_line_search`'s exact minimiser
     (same arguments).
 
@@ -666,11 +686,11 @@ def _step_length(c0: float, c1: float, eq_d: np.ndarray, eq_w: np.ndarray, rho: 
     """
     lo, ew = np.maximum(off_u, 0.0), float(eq_d @ eq_w)
     slope = c0 + ew + float(off_d @ lo)
-    if rho <= UNIT_STEP_RHO and slope < 0:
+    if rho <= opt.UNIT_STEP_RHO and slope < 0:
         hi = np.maximum(off_u + rho * off_d, 0.0)
         change = (c0 + 0.5 * c1 + ew + 0.5 * rho * float(eq_d @ eq_d)
                   + float(np.sum((hi - lo) * (hi + lo))) / (2.0 * rho))
-        if change <= ARMIJO * slope:
+        if change <= opt.ARMIJO * slope:
             return 1.0
     return _line_search(c0, c1, eq_d, eq_w, rho, off_d, off_u)
 
@@ -692,7 +712,9 @@ class TieProjection:
     + c³/3 (c contexts with ≥ 2 support groups), then O(|pairs| r + c²) per round.
     """
 
-    def __init__(self, K: np.ndarray, sg: np.ndarray, sj: np.ndarray, n: np.ndarray):
+    def __init__(self, K: np.ndarray, sg: np.ndarray, sj: np.ndarray, n: np.ndarray,
+                 opt: ALMOptions = DEFAULT_OPTIONS):
+        self.opt = opt
         self.scale = float(np.max(np.linalg.norm(K, axis=1))) or 1.0
         self.K = K / self.scale
         self.m, self.G = K.shape[0], len(n)
@@ -712,10 +734,10 @@ class TieProjection:
         if len(self.tg) == 0:
             return X, t, lam
         if self._system is None:
-            self._system = NewtonSystem(self.K, self.n, self.tg, self.tj, TIE_RHO)
+            self._system = NewtonSystem(self.K, self.n, self.tg, self.tj, self.opt.TIE_RHO, opt=self.opt)
             if _fits_dense(self._system.c):  # else conjugate gradients (m = 100,000: c = 19,864 did not fit)
                 self._system.factor()
-        system, rho = self._system, TIE_RHO
+        system, rho = self._system, self.opt.TIE_RHO
         nu = np.zeros(len(self.tg))
         D = np.zeros_like(Xn)
         best = np.inf
@@ -728,7 +750,7 @@ class TieProjection:
             w = nu + rho * a
             dx, dt = system.solve(-(self.n[:, None] * D + _scatter(self.K, self.G, self.tg, self.tj, w)),
                                   np.bincount(self.tj, weights=w, minlength=self.m),
-                                  rtol=1e-13, maxiter=TIE_CG_MAXITER, inexact_ok=True)
+                                  rtol=1e-13, maxiter=self.opt.TIE_CG_MAXITER, inexact_ok=True)
             D, t = D + dx, t + dt
             nu = nu + rho * (row_dots(Xn + D, self.K, self.tg, self.tj) - t[self.tj])
         Xn = Xn + D
@@ -771,7 +793,11 @@ class SVMALM:
     weights : (G,) group sizes n_g.
     """
 
-    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray):
+    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray,
+                 options: ALMOptions = DEFAULT_OPTIONS):
+        if not isinstance(options, ALMOptions):
+            raise TypeError(f"options: expected an ALMOptions, got {type(options).__name__}")
+        self.opt = options
         self.scale = float(np.max(np.linalg.norm(K, axis=1)))
         if not self.scale > 0:
             raise SolverError("NTP-SVM: every context embedding is zero")
@@ -787,7 +813,7 @@ class SVMALM:
         self.sptr = np.searchsorted(self.sg, np.arange(self.G + 1))  # group g's support pairs: sptr[g]:sptr[g + 1]
         self.first = np.full(self.m, -1)  # the first support pair of each context (balances the dual)
         self.first[self.sj[::-1]] = np.arange(len(self.sj))[::-1]
-        self.ties = TieProjection(self.K, self.sg, self.sj, self.n)
+        self.ties = TieProjection(self.K, self.sg, self.sj, self.n, opt=self.opt)
         self._cache = None  # (key of P and ρ, NewtonSystem) of the last Newton matrix
         self._blocks = BlockCache()  # the last Newton matrix's per-group blocks, for the next
         self._stuck = False  # the last inner loop found no descent direction (STUCK_STEPS)
@@ -837,13 +863,13 @@ class SVMALM:
         key = (st.rho, len(act), act.tobytes())
         if self._cache is None or self._cache[0] != key:
             system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
-                                  np.concatenate([self.sj, st.wj[act]]), st.rho, self._blocks)
+                                  np.concatenate([self.sj, st.wj[act]]), st.rho, self._blocks, opt=self.opt)
             hard = bool(self._cg_failed) and st.rho >= min(self._cg_failed)
             last = self._factored
-            if system.c <= CG_CONTEXTS:
+            if system.c <= self.opt.CG_CONTEXTS:
                 factor = True
             elif hard and _fits_dense(system.c):
-                if last is not None and last.rho == st.rho and _close(system.changes_from(last)):
+                if last is not None and last.rho == st.rho and _close(system.changes_from(last), self.opt):
                     system.borrow(last)
                 else:
                     factor = True
@@ -871,7 +897,8 @@ class SVMALM:
         if not system.dense:
             borrowed = system._borrowed is not None
             try:  # where T is too large to factor, an inexact direction rather than an exception
-                out = system.solve(-gx, -gt, rtol=CG_RTOL, maxiter=PCG_MAXITER if borrowed else CG_MAXITER,
+                opt = self.opt
+                out = system.solve(-gx, -gt, rtol=opt.CG_RTOL, maxiter=opt.PCG_MAXITER if borrowed else opt.CG_MAXITER,
                                    inexact_ok=not _fits_dense(system.c))
                 self.cg_solves += 1
                 self.inexact_solves += system.inexact
@@ -894,7 +921,7 @@ class SVMALM:
         steps, a, zero, kept, last_gnorm = 0, None, 0, False, np.inf
         self._stuck = False
         self._deadline = deadline
-        for _ in range(MAX_NEWTON):
+        for _ in range(self.opt.MAX_NEWTON):
             aS, aW, wS, wW = self._weights(st, X, t, a)
             if a is None:
                 bounded = np.zeros(len(aW), bool)  # W's pairs where aW is an upper bound (< −1), not the value
@@ -905,7 +932,7 @@ class SVMALM:
             # gradient little, and its violation would otherwise never be acted on
             if gnorm <= (gtol if steps else 1e-14 * gtol):
                 break
-            if kept and gnorm > FLOOR_DECREASE * last_gnorm:
+            if kept and gnorm > self.opt.FLOOR_DECREASE * last_gnorm:
                 break  # a Newton step on an unchanged P that did not halve ‖∇φ‖: the gradient is at rounding
             last_gnorm = gnorm
             act = wW > 0
@@ -917,9 +944,9 @@ class SVMALM:
             dS = self._a(dx, dt, self.sptr, self.sj)
             alpha, dW, near = self._off_step(st, X, t, aW, bounded, dx, dt,
                                              partial(_step_length, float(np.sum(self.n[:, None] * X * dx)),
-                                                     self._norm2(dx), dS, wS, st.rho))
+                                                     self._norm2(dx), dS, wS, st.rho, opt=self.opt))
             zero = zero + 1 if alpha == 0 else 0
-            if zero >= STUCK_STEPS:  # the directions are not descent directions: more steps change nothing
+            if zero >= self.opt.STUCK_STEPS:  # the directions are not descent directions: more steps change nothing
                 self._stuck = True
                 break
             X, t = X + alpha * dx, t + alpha * dt
@@ -978,7 +1005,7 @@ class SVMALM:
         system = self._cache[1] if self._cache is not None else None
         if system is None or system.dense or system._borrowed is not None or self.inexact_solves > inexact_before:
             return False
-        return not self._cg_failed or st.rho * RHO_UP < min(self._cg_failed)
+        return not self._cg_failed or st.rho * self.opt.RHO_UP < min(self._cg_failed)
 
     def _join(self, st: _State, g: np.ndarray, j: np.ndarray) -> None:
         """Add the pairs (g, j) not yet in W to it, at μ = 0, merged in order (W stays sorted by group); ``st.fresh``
@@ -1063,7 +1090,7 @@ class SVMALM:
             X0 = X0 * self.scale
         X0, t0 = self.tie(X0)
         # one full pass for both: the smallest margins of each context are the same pairs after a positive scaling
-        scan = scan_off_support(X0, t0, self.K, self.support_csc, below=np.inf, top=INITIAL_PER_CONTEXT)
+        scan = scan_off_support(X0, t0, self.K, self.support_csc, below=np.inf, top=self.opt.INITIAL_PER_CONTEXT)
         self._start_point = None  # the start, tied and scanned in full: certified when it separates
         if dual is None and scan.min_margin > 0:
             X0, t0 = X0 / scan.min_margin, t0 / scan.min_margin
@@ -1071,7 +1098,7 @@ class SVMALM:
         keys, first = np.unique(np.concatenate([off_g * self.m + off_j, scan.groups * self.m + scan.contexts]),
                                 return_index=True)
         mu = np.concatenate([off_mu, np.zeros(len(scan.groups))])[first]
-        return _State(X0, t0, nu, mu, *_working_set(self.G, self.m, keys), np.ones(len(keys), bool), RHO0)
+        return _State(X0, t0, nu, mu, *_working_set(self.G, self.m, keys), np.ones(len(keys), bool), self.opt.RHO0)
 
     def solve(self, *, tol: float = 1e-10, max_outer: int = 500, max_seconds: float | None = None,
               X0: np.ndarray | None = None, dual: tuple | None = None,
@@ -1098,7 +1125,7 @@ class SVMALM:
         point yet. The first outer step always runs (at least one Newton step: its multipliers are the dual bound)."""
         start = time.perf_counter()
         deadline = None if max_seconds is None else start + max_seconds
-        grace = 0.0 if max_seconds is None else CERTIFICATE_GRACE * max_seconds
+        grace = 0.0 if max_seconds is None else self.opt.CERTIFICATE_GRACE * max_seconds
         st = self.start(X0, dual)
         # the start's tie projection and full scan are what a certificate costs (its first tie also builds the
         # projection's system: an overestimate, for the first outer step only)
@@ -1114,8 +1141,10 @@ class SVMALM:
         best_dual = None
         prev_violation, gtol, history, at_max = np.inf, None, [], 0
         gamma = -np.inf  # the tied iterate's smallest margin at the previous outer step
-        late = {"below": 1.0 + SLACK, "top": ADD_PER_CONTEXT, "every_below": 1.0 if ADD_EVERY_VIOLATED else -np.inf}
-        rho_cap = RHO_MAX  # lowered where the Newton directions stop being descent directions
+        opt = self.opt
+        late = {"below": 1.0 + opt.SLACK, "top": opt.ADD_PER_CONTEXT,
+                "every_below": 1.0 if opt.ADD_EVERY_VIOLATED else -np.inf}
+        rho_cap = opt.RHO_MAX  # lowered where the Newton directions stop being descent directions
         try:
             for outer in range(1, max_outer + 1):
                 xnorm = np.sqrt(self._norm2(st.X)) + 1.0
@@ -1124,11 +1153,11 @@ class SVMALM:
                 saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
                 inexact_before = self.inexact_solves
                 best.iterations += self._inner(st, gtol, None if deadline is None else deadline - cert_cost)
-                if self._stuck and st.rho > RHO0:
+                if self._stuck and st.rho > opt.RHO0:
                     # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
                     # below it for the rest of the solve
                     st.X, st.t, st.nu, st.mu = saved
-                    st.a, st.rho = None, st.rho / RHO_UP
+                    st.a, st.rho = None, st.rho / opt.RHO_UP
                     rho_cap = st.rho
                     continue
                 aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
@@ -1173,7 +1202,7 @@ class SVMALM:
                     break
                 if st.rho < rho_cap:
                     at_max = len(history)  # the outer steps from here on are the ones at the largest ρ allowed
-                if _stalled(history[at_max:]):
+                if _stalled(history[at_max:], opt.STALL_OUTER):
                     best.status = Status.STALLED
                     break
                 if self.inexact_solves > inexact_before and same > prev_violation:
@@ -1187,7 +1216,7 @@ class SVMALM:
                 # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
                 if gamma <= 0.5:  # far from feasible: the iterate's violated pairs
                     tic = time.perf_counter()
-                    scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=ADD_PER_CONTEXT)
+                    scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=opt.ADD_PER_CONTEXT)
                     scan_cost = time.perf_counter() - tic
                 elif not select:  # nearly feasible for the first time: the tied iterate's pairs
                     scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
@@ -1197,12 +1226,12 @@ class SVMALM:
                 # (``same``). Pairs that joined W since then violated and are not a failure of the penalty: with them
                 # in the comparison, every large addition raised ρ, and on the paper-like instance ρ ran up to
                 # RHO_MAX, where the Newton steps thrash (see DECREASE).
-                if same > (CG_DECREASE if self._cheap_rise(st, inexact_before) else DECREASE) * prev_violation:
-                    st.rho = min(st.rho * RHO_UP, rho_cap)
+                if same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * prev_violation:
+                    st.rho = min(st.rho * opt.RHO_UP, rho_cap)
                 prev_violation = violation
                 # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
                 # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
-                gtol = max(min(0.5 * gtol, GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
+                gtol = max(min(0.5 * gtol, opt.GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
         except MemoryError:
             # a Newton system or a working set larger than the memory left (e.g. m = 100,000 contexts under a cap):
             # the best certified point so far is the answer, with its gap (status STALLED: the caller reports it

@@ -43,7 +43,9 @@ off-support logits), :mod:`embgeo.ntp.solvers.dual_set` (projection onto the dua
 :mod:`embgeo.ntp.solvers.svm_dual` (the working-set dual), :mod:`embgeo.ntp.solvers.svm_alm` (the augmented
 Lagrangian), :mod:`embgeo.ntp.solvers.separability_lp` (the separability LP),
 :mod:`embgeo.ntp.solvers.pair_certificates` (Farkas matrices from two token groups). Tuning constants
-(``LP_SMALL_NNZ``, ``PAIR_LP_SECONDS``, ...) live, and are read, in those modules only.
+(``LP_SMALL_NNZ``, ``PAIR_LP_SECONDS``, ...) live, and are read, in those modules only; the augmented
+Lagrangian's are data, :class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`, passed to :func:`ntp_svm` as
+``alm_options``.
 """
 
 from embgeo.ntp.theory.compatibility import COMPAT_RTOL, Compatibility, is_compatible, w_star

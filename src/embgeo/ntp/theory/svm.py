@@ -22,6 +22,7 @@ from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.outcome import SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
+from embgeo.ntp.solvers.svm_alm import DEFAULT_OPTIONS, SVMALM, ALMOptions
 from embgeo.ntp.solvers.svm_dual import SVMDual
 from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
@@ -175,7 +176,8 @@ SVM_METHODS = ("auto", "alm", "dual")
 def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 25,
             subspace_: Subspace | None = None, separability: Separability | None = None,
             max_seconds: float | None = None, progress: Callable[[int, dict], object] | None = None,
-            method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None) -> NTPSVM:
+            method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None,
+            alm_options: ALMOptions | None = None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
@@ -204,6 +206,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     multipliers and W start the ALM). Only the ALM uses it. ``progress(iteration, info)`` is called
     after every check / outer step with ``info["gap"]`` and ``info["working_set"]``. A
     ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
+
+    ``alm_options``: the augmented Lagrangian's tuning (:class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`; its defaults
+    when None), for a study of the solver or a test that forces one of its paths.
 
     ``max_seconds`` is a wall for the whole call (issue 38): each stage gets the time left (HiGHS as its time
     limit), the solvers stop early enough to certify their last point by then, and the final re-scan of the margins
@@ -241,11 +246,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         out = SVMOutcome(Status.TIME_LIMIT, check_seconds=math.inf)  # (the certificate's margins are checked)
         name = "none: the time limit was spent before the solver started"
     elif method == "alm":
-        from embgeo.ntp.solvers.svm_alm import SVMALM
-
         X0 = None if warm_W is None or warm_dual is not None else _group_rows(pb, warm_W)
-        out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=tol, max_seconds=time_left(deadline), X0=X0,
-                                                                    dual=warm_dual, progress=progress)
+        alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm_options or DEFAULT_OPTIONS)
+        out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=warm_dual, progress=progress)
         if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
             stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
                           f"augmented Lagrangian found no feasible point ({out.status})")
@@ -256,8 +259,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             if not sep:
                 return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                                       time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
-            out = SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(
-                tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
+            alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm.opt)
+            out = alm.solve(tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
         name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
                 f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
         if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
@@ -307,7 +310,8 @@ def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float
     Why: on nearly degenerate instances (planted d ≪ m data with mixed supports and exact ties, W^mm's norm ~100
     times the embeddings') the ALM's multipliers converge linearly at ρ = 10⁸–10⁹ and it stalls; on one of twelve
     draws at m = 40, V = 10, d = 4 at gap 1.1e-5, ‖W − W^mm‖/‖W^mm‖ = 1.1e-5 against cvxpy + Clarabel, where the
-    exact solve on its 9 nearly tight pairs gave gap 4.2e-8 and 1.7e-7."""
+    exact solve on its 9 nearly tight pairs gave gap 3.0e-8 (|P − D|/P: the dual came out above the primal)
+    and 2.5e-7."""
     scan = scan_off_support(out.X, out.t, pb.K, pb.groups.pattern.tocsc(), every_below=1.0 + FINISH_RTOL)
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     G, m, r = pb.groups.n_groups, pb.data.m, pb.K.shape[1]
