@@ -698,7 +698,8 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
     :func:`_fixed_seconds`); ``after_solvers``: the part of them that runs after the solvers (the margins' two and
     the fixed work, which :func:`measure` keeps time for); ``solvers``: what ``max_seconds`` leaves after those
     (inf without a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum;
-    ``limit``: max_seconds. The exact compatibility solve (W*, dim F) is not in it."""
+    ``limit``: max_seconds. The exact equality solve (W*, dim F) is not in it; it begins no step past the solvers'
+    deadline."""
     forward = plan["tokens"] * rates["forward"]
     after_solvers = m * (LOGIT_PASSES - 1) * rates["margins"] + rates.get("fixed", 0.0)
     passes = m * rates["loss"] + after_solvers
