@@ -68,7 +68,8 @@ def test_collapse_constants_are_computed_on_first_use():
     read, not when the registry imports the module, and read as the same numbers as before."""
     script = textwrap.dedent("""
         import sys
-        import embgeo.collapse.experiments as C
+        import embgeo.collapse.experiments
+        import embgeo.collapse.experiments.standards as C
         assert "scipy.optimize" not in sys.modules
         import numpy as np
         tau3 = C.type2_constants(3, 15, 1000, 100, 1e-3).tau

@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from embgeo.collapse.experiments import LEGACY_COMPUTED, known_results, read_accuracy
+from embgeo.collapse.experiments.accuracy import LEGACY_COMPUTED, read_accuracy
+from embgeo.collapse.experiments.known import known_results
 from embgeo.collapse.theory import type1_constants
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
@@ -140,7 +141,7 @@ def test_theorem1_uses_the_one_weight_decay_of_w_and_u(tmp_path):
     ("collapse-norms", {"freqs": "zipf"}, "freqs"),
 ])
 def test_runs_theorem1_does_not_cover_are_refused_before_training(tmp_path, monkeypatch, name, overrides, field):
-    import embgeo.collapse.experiments as mod
+    import embgeo.collapse.experiments.sgd as mod
 
     def no_training(*args, **kwargs):
         raise AssertionError("trained before refusing")

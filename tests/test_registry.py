@@ -64,7 +64,7 @@ def test_every_numeric_setting_has_a_range_declared_by_its_config(name):
     numeric = [f.name for f in dataclasses.fields(cls) if field_kind(hints[f.name])[0] in (int, float, tuple)]
     assert [k for k in numeric if k not in ranges] == []
     from embgeo.attention.experiments import ATTENTION_CONSTRAINTS
-    from embgeo.collapse.experiments import COLLAPSE_CONSTRAINTS
+    from embgeo.collapse.experiments.settings import COLLAPSE_CONSTRAINTS
     from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS
 
     own = {"ntp": NTP_CONSTRAINTS, "collapse": COLLAPSE_CONSTRAINTS, "attention": ATTENTION_CONSTRAINTS}
@@ -352,3 +352,31 @@ def test_every_reproduced_experiment_has_a_measured_quick_time_within_the_readme
     assert unknown == [] and 0 < total <= 600, (total, unknown)
     assert all(e.quick_seconds is None for e in experiments().values() if e.sweep_point)
     assert "taskset -c 0" in QUICK_MEASURED
+
+
+def test_preset_run_finds_another_experiments_finished_run_of_its_preset(tmp_path):
+    """Issue 40 §4: reading another run is the lab's (``lab.record.preset_run``). A finished run made at the scale
+    with exactly the preset is found; a missing run, another scale, a changed setting each say why not; a legacy
+    spelling of a computed (None) setting still matches, another value does not."""
+    from embgeo.lab.record import RunRecord, preset_run, save
+
+    preset = {"epochs": 10, "epochs_hstar": None}
+
+    def stored(where, scale="quick", **config):
+        (tmp_path / where).mkdir()
+        save(RunRecord(name="exp", scale=scale, config={**preset, **config}, out=str(tmp_path / where)))
+        return tmp_path / where
+
+    rec, why = preset_run(stored("same"), "exp", "quick", preset)
+    assert rec is not None and rec.config == preset and why == ""
+    assert preset_run(tmp_path / "missing", "exp", "quick", preset) == (None, f"no finished run of exp in "
+                                                                       f"{tmp_path / 'missing'} (run it first; "
+                                                                       "nothing is re-trained here)")
+    rec, why = preset_run(stored("paper", scale="paper"), "exp", "quick", preset)
+    assert rec is None and "at scale 'paper'" in why
+    rec, why = preset_run(stored("changed", epochs=11), "exp", "quick", preset)
+    assert rec is None and "differing from the quick preset (epochs)" in why
+    legacy = {"epochs_hstar": 0}
+    assert preset_run(stored("old", epochs_hstar=0), "exp", "quick", preset, legacy)[0] is not None
+    assert preset_run(stored("old3", epochs_hstar=3), "exp", "quick", preset, legacy)[0] is None
+    assert preset_run(tmp_path / "old", "exp", "quick", preset)[0] is None  # without the legacy map: a change

@@ -159,5 +159,27 @@ def load(out: str | Path) -> RunRecord | None:
                      scalars=rec.get("scalars", {}), device=rec.get("device", "cpu"))
 
 
+def preset_run(out: str | Path, name: str, scale: str, preset: dict,
+               legacy: dict | None = None) -> tuple[RunRecord | None, str]:
+    """The finished run of experiment ``name`` in ``out`` when it was made at ``scale`` with exactly that scale's
+    settings ``preset`` (:func:`config_dict` of the preset config: no ``--set``), else (None, why not) — for an
+    experiment that reads other runs instead of re-running them (the collapse paper's accuracy table).
+
+    ``legacy``: setting -> the value older records wrote for a setting whose preset is now None ("computed"); such a
+    run computed the same setting, so it still matches the preset."""
+    out = Path(out)
+    record = load(out)
+    if record is None:
+        return None, f"no finished run of {name} in {out} (run it first; nothing is re-trained here)"
+    legacy = legacy or {}
+    config = {k: None if legacy.get(k, ...) == v and preset.get(k) is None else v for k, v in record.config.items()}
+    if record.scale != scale or config != preset:
+        changed = sorted(k for k in preset if config.get(k) != preset[k])
+        return None, (f"{out} holds {name} at scale {record.scale!r}"
+                      + (f" with settings differing from the {scale} preset ({', '.join(changed)})" if changed else "")
+                      + f"; the table needs the {scale} preset")
+    return record, ""
+
+
 def _write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=2, default=str) + "\n")

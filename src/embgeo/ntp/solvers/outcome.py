@@ -42,8 +42,9 @@ class SVMOutcome:
 
     @property
     def gap(self) -> float:
-        """Relative duality gap |primal − dual| / primal. A dual value above the primal breaks weak duality: only
-        rounding, or a point that is not quite feasible (ties off by 1e-10 on a nearly degenerate instance, issue 38,
-        put the dual 3e-8 above), can make it so, and its size is how far the certificate can be trusted — not a
-        gap of 0 (which certified ‖W − W^mm‖ ≤ 0 there, while W was 2.5e-7 from cvxpy + Clarabel's point)."""
+        """Relative duality gap: the absolute difference of primal and dual over the primal. A dual value above the
+        primal breaks weak duality: only rounding, or a point that is not quite feasible (ties off by 1e-10 on a
+        nearly degenerate instance, issue 38, put the dual 3e-8 above), can make it so, and its size is how far the
+        certificate can be trusted — not a gap of 0 (which certified ‖W − W^mm‖ ≤ 0 there, while W was 2.5e-7 from
+        cvxpy + Clarabel's point)."""
         return abs(self.primal - self.dual) / self.primal if np.isfinite(self.primal) else np.inf

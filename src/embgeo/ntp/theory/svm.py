@@ -310,8 +310,8 @@ def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float
     Why: on nearly degenerate instances (planted d ≪ m data with mixed supports and exact ties, W^mm's norm ~100
     times the embeddings') the ALM's multipliers converge linearly at ρ = 10⁸–10⁹ and it stalls; on one of twelve
     draws at m = 40, V = 10, d = 4 at gap 1.1e-5, ‖W − W^mm‖/‖W^mm‖ = 1.1e-5 against cvxpy + Clarabel, where the
-    exact solve on its 9 nearly tight pairs gave gap 3.0e-8 (|P − D|/P: the dual came out above the primal)
-    and 2.5e-7."""
+    exact solve on its 9 nearly tight pairs gave gap 3.0e-8 (the absolute gap over P: the dual came out above the
+    primal) and 2.5e-7."""
     scan = scan_off_support(out.X, out.t, pb.K, pb.groups.pattern.tocsc(), every_below=1.0 + FINISH_RTOL)
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     G, m, r = pb.groups.n_groups, pb.data.m, pb.K.shape[1]
