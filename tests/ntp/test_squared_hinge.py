@@ -6,6 +6,8 @@ Farkas matrix by the dense projector onto F)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -41,7 +43,7 @@ def phi_by_definition(K: np.ndarray, pattern: sp.csr_matrix, X: np.ndarray, t: n
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_phi_and_gradient_against_definition_and_differences(seed, monkeypatch):
+def test_phi_and_gradient_against_definition_and_differences(seed):
     K, pattern = _problem(seed)
     hp = squared_hinge.whiten(K, pattern)
     rng = np.random.default_rng(10 + seed)
@@ -62,8 +64,8 @@ def test_phi_and_gradient_against_definition_and_differences(seed, monkeypatch):
         e[j] = h
         fd = (squared_hinge.value_and_grad(hp, Y, t + e)[0] - squared_hinge.value_and_grad(hp, Y, t - e)[0]) / (2 * h)
         assert gt[j] == pytest.approx(fd, rel=1e-6, abs=1e-8)
-    monkeypatch.setattr(squared_hinge, "BLOCK_ENTRIES", 7)  # one or two contexts per block
-    v2, gY2, gt2 = squared_hinge.value_and_grad(hp, Y, t)
+    small = replace(hp, opt=replace(hp.opt, BLOCK_ENTRIES=7))  # one or two contexts per block
+    v2, gY2, gt2 = squared_hinge.value_and_grad(small, Y, t)
     assert v2 == pytest.approx(value, rel=1e-13)
     np.testing.assert_allclose(gY2, gY, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(gt2, gt, rtol=1e-12, atol=1e-13)
@@ -149,12 +151,11 @@ def test_hinge_route_reports_undecided_at_its_time_limit(monkeypatch):
 
 
 @pytest.mark.parametrize("case", NOT_SEPARABLE[:2])
-def test_without_newton_the_lp_on_the_violated_pairs_decides(case, monkeypatch):
+def test_without_newton_the_lp_on_the_violated_pairs_decides(case):
     """The fallback after a stall: the LP restricted to the pairs the iterate violates is infeasible, so the whole
     problem is (a subsystem with no solution), and its duals complete to a Farkas matrix."""
-    monkeypatch.setattr(squared_hinge, "NEWTON_ROUNDS", 0)
     data = synthetic(*case[:4], seed=case[4])
-    sep = is_separable(data, method="hinge")
+    sep = is_separable(data, method="hinge", hinge_options=squared_hinge.HingeOptions(NEWTON_ROUNDS=0))
     assert not sep and "LP on its" in sep.method
     assert_farkas_certificate(data, sep, atol=1e-7)
 
@@ -313,12 +314,11 @@ def test_the_working_set_run_reaches_the_full_runs_minimum(monkeypatch):
 
     ref = so.minimize(fun, np.zeros(G * r + m), jac=True, method="L-BFGS-B",
                       options={"maxiter": 20000, "gtol": 1e-10, "ftol": 0.0})
-    monkeypatch.setattr(squared_hinge, "STALL_DROP", 1e-12)  # run to the line search's end, not to a 0.1 % stall
+    hp = replace(hp, opt=replace(hp.opt, STALL_DROP=1e-12))  # run to the line search's end, not to a 0.1 % stall
     full = squared_hinge.minimise(hp, max_steps=3000)
     assert full.phi == pytest.approx(ref.fun, rel=1e-8)
-    monkeypatch.setattr(squared_hinge, "WS_PAIRS", 1200)  # fewer than the near pairs: the cap is used
-    monkeypatch.setattr(squared_hinge, "WS_SHARE", 1.0)  # a working set at any share of the pairs (here ~40 %)
-    monkeypatch.setattr(squared_hinge, "REFRESH", 5)
+    # fewer than the near pairs: the cap is used; a working set at any share of the pairs (here ~40 %)
+    hp = replace(hp, opt=replace(hp.opt, WS_PAIRS=1200, WS_SHARE=1.0, REFRESH=5))
     used = []
     real = squared_hinge.working_value_and_grad
     monkeypatch.setattr(squared_hinge, "working_value_and_grad", lambda *a, **k: used.append(1) or real(*a, **k))
@@ -333,9 +333,7 @@ def test_no_working_set_while_the_near_pairs_are_a_large_share(monkeypatch):
     """Past WS_SHARE of all pairs near violation the working set would cost more than the full pass: not used."""
     data = synthetic(80, 40, 6, 1, seed=0)  # 1959 of 2800 off-support pairs near violation at the minimiser
     coords, groups = coordinates(data.embeddings), token_groups(data)
-    hp = squared_hinge.whiten(coords.K, groups.pattern)
-    monkeypatch.setattr(squared_hinge, "WS_PAIRS", 1200)
-    monkeypatch.setattr(squared_hinge, "REFRESH", 5)
+    hp = squared_hinge.whiten(coords.K, groups.pattern, squared_hinge.HingeOptions(WS_PAIRS=1200, REFRESH=5))
     used = []
     real = squared_hinge.working_value_and_grad
     monkeypatch.setattr(squared_hinge, "working_value_and_grad", lambda *a, **k: used.append(1) or real(*a, **k))
@@ -343,7 +341,7 @@ def test_no_working_set_while_the_near_pairs_are_a_large_share(monkeypatch):
     assert used == []
 
 
-def test_off_residuals_keeps_the_largest_block_by_block(monkeypatch):
+def test_off_residuals_keeps_the_largest_block_by_block():
     """With a limit and blocks of a few contexts, the pairs kept are the ``limit`` largest of all (the same set as
     choosing after collecting everything), and the counts are of all pairs above the floor."""
     K, pattern = _problem(5, m=30, G=9, r=4)
@@ -351,9 +349,9 @@ def test_off_residuals_keeps_the_largest_block_by_block(monkeypatch):
     rng = np.random.default_rng(6)
     Y, t = rng.standard_normal((9, 4)), rng.standard_normal(30)
     g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-1.0)
-    monkeypatch.setattr(squared_hinge, "BLOCK_ENTRIES", 9 * 4)  # blocks of 4 contexts
+    blocks = replace(hp, opt=replace(hp.opt, BLOCK_ENTRIES=9 * 4))  # blocks of 4 contexts
     counts = {}
-    g2, j2, arg2 = squared_hinge.off_residuals(hp, Y, t, 25, floor=-1.0, counts=counts)
+    g2, j2, arg2 = squared_hinge.off_residuals(blocks, Y, t, 25, floor=-1.0, counts=counts)
     assert counts == {"above": len(arg), "positive": int((arg > 0).sum())} and len(arg) > 25
     best = np.argsort(-arg)[:25]
     assert set(zip(g[best], j[best], strict=True)) == set(zip(g2, j2, strict=True))
@@ -411,3 +409,19 @@ def test_the_candidates_certificate_is_refined_too(monkeypatch, rounds):
         assert sep.residuals["equality"] <= separability.TIE_TARGET and spread <= 10 * separability.TIE_TARGET
     else:
         assert sep.residuals["equality"] > separability.TIE_TARGET
+
+
+def test_hinge_options_are_data_not_module_state():
+    """Issue 40 §3: the squared hinge's tuning is a frozen HingeOptions carried by its problem (no module constant left
+    to patch); a wrong type is refused."""
+    import dataclasses
+
+    opt = squared_hinge.HingeOptions()
+    assert opt == squared_hinge.DEFAULT_OPTIONS and opt.NEWTON_ROUNDS == 4 and opt.BLOCK_ENTRIES == 8_000_000
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opt.REFRESH = 1
+    assert not any(hasattr(squared_hinge, f.name) for f in dataclasses.fields(squared_hinge.HingeOptions))
+    K, pattern = _problem(5, m=30, G=9, r=4)
+    with pytest.raises(TypeError, match="options: expected a HingeOptions"):
+        squared_hinge.whiten(K, pattern, {"REFRESH": 1})
+    assert squared_hinge.whiten(K, pattern, replace(opt, REFRESH=3)).opt.REFRESH == 3

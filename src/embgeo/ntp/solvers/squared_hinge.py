@@ -41,27 +41,57 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import daxpy
 
-#: Logit blocks of at most this many entries (8 bytes each) in one pass of φ and its gradient.
-BLOCK_ENTRIES = 8_000_000
-#: Try the separating certificate (a tie projection and a full scan) every this many L-BFGS steps.
-CHECK_EVERY = 10
-#: L-BFGS memory.
-MEMORY = 20
-#: φ has stalled (a Farkas certificate is tried) when it fell less than this fraction over the last
-#: ``STALL_WINDOW`` steps while staying above zero.
-STALL_DROP = 1e-3
-STALL_WINDOW = 30
-#: Semismooth Newton steps (each a new active set) tried after every NEWTON_EVERY L-BFGS steps.
-NEWTON_ROUNDS = 4
-NEWTON_EVERY = 50
-#: ... that lowered φ by less than this fraction (L-BFGS runs on, keeping its curvature pairs, while it does better:
-#: restarting it every 50 steps left φ = 630 after 200 steps at m = 10,000 where one run reached 172).
-NEWTON_WHEN_DROP = 0.1
-#: The least-squares matrix of a Newton step holds at most this many rows (active pairs and ties; r + 1 nonzeros
-#: each: 2 million rows of r = 576 are about 14 GB, so 400,000 rows about 2.8 GB).
-NEWTON_MAX_ROWS = 400_000
-#: At most this many off-support pairs in the restricted LP that certifies non-separability.
-LP_PAIRS = 20_000
+
+@dataclass(frozen=True)
+class HingeOptions:
+    """The squared hinge's tuning, as data: a :class:`HingeProblem` carries them (:func:`whiten` ``options``;
+    :func:`embgeo.ntp.theory.is_separable` ``hinge_options``), and a test or a study passes its own instead of
+    patching the module (``dataclasses.replace(HingeOptions(), NEWTON_ROUNDS=0)``)."""
+
+    #: Logit blocks of at most this many entries (8 bytes each) in one pass of φ and its gradient.
+    BLOCK_ENTRIES: int = 8_000_000
+    #: Try the separating certificate (a tie projection and a full scan) every this many L-BFGS steps.
+    CHECK_EVERY: int = 10
+    #: L-BFGS memory.
+    MEMORY: int = 20
+    #: φ has stalled (a Farkas certificate is tried) when it fell less than this fraction over the last
+    #: ``STALL_WINDOW`` steps while staying above zero.
+    STALL_DROP: float = 1e-3
+    STALL_WINDOW: int = 30
+    #: Semismooth Newton steps (each a new active set) tried after every NEWTON_EVERY L-BFGS steps.
+    NEWTON_ROUNDS: int = 4
+    NEWTON_EVERY: int = 50
+    #: ... that lowered φ by less than this fraction (L-BFGS runs on, keeping its curvature pairs, while it does better:
+    #: restarting it every 50 steps left φ = 630 after 200 steps at m = 10,000 where one run reached 172).
+    NEWTON_WHEN_DROP: float = 0.1
+    #: The least-squares matrix of a Newton step holds at most this many rows (active pairs and ties; r + 1 nonzeros
+    #: each: 2 million rows of r = 576 are about 14 GB, so 400,000 rows about 2.8 GB).
+    NEWTON_MAX_ROWS: int = 400_000
+    #: At most this many off-support pairs in the restricted LP that certifies non-separability.
+    LP_PAIRS: int = 20_000
+    #: Armijo's sufficient-decrease constant and the most halvings of a step before the line search gives up (a stall).
+    ARMIJO: float = 1e-4
+    MAX_HALVINGS: int = 40
+    #: The working set (:class:`WorkingSet`): the off-support pairs within SLACK of violation (hinge argument > −SLACK),
+    #: at most WS_PAIRS of them (the largest), taken anew every REFRESH steps; it replaces the full pass once at most
+    #: WS_PAIRS / 2 pairs are violated, and while the set holds at most WS_SHARE of all pairs (a pair costs the
+    #: sampled product several times what it costs the dense one: at m = 2000, G = 1190 a working set of 300,000 pairs,
+    #: 12 % of them, made the steps slower than full passes).
+    SLACK: float = 1.0
+    WS_SHARE: float = 0.05
+    WS_PAIRS: int = 300_000
+    REFRESH: int = 20
+    #: The separating check (a tie projection and a full scan) is skipped at its turn while less than this many times
+    #: its last duration has passed since it ended: it then costs at most 1/(1 + CHECK_SPACING) of the run.
+    CHECK_SPACING: float = 4.0
+    #: Steps 1, ½, ¼, … tried along a Newton direction.
+    LINE_SEARCH_STEPS: int = 8
+    #: LSQR iterations between two looks at the deadline in :func:`newton_step`.
+    LSQR_CHUNK: int = 50
+
+
+#: The tuning every problem uses unless given other options.
+DEFAULT_OPTIONS = HingeOptions()
 
 
 @dataclass
@@ -73,6 +103,7 @@ class HingeProblem:
     support: sp.csr_matrix  # (m, G) 0/1: the supports S_j by context
     s: float
     Q32: np.ndarray | None = None  # Q in float32 for the bulk passes (see :func:`value_and_grad`)
+    opt: HingeOptions = DEFAULT_OPTIONS  # the tuning of every function that takes this problem
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -80,14 +111,17 @@ class HingeProblem:
         return m, self.support.shape[1], r
 
 
-def whiten(K: np.ndarray, pattern: sp.csr_matrix) -> HingeProblem:
-    """Q = K R⁻¹ · sqrt(m/r) from the thin QR of K (m, r); ``pattern`` (G, m) the token groups' contexts."""
+def whiten(K: np.ndarray, pattern: sp.csr_matrix, options: HingeOptions = DEFAULT_OPTIONS) -> HingeProblem:
+    """Q = K R⁻¹ · sqrt(m/r) from the thin QR of K (m, r); ``pattern`` (G, m) the token groups' contexts; ``options``
+    the tuning (:class:`HingeOptions`)."""
+    if not isinstance(options, HingeOptions):
+        raise TypeError(f"options: expected a HingeOptions, got {type(options).__name__}")
     m, r = K.shape
     Q, R = np.linalg.qr(K)
     s = np.sqrt(m / r)
     support = sp.csr_matrix(pattern.T)
     support.sort_indices()
-    return HingeProblem(Q * s, R, support, s)
+    return HingeProblem(Q * s, R, support, s, opt=options)
 
 
 def to_k_rows(hp: HingeProblem, Y: np.ndarray) -> np.ndarray:
@@ -106,7 +140,7 @@ def value_and_grad(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *,
     relative errors ~1e-6 in φ and ∇φ: for the bulk of the descent, never for a certificate (the certificates
     are float64 passes of their own). Sums are accumulated in float64 either way."""
     m, G, r = hp.shape
-    rows = max(1, BLOCK_ENTRIES // max(G, 1))
+    rows = max(1, hp.opt.BLOCK_ENTRIES // max(G, 1))
     val, gY, gt = 0.0, np.zeros((G, r)), np.empty(m)
     if single and hp.Q32 is None:
         hp.Q32 = hp.Q.astype(np.float32)
@@ -140,7 +174,7 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
     be above the floor early in a run; collecting them all before choosing took 22 GB). ``counts``, when given,
     receives how many pairs were above the floor ("above") and how many had a positive argument ("positive")."""
     m, G, _ = hp.shape
-    rows = max(1, BLOCK_ENTRIES // max(G, 1))
+    rows = max(1, hp.opt.BLOCK_ENTRIES // max(G, 1))
     gs, js, ls = [], [], []
     kept = above = positive = 0
     for lo in range(0, m, rows):
@@ -284,23 +318,6 @@ class LBFGS:
             self.pairs.append((s, y, 1.0 / sy))
 
 
-#: Armijo's sufficient-decrease constant and the most halvings of a step before the line search gives up (a stall).
-ARMIJO = 1e-4
-MAX_HALVINGS = 40
-#: The working set (:class:`WorkingSet`): the off-support pairs within SLACK of violation (hinge argument > −SLACK),
-#: at most WS_PAIRS of them (the largest), taken anew every REFRESH steps; it replaces the full pass once at most
-#: WS_PAIRS / 2 pairs are violated, and while the set holds at most WS_SHARE of all pairs (a pair costs the
-#: sampled product several times what it costs the dense one: at m = 2000, G = 1190 a working set of 300,000 pairs,
-#: 12 % of them, made the steps slower than full passes).
-SLACK = 1.0
-WS_SHARE = 0.05
-WS_PAIRS = 300_000
-REFRESH = 20
-#: The separating check (a tie projection and a full scan) is skipped at its turn while less than this many times
-#: its last duration has passed since it ended: it then costs at most 1/(1 + CHECK_SPACING) of the run.
-CHECK_SPACING = 4.0
-
-
 def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable[[np.ndarray, np.ndarray], bool]
              | None = None, progress: Callable[[int, dict], object] | None = None,
              start: tuple[np.ndarray, np.ndarray] | None = None, single: bool = False,
@@ -337,12 +354,12 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
         return val, np.concatenate([gY.ravel(), gt])
 
     f, g = fun(z)
-    mem, history, steps, stop, next_check = LBFGS(MEMORY), [], 0, None, 0.0
+    mem, history, steps, stop, next_check = LBFGS(hp.opt.MEMORY), [], 0, None, 0.0
     while stop is None:
         d = mem.direction(g)
         gd = float(g @ d)
         if not gd < 0:  # not a descent direction (rounding in float32): start over from the gradient
-            mem = LBFGS(MEMORY)
+            mem = LBFGS(hp.opt.MEMORY)
             d, gd = -g, -float(g @ g)
         if gd == 0.0:  # a zero gradient: φ's minimum (φ_W's: then a refresh says whether it is φ's)
             new = ws if ws is None else _refresh(hp, ws, *split(z))
@@ -353,10 +370,10 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
             f, g = fun(z)
             continue
         step = 1.0 if mem.pairs else min(1.0, 1.0 / np.sqrt(-gd))
-        for _ in range(MAX_HALVINGS):
+        for _ in range(hp.opt.MAX_HALVINGS):
             zn = z + step * d
             fn, gn = fun(zn)
-            if fn <= f + ARMIJO * step * gd:
+            if fn <= f + hp.opt.ARMIJO * step * gd:
                 break
             step /= 2
         else:
@@ -366,19 +383,20 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
         z, f, g = zn, fn, gn
         steps += 1
         history.append(f)
-        refresh = working and (steps % REFRESH == 0 or (f == 0.0 and ws is not None))
+        refresh = working and (steps % hp.opt.REFRESH == 0 or (f == 0.0 and ws is not None))
         if f == 0.0 and ws is None:
             stop = "zero"
-        elif len(history) > STALL_WINDOW and history[-1] > (1 - STALL_DROP) * history[-1 - STALL_WINDOW]:
+        elif (len(history) > hp.opt.STALL_WINDOW
+              and history[-1] > (1 - hp.opt.STALL_DROP) * history[-1 - hp.opt.STALL_WINDOW]):
             stop = "stalled"
-        elif (refresh if ws is not None else steps % CHECK_EVERY == 0):
+        elif (refresh if ws is not None else steps % hp.opt.CHECK_EVERY == 0):
             if progress is not None:
                 progress(steps, {"phi": f, "seconds": time.perf_counter() - t0})
             if check is not None and time.perf_counter() >= next_check:
                 c0 = time.perf_counter()
                 if check(*split(z)):
                     stop = "check"
-                next_check = time.perf_counter() + CHECK_SPACING * (time.perf_counter() - c0)
+                next_check = time.perf_counter() + hp.opt.CHECK_SPACING * (time.perf_counter() - c0)
         if stop is None and deadline is not None and time.perf_counter() > deadline:
             stop = "deadline"
         if stop is None and max_steps is not None and steps >= max_steps:
@@ -408,8 +426,8 @@ def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarr
     so φ_W and its gradient at (Y, t) are φ's either way."""
     m, G, _ = hp.shape
     counts: dict = {}
-    g, j, _ = off_residuals(hp, Y, t, WS_PAIRS, floor=-SLACK, counts=counts)
-    if len(g) > WS_SHARE * m * G or (ws is None and counts["positive"] > WS_PAIRS // 2):
+    g, j, _ = off_residuals(hp, Y, t, hp.opt.WS_PAIRS, floor=-hp.opt.SLACK, counts=counts)
+    if len(g) > hp.opt.WS_SHARE * m * G or (ws is None and counts["positive"] > hp.opt.WS_PAIRS // 2):
         return None  # a working set this large a share of all pairs is not much cheaper than the full pass
     if ws is not None and len(g) == ws.size:
         key = np.sort(j.astype(np.int64) * G + g)
@@ -426,12 +444,6 @@ def separating_margin(pb, solver, hp: HingeProblem, Y: np.ndarray) -> tuple[floa
     X, t = solver.primal_from(to_k_rows(hp, Y))
     gamma = scan_off_support(X, t, pb.K, pb.groups.pattern.tocsc()).min_margin
     return float(gamma), X, t
-
-
-#: Steps 1, ½, ¼, … tried along a Newton direction.
-LINE_SEARCH_STEPS = 8
-#: LSQR iterations between two looks at the deadline in :func:`newton_step`.
-LSQR_CHUNK = 50
 
 
 def active_rows(hp: HingeProblem, g: np.ndarray, j: np.ndarray) -> sp.csr_matrix:
@@ -460,7 +472,7 @@ def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, phi: float, *,
 
     g, j = active if active is not None else off_residuals(hp, Y, t, limit=np.iinfo(np.int64).max)[:2]
     tie_j, tie_g = hp.support.nonzero()
-    if len(g) + len(tie_g) > NEWTON_MAX_ROWS:
+    if len(g) + len(tie_g) > hp.opt.NEWTON_MAX_ROWS:
         return None
     A = active_rows(hp, np.concatenate([g, tie_g]), np.concatenate([j, tie_j]))
     b = np.concatenate([-np.ones(len(g)), np.zeros(len(tie_g))])
@@ -470,7 +482,7 @@ def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, phi: float, *,
         return Y, t, phi  # every active residual is already zero: the least-squares minimiser is here
     while done < max_iter:
         with np.errstate(divide="ignore", invalid="ignore"):  # LSQR divides by a residual that can reach 0
-            out = lsqr(A, b, atol=1e-15, btol=1e-15, iter_lim=LSQR_CHUNK, x0=z)
+            out = lsqr(A, b, atol=1e-15, btol=1e-15, iter_lim=hp.opt.LSQR_CHUNK, x0=z)
         if not np.all(np.isfinite(out[0])):
             break
         z, done = out[0], done + out[2]
@@ -486,7 +498,7 @@ def _line_search(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, phi0: float, Yn
     globalisation)."""
     best = None
     step = 1.0
-    for _ in range(LINE_SEARCH_STEPS):
+    for _ in range(hp.opt.LINE_SEARCH_STEPS):
         Ya, ta = Y + step * (Yn - Y), t + step * (tn - t)
         val = value_and_grad(hp, Ya, ta)[0]
         if val < phi0 and (best is None or val < best[2]):

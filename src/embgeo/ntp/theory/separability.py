@@ -124,7 +124,7 @@ def make_problem(data: NTPData, subspace_: Subspace | None) -> Problem:
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
                  max_iter: int = 20_000, max_seconds: float | None = None,
                  progress: Callable[[int, dict], object] | None = None,
-                 candidate: ArrayLike | None = None) -> Separability:
+                 candidate: ArrayLike | None = None, hinge_options=None) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
 
     * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
@@ -154,6 +154,8 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     * ``candidate`` (V, d), with "auto" only: a W to try first, e.g. a trained decoder. P_⊥(W) ties
       every support exactly; if its smallest (6b) margin γ is > 0, P_⊥(W)/γ is the certificate
       (O(projection + m V r)). Otherwise the routes above decide as without it.
+    * ``hinge_options``: the squared hinge's tuning (:class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions`; its
+      defaults when None), for a study of the route or a test that forces one of its paths.
     """
     if method not in SEPARABILITY_METHODS:
         raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
@@ -178,7 +180,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         if lp_is_small(pb):
             method = "lp"
         else:
-            return _dual_then_hinge(pb, deadline, max_iter, progress)
+            return _dual_then_hinge(pb, deadline, max_iter, progress, hinge_options)
     stop_if_spent(deadline, "is_separable", f"the {method} route")
     if method == "lp":
         sep = separability_by_lp(pb, time_left(deadline))
@@ -186,7 +188,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
             raise SolverError(f"is_separable: the LP reached its time limit ({max_seconds:.3g} s): undecided")
         return sep
     if method == "hinge":
-        return separability_by_hinge(pb, time_left(deadline), progress)
+        return separability_by_hinge(pb, time_left(deadline), progress, hinge_options)
     sep, out = _separability_by_dual(pb, time_left(deadline), max_iter, progress)
     if sep is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
@@ -353,7 +355,7 @@ def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separab
 
 
 def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
-                     progress: Callable[[int, dict], object] | None) -> Separability:
+                     progress: Callable[[int, dict], object] | None, hinge_options=None) -> Separability:
     """"auto" beyond the small LP: the NTP-SVM dual for DUAL_FIRST_SHARE of the time left before ``deadline``, at most
     DUAL_FIRST_SECONDS, then the squared hinge with the rest. The dual decides the benchmark's GPT-2-sized separable
     cases in seconds (benchmarks/README.md: gpt2-2048 in 22 s); on a real LM's states (m = 2000, r = 576) it was still
@@ -364,11 +366,11 @@ def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
     if sep is not None:
         return sep
     stop_if_spent(deadline, "is_separable", "the squared hinge")
-    return separability_by_hinge(pb, time_left(deadline), progress)
+    return separability_by_hinge(pb, time_left(deadline), progress, hinge_options)
 
 
 def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
-                          progress: Callable[[int, dict], object] | None = None) -> Separability:
+                          progress: Callable[[int, dict], object] | None = None, options=None) -> Separability:
     """The squared-hinge route of :func:`is_separable` (:mod:`embgeo.ntp.solvers.squared_hinge`), certified either way.
 
     L-BFGS (float32 products until they stall, then float64), run on while φ falls by NEWTON_WHEN_DROP per
@@ -379,13 +381,14 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     semismooth Newton steps (the least-squares minimiser on the active pairs, :func:`squared_hinge.newton_step`)
     either separate, or land on φ's minimiser, whose residuals complete to a Farkas matrix accepted at
     FARKAS_RTOL; otherwise L-BFGS goes on from the better point. When φ stalls with too many active pairs, the LP
-    on the LP_PAIRS largest violations decides if it is infeasible (a subsystem with no solution).
+    on the LP_PAIRS largest violations decides if it is infeasible (a subsystem with no solution). These constants
+    are the fields of ``options`` (:class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions`; its defaults when None).
     """
     from embgeo.ntp.solvers import squared_hinge as sh
 
     deadline = deadline_of(max_seconds, "is_separable (squared hinge)")
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
-    hp = sh.whiten(pb.K, pb.groups.pattern)
+    hp = sh.whiten(pb.K, pb.groups.pattern, sh.DEFAULT_OPTIONS if options is None else options)
     found: dict = {}
 
     def check(Y: np.ndarray, t: np.ndarray) -> bool:
@@ -404,7 +407,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     start, steps, single, value, stalls = None, 0, True, np.inf, 0
     while True:
         run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start, single=single,
-                          slow=(sh.NEWTON_EVERY, sh.NEWTON_WHEN_DROP), working=True)
+                          slow=(hp.opt.NEWTON_EVERY, hp.opt.NEWTON_WHEN_DROP), working=True)
         steps += run.steps
         if "sep" in found or (run.phi == 0.0 and check(run.Y, run.t)):
             return found["sep"]
@@ -438,7 +441,7 @@ def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
     # φ in float64 at the start (run.phi may come from float32 products, too coarse for the line search's test)
     Y, t, active = run.Y, run.t, None
     phi = sh.value_and_grad(hp, Y, t)[0]
-    for _ in range(sh.NEWTON_ROUNDS):
+    for _ in range(hp.opt.NEWTON_ROUNDS):
         step = sh.newton_step(hp, Y, t, phi, active=active, deadline=deadline)
         if step is None:
             return None
@@ -460,7 +463,7 @@ def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, deadline) -> Separa
     """The separability LP on the LP_PAIRS largest violations of a stalled run: a Farkas matrix when infeasible."""
     from embgeo.ntp.solvers import squared_hinge as sh
 
-    g, j, _ = sh.off_residuals(hp, run.Y, run.t, sh.LP_PAIRS)
+    g, j, _ = sh.off_residuals(hp, run.Y, run.t, hp.opt.LP_PAIRS)
     lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=time_left(deadline))
     if lp.status == Status.OPTIMAL and not lp.separable:
         farkas = solver.farkas_from(g, j, lp.mu / lp.mu.sum(), accept_any=True)
