@@ -533,13 +533,12 @@ SVM_CASES = [
 
 
 @pytest.mark.parametrize("case", SVM_CASES)
-def test_working_set_svm_matches_cvxpy(case, monkeypatch):
+def test_working_set_svm_matches_cvxpy(case):
     """With DENSE_DUAL_MAX = 0 the dual runs on a working set; W^mm agrees with Clarabel at 1e-5
     (relative), and satisfies (6a)/(6b) with minimum margin 1."""
-    monkeypatch.setattr(svm_dual, "DENSE_DUAL_MAX", 0)  # read by SVMDual
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
-    res = ntp_svm(data, method="dual")
+    res = ntp_svm(data, method="dual", dual_options=svm_dual.DualOptions(DENSE_DUAL_MAX=0))
     assert res.status == "optimal"
     assert "dual on a working set" in res.method
     status, W = ref_ntp_svm(data)
@@ -555,16 +554,16 @@ def test_working_set_svm_matches_cvxpy(case, monkeypatch):
 def test_working_set_dual_certifies_non_separability(case, route, monkeypatch):
     """Non-separable data (cvxpy: infeasible) decided by the working-set dual (its LP shortcut
     disabled): status "infeasible" / False with a Farkas certificate valid from the definitions."""
-    monkeypatch.setattr(svm_dual, "DENSE_DUAL_MAX", 0)  # read by SVMDual
+    working_set = svm_dual.DualOptions(DENSE_DUAL_MAX=0)
     monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)  # the pair LP would decide these first
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
     if route == "is_separable":
-        sep = is_separable(data, method="dual")
+        sep = is_separable(data, method="dual", dual_options=working_set)
     else:
         monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
-        res = ntp_svm(data)
+        res = ntp_svm(data, dual_options=working_set)
         assert res.status == "infeasible" and res.W is None and res.margin == 0.0
         sep = res.separability
     assert not sep
@@ -1191,3 +1190,21 @@ def test_equality_system_bytes_bound_what_it_allocates():
     kept += sum(b["U"].nbytes for b in system.buckets)
     est = equality.equality_system_bytes(np.bincount(grp), K.shape[1], K.shape[0], len(system.touched))
     assert kept <= est <= 4 * kept
+
+
+def test_dual_options_are_data_not_module_state():
+    """Issue 40 §3: the working-set dual's tuning is a frozen DualOptions given to SVMDual (no module constant left to
+    patch but the shared FARKAS_RTOL acceptance rule); a wrong type is refused; DENSE_DUAL_MAX = 0 takes the working
+    set (the negative control: the defaults keep the dense dual on the same data)."""
+    import dataclasses
+
+    opt = svm_dual.DualOptions()
+    assert opt == svm_dual.DEFAULT_OPTIONS and opt.DENSE_DUAL_MAX == 40_000_000
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opt.LP_MAX_PAIRS = 1
+    assert not any(hasattr(svm_dual, f.name) for f in dataclasses.fields(svm_dual.DualOptions))
+    data = synthetic(12, 8, 14, 2, seed=0)
+    with pytest.raises(TypeError, match="options: expected a DualOptions"):
+        ntp_svm(data, method="dual", dual_options={"DENSE_DUAL_MAX": 0})
+    assert "working set" in ntp_svm(data, method="dual", dual_options=svm_dual.DualOptions(DENSE_DUAL_MAX=0)).method
+    assert "working set" not in ntp_svm(data, method="dual").method

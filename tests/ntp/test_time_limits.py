@@ -218,9 +218,8 @@ def test_working_set_dual_neither_grows_nor_polishes_after_the_deadline(clock, m
     """The working-set dual at its time limit: before issue 38 a timed-out round still ran the exact active-set solve,
     and when the full scan found violated pairs it grew the working set and began another round (each again one
     iteration, a solve and a scan past the deadline), until no pair was violated."""
-    monkeypatch.setattr(D, "DENSE_DUAL_MAX", 0)
     pb = _problem(planted(60, 12, 5, seed=0))
-    solver = D.SVMDual(pb.K, pb.groups.pattern, pb.groups.size)
+    solver = D.SVMDual(pb.K, pb.groups.pattern, pb.groups.size, options=D.DualOptions(DENSE_DUAL_MAX=0))
     spy(monkeypatch, clock, D, "project_dual", cost=1.0, event="iteration")
     for name in ("_polish_pairs", "_grow", "_layout"):
         spy(monkeypatch, clock, solver, name)

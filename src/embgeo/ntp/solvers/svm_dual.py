@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,21 +46,31 @@ FARKAS_RTOL = 1e-9
 def farkas_scale(K: np.ndarray) -> float:
     """√2 max_j ‖k_j‖ for context coordinates K (m, r): the data's scale in FARKAS_RTOL's acceptance rule."""
     return np.sqrt(2.0) * float(np.max(np.linalg.norm(K, axis=1)))
-#: Margins ≤ 1 + ACTIVE_RTOL of a near-optimal point form the guessed active set of the exact solve.
-ACTIVE_RTOL = 1e-6
-#: Pairs per context added to the working set in one round of the full pass.
-ADD_PER_CONTEXT = 8
-#: Up to this many group × context pairs the dual is a dense array (about ten copies are alive).
-DENSE_DUAL_MAX = 40_000_000
-#: At most this many off-support pairs go into the LP that certifies a diverging dual.
-LP_MAX_PAIRS = 5000
-#: The dense dual tries the exact active-set solve when it costs less than this many iterations.
-POLISH_ITERATIONS = 50
-#: The exact active-set solve is first tried at this relative duality gap, then at every 100-fold decrease.
-POLISH_FIRST_GAP = 1e-2
-#: Under ``max_seconds``, the full scan that certifies the last candidate is still run when it is expected to end
-#: within this fraction of ``max_seconds`` past the deadline (by the last scan measured); else skipped and said so.
-CERTIFICATE_GRACE = 0.05
+@dataclass(frozen=True)
+class DualOptions:
+    """The working-set dual's tuning, as data (:class:`SVMDual` ``options``; :func:`embgeo.ntp.theory.ntp_svm` and
+    :func:`embgeo.ntp.theory.is_separable` ``dual_options``): a test or a study passes its own instead of patching the
+    module (``DualOptions(DENSE_DUAL_MAX=0)`` forces the working set)."""
+
+    #: Margins ≤ 1 + ACTIVE_RTOL of a near-optimal point form the guessed active set of the exact solve.
+    ACTIVE_RTOL: float = 1e-6
+    #: Pairs per context added to the working set in one round of the full pass.
+    ADD_PER_CONTEXT: int = 8
+    #: Up to this many group × context pairs the dual is a dense array (about ten copies are alive).
+    DENSE_DUAL_MAX: int = 40_000_000
+    #: At most this many off-support pairs go into the LP that certifies a diverging dual.
+    LP_MAX_PAIRS: int = 5000
+    #: The dense dual tries the exact active-set solve when it costs less than this many iterations.
+    POLISH_ITERATIONS: int = 50
+    #: The exact active-set solve is first tried at this relative duality gap, then at every 100-fold decrease.
+    POLISH_FIRST_GAP: float = 1e-2
+    #: Under ``max_seconds``, the full scan that certifies the last candidate is still run when it is expected to end
+    #: within this fraction of ``max_seconds`` past the deadline (by the last scan measured); else skipped and said so.
+    CERTIFICATE_GRACE: float = 0.05
+
+
+#: The tuning every solve uses unless given other options.
+DEFAULT_OPTIONS = DualOptions()
 
 
 #: The inner loop's request for an exact active-set solve (a control signal, not a :class:`Status`).
@@ -77,7 +88,11 @@ class SVMDual:
     gram : optional (m, m) K Kᵀ (see :class:`EqualitySystem`).
     """
 
-    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray, gram: np.ndarray | None = None):
+    def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray, gram: np.ndarray | None = None,
+                 options: DualOptions = DEFAULT_OPTIONS):
+        if not isinstance(options, DualOptions):
+            raise TypeError(f"options: expected a DualOptions, got {type(options).__name__}")
+        self.opt = options
         self.K, self.gram = K, gram
         self.G, self.m = support.shape
         self.support = support.tocsr()
@@ -146,11 +161,11 @@ class SVMDual:
         the LP of :meth:`_infeasibility` gets the time left as HiGHS's limit.
         """
         deadline = None if max_seconds is None else time.perf_counter() + max_seconds
-        self._grace = 0.0 if max_seconds is None else CERTIFICATE_GRACE * max_seconds
+        self._grace = 0.0 if max_seconds is None else self.opt.CERTIFICATE_GRACE * max_seconds
         self._check_cost = self._scan_cost = 0.0  # measured costs of a check and of a full scan (none yet)
-        self.next_polish = POLISH_FIRST_GAP
+        self.next_polish = self.opt.POLISH_FIRST_GAP
         self._failed_checks, self._next_lp = 0, 4
-        if self.G * self.m <= DENSE_DUAL_MAX:
+        if self.G * self.m <= self.opt.DENSE_DUAL_MAX:
             return self._solve_dense(tol=tol, max_iter=max_iter, check_every=check_every,
                                      detect_infeasible=detect_infeasible, separate_only=separate_only,
                                      deadline=deadline, progress=progress)
@@ -185,7 +200,7 @@ class SVMDual:
                     return best
                 tic = time.perf_counter()
                 scan = scan_off_support(cand[0], cand[1], self.K, self.support_csc, below=1.0 - 1e-9,
-                                        top=ADD_PER_CONTEXT)
+                                        top=self.opt.ADD_PER_CONTEXT)
                 self._scan_cost = time.perf_counter() - tic
                 best.check_seconds = self._check_cost + self._scan_cost
                 self._offer(best, lay, psi, cand, scan.min_margin)
@@ -297,11 +312,11 @@ class SVMDual:
                 # Worth it when its (about three) rounds cost less than POLISH_ITERATIONS iterations;
                 # the cost grows with the set, so the dual support alone may already rule it out
                 # (and spare the GEMM of the tight pairs).
-                budget = POLISH_ITERATIONS * iteration_flops
+                budget = self.opt.POLISH_ITERATIONS * iteration_flops
                 in_dual = off & (x < -1e-9 * np.max(np.abs(x)))
                 ag = np.nonzero(in_dual)[0]
                 if 3 * self._polish_cost(ag) <= budget:
-                    ag, aj = np.nonzero(in_dual | (off & (tp[None, :] - Xp @ K.T <= 1.0 + ACTIVE_RTOL)))
+                    ag, aj = np.nonzero(in_dual | (off & (tp[None, :] - Xp @ K.T <= 1.0 + self.opt.ACTIVE_RTOL)))
                 if 3 * self._polish_cost(ag) <= budget:
                     polished = self._polish_pairs(ag, aj, deadline=deadline)
                     if polished is not None and polished.gap <= max(tol, 1e-10):
@@ -424,7 +439,7 @@ class SVMDual:
         """Exact solve with the working-set pairs that are (nearly) tight at (Xc, tc) as equalities."""
         off = lay["off"]
         wg, wj = lay["g"][off], lay["j"][off]
-        act = tc[wj] - row_dots(Xc, self.K, wg, wj) <= 1.0 + ACTIVE_RTOL
+        act = tc[wj] - row_dots(Xc, self.K, wg, wj) <= 1.0 + self.opt.ACTIVE_RTOL
         return self._polish_pairs(wg[act], wj[act], deadline=deadline)
 
     def _polish_pairs(self, ag: np.ndarray, aj: np.ndarray, rounds: int = 6,
@@ -454,7 +469,8 @@ class SVMDual:
                 return None
             lam = sol.lam
             wrong = is_off & (lam > 1e-9 * max(float(np.max(np.abs(lam), initial=0.0)), 1e-300))
-            scan = scan_off_support(sol.X, sol.t, self.K, self.support_csc, below=1.0 - 1e-9, top=ADD_PER_CONTEXT)
+            scan = scan_off_support(sol.X, sol.t, self.K, self.support_csc, below=1.0 - 1e-9,
+                                    top=self.opt.ADD_PER_CONTEXT)
             if not wrong.any() and scan.min_margin >= 1.0 - 1e-9:
                 return self._certified_point(sol, g, j, is_off, system.ptr, scan.min_margin)
             keep = is_off & ~wrong
@@ -509,7 +525,7 @@ class SVMDual:
         time_limit = None if deadline is None else deadline - time.perf_counter()
         if time_limit is not None and time_limit <= 0:
             return None
-        order = np.argsort(-mu, kind="stable")[:LP_MAX_PAIRS]
+        order = np.argsort(-mu, kind="stable")[:self.opt.LP_MAX_PAIRS]
         mass = np.cumsum(mu[order])
         order = order[:int(np.searchsorted(mass, (1 - 1e-12) * mass[-1])) + 1]
         # Tie the supports of every context the involved groups follow: a Farkas matrix may balance

@@ -124,7 +124,7 @@ def make_problem(data: NTPData, subspace_: Subspace | None) -> Problem:
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
                  max_iter: int = 20_000, max_seconds: float | None = None,
                  progress: Callable[[int, dict], object] | None = None,
-                 candidate: ArrayLike | None = None, hinge_options=None) -> Separability:
+                 candidate: ArrayLike | None = None, hinge_options=None, dual_options=None) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
 
     * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
@@ -154,8 +154,9 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     * ``candidate`` (V, d), with "auto" only: a W to try first, e.g. a trained decoder. P_⊥(W) ties
       every support exactly; if its smallest (6b) margin γ is > 0, P_⊥(W)/γ is the certificate
       (O(projection + m V r)). Otherwise the routes above decide as without it.
-    * ``hinge_options``: the squared hinge's tuning (:class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions`; its
-      defaults when None), for a study of the route or a test that forces one of its paths.
+    * ``hinge_options``, ``dual_options``: the squared hinge's and the dual's tuning
+      (:class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions`, :class:`~embgeo.ntp.solvers.svm_dual.DualOptions`;
+      their defaults when None), for a study of a route or a test that forces one of its paths.
     """
     if method not in SEPARABILITY_METHODS:
         raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
@@ -180,7 +181,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         if lp_is_small(pb):
             method = "lp"
         else:
-            return _dual_then_hinge(pb, deadline, max_iter, progress, hinge_options)
+            return _dual_then_hinge(pb, deadline, max_iter, progress, hinge_options, dual_options)
     stop_if_spent(deadline, "is_separable", f"the {method} route")
     if method == "lp":
         sep = separability_by_lp(pb, time_left(deadline))
@@ -189,7 +190,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         return sep
     if method == "hinge":
         return separability_by_hinge(pb, time_left(deadline), progress, hinge_options)
-    sep, out = _separability_by_dual(pb, time_left(deadline), max_iter, progress)
+    sep, out = _separability_by_dual(pb, time_left(deadline), max_iter, progress, dual_options)
     if sep is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
                           f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', "
@@ -198,10 +199,12 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
 
 
 def _separability_by_dual(pb: Problem, max_seconds: float | None, max_iter: int,
-                          progress: Callable[[int, dict], object] | None):
+                          progress: Callable[[int, dict], object] | None, options=None):
     """The NTP-SVM dual in its separability-only mode: (a Farkas or separating :class:`Separability`, or None when it
-    decided nothing within ``max_seconds`` / ``max_iter``; the solver's outcome)."""
-    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+    decided nothing within ``max_seconds`` / ``max_iter``; the solver's outcome). ``options``: its
+    :class:`~embgeo.ntp.solvers.svm_dual.DualOptions` (the defaults when None)."""
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords),
+                     **({} if options is None else {"options": options}))
     out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
     if out.status == Status.INFEASIBLE:
         return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction"), out
@@ -355,14 +358,15 @@ def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separab
 
 
 def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
-                     progress: Callable[[int, dict], object] | None, hinge_options=None) -> Separability:
+                     progress: Callable[[int, dict], object] | None, hinge_options=None,
+                     dual_options=None) -> Separability:
     """"auto" beyond the small LP: the NTP-SVM dual for DUAL_FIRST_SHARE of the time left before ``deadline``, at most
     DUAL_FIRST_SECONDS, then the squared hinge with the rest. The dual decides the benchmark's GPT-2-sized separable
     cases in seconds (benchmarks/README.md: gpt2-2048 in 22 s); on a real LM's states (m = 2000, r = 576) it was still
     undecided after 322 s where the squared hinge decided in 45 s."""
     left = time_left(deadline)
     first = DUAL_FIRST_SECONDS if left is None else min(DUAL_FIRST_SECONDS, DUAL_FIRST_SHARE * left)
-    sep, _ = _separability_by_dual(pb, first, max_iter, progress)
+    sep, _ = _separability_by_dual(pb, first, max_iter, progress, dual_options)
     if sep is not None:
         return sep
     stop_if_spent(deadline, "is_separable", "the squared hinge")

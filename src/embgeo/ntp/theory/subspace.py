@@ -16,7 +16,7 @@ from embgeo.core.validate import check_dense_size
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import Coordinates, anchor_rows, coordinates, row_dots, token_groups, token_pattern
 from embgeo.ntp.solvers.equality import DENSE_T_MAX, EqualitySolution, EqualitySystem, equality_system_bytes
-from embgeo.ntp.solvers.svm_dual import DENSE_DUAL_MAX
+from embgeo.ntp.solvers.svm_dual import DEFAULT_OPTIONS as DUAL_DEFAULTS
 from embgeo.ntp.units import unit_scale
 
 
@@ -216,7 +216,7 @@ def estimate_memory(data: NTPData) -> dict:
         "coordinates": 8 * (m * r + (m * m if d > m else 0)),
         "equality_system": equality_system_bytes(J_multi, r, len(multi), touched)
         + (8 * len(multi) ** 2 if d >= m and len(multi) < m else 0),
-        "svm_dual": 8 * (10 * G * m if G * m <= DENSE_DUAL_MAX else (float(J.sum()) + 20 * m) * (r + 8)),
+        "svm_dual": 8 * (10 * G * m if G * m <= DUAL_DEFAULTS.DENSE_DUAL_MAX else (float(J.sum()) + 20 * m) * (r + 8)),
         "outputs": 8 * 3 * V * d,
     }
     part = {k: int(v) for k, v in part.items()}

@@ -23,7 +23,8 @@ from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.outcome import SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.svm_alm import DEFAULT_OPTIONS, SVMALM, ALMOptions
-from embgeo.ntp.solvers.svm_dual import SVMDual
+from embgeo.ntp.solvers.svm_dual import DEFAULT_OPTIONS as DUAL_DEFAULTS
+from embgeo.ntp.solvers.svm_dual import DualOptions, SVMDual
 from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
     Problem,
@@ -177,7 +178,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             subspace_: Subspace | None = None, separability: Separability | None = None,
             max_seconds: float | None = None, progress: Callable[[int, dict], object] | None = None,
             method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None,
-            alm_options: ALMOptions | None = None) -> NTPSVM:
+            alm_options: ALMOptions | None = None, dual_options: DualOptions | None = None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
@@ -207,8 +208,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     after every check / outer step with ``info["gap"]`` and ``info["working_set"]``. A
     ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
 
-    ``alm_options``: the augmented Lagrangian's tuning (:class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`; its defaults
-    when None), for a study of the solver or a test that forces one of its paths.
+    ``alm_options``, ``dual_options``: the augmented Lagrangian's and the dual's tuning
+    (:class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`, :class:`~embgeo.ntp.solvers.svm_dual.DualOptions`; their
+    defaults when None), for a study of a solver or a test that forces one of its paths.
 
     ``max_seconds`` is a wall for the whole call (issue 38): each stage gets the time left (HiGHS as its time
     limit), the solvers stop early enough to certify their last point by then, and the final re-scan of the margins
@@ -253,7 +255,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
                           f"augmented Lagrangian found no feasible point ({out.status})")
             try:
-                sep = is_separable(data, subspace_, method="dual", max_seconds=time_left(deadline), max_iter=max_iter)
+                sep = is_separable(data, subspace_, method="dual", max_seconds=time_left(deadline), max_iter=max_iter,
+                                   dual_options=dual_options)
             except SolverError as err:
                 raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
             if not sep:
@@ -267,7 +270,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             out, finished = _active_set_finish(pb, out, tol, deadline)
             name += " + exact active-set solve" if finished else ""
     else:
-        solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
+        solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords),
+                         options=dual_options or DUAL_DEFAULTS)
         out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
                            max_seconds=time_left(deadline), progress=progress)
         if out.status == Status.INFEASIBLE:
