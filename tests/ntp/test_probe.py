@@ -407,3 +407,23 @@ def test_cli_bad_input_is_one_line_and_exit_2(trained, tmp_path, capsys, monkeyp
     lines = [s for s in err.splitlines() if s.startswith("embgeo: error:")]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
 
+
+
+@pytest.mark.parametrize("m, V", [(30, 50), (60, 20)])
+def test_rest_singular_values_from_the_smaller_gram_match_an_svd(m, V):
+    """The off-support part's singular values from the Gram R Rᵀ (m ≤ V) or RᵀR (m > V), with the d × d Grams
+    computed here or passed in (the structure pass reuses its WᵀW): numpy's SVD of the dense R; a wrong Gram (HᵀH
+    given as WᵀW) moves them."""
+    import scipy.sparse as sp
+
+    from embgeo.ntp.analysis.probe import _rest_singular_values
+
+    rng = np.random.default_rng(0)
+    H, W = rng.standard_normal((m, 8)), rng.standard_normal((V, 8))
+    Sc = sp.random(m, V, density=0.1, random_state=1, format="csr")
+    ref = np.linalg.svd(H @ W.T - Sc.toarray(), compute_uv=False)
+    k = min(m, V)
+    for got in (_rest_singular_values(H, W, Sc), _rest_singular_values(H, W, Sc, (H.T @ H, W.T @ W))):
+        np.testing.assert_allclose(got[:k], ref[:k], rtol=0, atol=1e-12 * ref[0])
+    wrong = _rest_singular_values(H, W, Sc, (W.T @ W, H.T @ H))
+    assert np.abs(wrong[:k] - ref[:k]).max() > 1e-3 * ref[0]

@@ -1071,7 +1071,8 @@ def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
     num = math.sqrt(float(np.sum(pi * (logits_c - logp_c) ** 2)))
     den = math.sqrt(float(np.sum(pi * logp_c**2)))
     multi = bool(np.any(S > 1))
-    norm2 = float(np.sum((H.T @ H) * (W.T @ W)))
+    HtH, WtW = H.T @ H, W.T @ W  # (d, d) each; the rest's Gram reuses them (WᵀW is O(V d²))
+    norm2 = float(np.sum(HtH * WtW))
     s_L = np.linalg.svd(np.linalg.qr(H, mode="r") @ np.linalg.qr(W, mode="r").T, compute_uv=False)
     margins = _context_margins(H, W, data)
     has_off = S < V
@@ -1091,7 +1092,7 @@ def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
     arrays = {"logit_singular_values": s_L, "support_logits_centred": logits_c, "support_log_probs_centred": logp_c,
               "context_margins": margins}
     if min(m, V) <= gram_max:
-        s_R = _rest_singular_values(H, W, sp.csr_matrix((logits_c, P.indices, P.indptr), shape=(m, V)))
+        s_R = _rest_singular_values(H, W, sp.csr_matrix((logits_c, P.indices, P.indptr), shape=(m, V)), (HtH, WtW))
         scalars.update(effective_rank_rest=effective_rank_of(s_R), rank_rest=numerical_rank_of(s_R, 1e-6))
         arrays["rest_singular_values"] = s_R
     return scalars, arrays
@@ -1114,8 +1115,10 @@ def _context_margins(H: np.ndarray, W: np.ndarray, data: NTPData) -> np.ndarray:
     return out
 
 
-def _rest_singular_values(H: np.ndarray, W: np.ndarray, Sc: sp.csr_matrix) -> np.ndarray:
-    """Singular values of R = H Wᵀ − Sc (descending) from the smaller of the Grams R Rᵀ, RᵀR.
+def _rest_singular_values(H: np.ndarray, W: np.ndarray, Sc: sp.csr_matrix,
+                          grams: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Singular values of R = H Wᵀ − Sc (descending) from the smaller of the Grams R Rᵀ, RᵀR; ``grams`` (HᵀH, WᵀW)
+    when the caller has them (WᵀW costs O(V d²)).
 
     R Rᵀ = H (WᵀW) Hᵀ − (Sc W) Hᵀ − H (Sc W)ᵀ + Sc Scᵀ (and the same with the roles of H and W swapped);
     each of the four terms is at most (‖L‖_F + ‖Sc‖_F)² ≤ 4‖L‖_F² (Sc is centred entries of L), so G and its
@@ -1123,17 +1126,17 @@ def _rest_singular_values(H: np.ndarray, W: np.ndarray, Sc: sp.csr_matrix) -> np
     below √(4 n ε)·‖L‖_F (≈ 2e-7‖L‖_F at n = 5000) cannot be told from rounding and are set to 0.
     """
     m, V = Sc.shape
+    HtH, WtW = grams if grams is not None else (H.T @ H, W.T @ W)
     if m <= V:
-        A, B, S = H, W, Sc
+        A, B, S, GA, GB = H, W, Sc, HtH, WtW
     else:
-        A, B, S = W, H, sp.csr_matrix(Sc.T)
+        A, B, S, GA, GB = W, H, sp.csr_matrix(Sc.T), WtW, HtH
     n = A.shape[0]
     check_dense_size("the Gram of the logits' off-support part", (n, n))
-    GB = B.T @ B
     cross = (S @ B) @ A.T
     G = A @ GB @ A.T - cross - cross.T + (S @ S.T).toarray()
     ev = np.linalg.eigvalsh((G + G.T) / 2)[::-1]
-    norm_L2 = float(np.sum((A.T @ A) * GB))
+    norm_L2 = float(np.sum(GA * GB))
     ev[ev < 4 * n * np.finfo(float).eps * norm_L2] = 0.0
     return np.sqrt(ev)
 
