@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
 from embgeo.lab import registry
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers share CI's two cores: one BLAS / OpenMP thread each, not two each (the suite's wall time).
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
 
 
 @pytest.fixture
