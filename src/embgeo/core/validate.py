@@ -104,3 +104,14 @@ def check_bool(name: str, value: object) -> bool:
 def check_threads(threads: object) -> int | None:
     """None (embgeo's default, :func:`embgeo.core.threads.default_threads`) or a positive thread count."""
     return None if threads is None else check_positive_int("threads", threads)
+
+
+def check_options(options, cls: type):
+    """A solver's tuning: ``options`` if it is a ``cls`` (a frozen dataclass of the solver's settings), ``cls()``
+    (its defaults) when None; anything else is a TypeError (a dict of settings is not silently ignored)."""
+    if options is None:
+        return cls()
+    if not isinstance(options, cls):
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"options: expected {article} {cls.__name__}, got {type(options).__name__}")
+    return options

@@ -41,6 +41,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import daxpy
 
+from embgeo.core.validate import check_options
+
 
 @dataclass(frozen=True)
 class HingeOptions:
@@ -111,11 +113,10 @@ class HingeProblem:
         return m, self.support.shape[1], r
 
 
-def whiten(K: np.ndarray, pattern: sp.csr_matrix, options: HingeOptions = DEFAULT_OPTIONS) -> HingeProblem:
+def whiten(K: np.ndarray, pattern: sp.csr_matrix, options: HingeOptions | None = None) -> HingeProblem:
     """Q = K R⁻¹ · sqrt(m/r) from the thin QR of K (m, r); ``pattern`` (G, m) the token groups' contexts; ``options``
-    the tuning (:class:`HingeOptions`)."""
-    if not isinstance(options, HingeOptions):
-        raise TypeError(f"options: expected a HingeOptions, got {type(options).__name__}")
+    the tuning (:class:`HingeOptions`; its defaults when None)."""
+    options = check_options(options, HingeOptions)
     m, r = K.shape
     Q, R = np.linalg.qr(K)
     s = np.sqrt(m / r)

@@ -794,10 +794,8 @@ class SVMALM:
     """
 
     def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray,
-                 options: ALMOptions = DEFAULT_OPTIONS):
-        if not isinstance(options, ALMOptions):
-            raise TypeError(f"options: expected an ALMOptions, got {type(options).__name__}")
-        self.opt = options
+                 options: ALMOptions | None = None):
+        self.opt = validate.check_options(options, ALMOptions)
         self.scale = float(np.max(np.linalg.norm(K, axis=1)))
         if not self.scale > 0:
             raise SolverError("NTP-SVM: every context embedding is zero")

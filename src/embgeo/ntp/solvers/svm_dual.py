@@ -27,8 +27,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from embgeo.core.deadline import past
+from embgeo.core.deadline import past, time_left
 from embgeo.core.status import Status
+from embgeo.core.validate import check_options
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.dual_set import project_dual, project_dual_dense
@@ -89,10 +90,8 @@ class SVMDual:
     """
 
     def __init__(self, K: np.ndarray, support: sp.csr_matrix, weights: np.ndarray, gram: np.ndarray | None = None,
-                 options: DualOptions = DEFAULT_OPTIONS):
-        if not isinstance(options, DualOptions):
-            raise TypeError(f"options: expected a DualOptions, got {type(options).__name__}")
-        self.opt = options
+                 options: DualOptions | None = None):
+        self.opt = check_options(options, DualOptions)
         self.K, self.gram = K, gram
         self.G, self.m = support.shape
         self.support = support.tocsr()
@@ -522,8 +521,8 @@ class SVMDual:
         if far is not None or self._failed_checks < self._next_lp:
             return far
         self._next_lp *= 2
-        time_limit = None if deadline is None else deadline - time.perf_counter()
-        if time_limit is not None and time_limit <= 0:
+        time_limit = time_left(deadline)
+        if time_limit == 0.0:
             return None
         order = np.argsort(-mu, kind="stable")[:self.opt.LP_MAX_PAIRS]
         mass = np.cumsum(mu[order])

@@ -203,8 +203,7 @@ def _separability_by_dual(pb: Problem, max_seconds: float | None, max_iter: int,
     """The NTP-SVM dual in its separability-only mode: (a Farkas or separating :class:`Separability`, or None when it
     decided nothing within ``max_seconds`` / ``max_iter``; the solver's outcome). ``options``: its
     :class:`~embgeo.ntp.solvers.svm_dual.DualOptions` (the defaults when None)."""
-    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords),
-                     **({} if options is None else {"options": options}))
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords), options)
     out = solver.solve(tol=1e-12, max_iter=max_iter, separate_only=True, max_seconds=max_seconds, progress=progress)
     if out.status == Status.INFEASIBLE:
         return farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction"), out
@@ -392,7 +391,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
 
     deadline = deadline_of(max_seconds, "is_separable (squared hinge)")
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
-    hp = sh.whiten(pb.K, pb.groups.pattern, sh.DEFAULT_OPTIONS if options is None else options)
+    hp = sh.whiten(pb.K, pb.groups.pattern, options)
     found: dict = {}
 
     def check(Y: np.ndarray, t: np.ndarray) -> bool:

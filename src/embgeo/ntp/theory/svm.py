@@ -22,8 +22,7 @@ from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.outcome import SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
-from embgeo.ntp.solvers.svm_alm import DEFAULT_OPTIONS, SVMALM, ALMOptions
-from embgeo.ntp.solvers.svm_dual import DEFAULT_OPTIONS as DUAL_DEFAULTS
+from embgeo.ntp.solvers.svm_alm import SVMALM, ALMOptions
 from embgeo.ntp.solvers.svm_dual import DualOptions, SVMDual
 from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
@@ -249,7 +248,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         name = "none: the time limit was spent before the solver started"
     elif method == "alm":
         X0 = None if warm_W is None or warm_dual is not None else _group_rows(pb, warm_W)
-        alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm_options or DEFAULT_OPTIONS)
+        alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm_options)
         out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=warm_dual, progress=progress)
         if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
             stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
@@ -270,8 +269,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             out, finished = _active_set_finish(pb, out, tol, deadline)
             name += " + exact active-set solve" if finished else ""
     else:
-        solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords),
-                         options=dual_options or DUAL_DEFAULTS)
+        solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords), options=dual_options)
         out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
                            max_seconds=time_left(deadline), progress=progress)
         if out.status == Status.INFEASIBLE:
