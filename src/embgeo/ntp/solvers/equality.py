@@ -295,8 +295,7 @@ class EqualitySystem:
         same as M on range M) for its refinement; when not, leaves M as it was (but for ~eps · α of rounding, below
         the threshold)."""
         mt = M.shape[0]
-        for i in range(0, mt, 1024):  # M += α NNᵀ in row blocks (no second m_t × m_t array)
-            M[i:i + 1024] += scale * (N[i:i + 1024] @ N.T)
+        _add_outer(M, N, scale)
         try:
             L = np.linalg.cholesky(M)  # numpy's, which lets Ctrl-C through
             rcond, info = sla.lapack.dpocon(L.T, np.max(np.abs(M).sum(axis=0)))  # O(m_t²); L.T: the upper factor
@@ -306,8 +305,7 @@ class EqualitySystem:
             self.constraint_rank = mt - N.shape[1]
             self._m_factor = ("cholesky", L, N, M)
             return True
-        for i in range(0, mt, 1024):
-            M[i:i + 1024] -= scale * (N[i:i + 1024] @ N.T)
+        _add_outer(M, N, -scale)
         return False
 
     def _m_solve(self, h: np.ndarray) -> np.ndarray:
@@ -475,6 +473,12 @@ class EqualitySystem:
         scale = max(1.0, float(np.max(np.abs(c), initial=0.0)))
         return {"equality": float(np.max(np.abs(vals), initial=0.0)) / scale,
                 "balance": _balance(lam, self.ctx, self.m), "constraints": c_res}
+
+
+def _add_outer(M: np.ndarray, N: np.ndarray, alpha: float, rows: int = 1024) -> None:
+    """M += α N Nᵀ in place, in blocks of ``rows`` rows (no second n × n array)."""
+    for i in range(0, M.shape[0], rows):
+        M[i:i + rows] += alpha * (N[i:i + rows] @ N.T)
 
 
 def _pivoted_null_space(M: np.ndarray, tol: float) -> np.ndarray | None:
