@@ -350,7 +350,7 @@ def test_cli_warns_when_the_estimate_leaves_the_solvers_nothing(tiny_gguf, text_
     from embgeo.cli import main
     from embgeo.ntp.analysis import probe as P
 
-    monkeypatch.setattr(P, "pass_rates", lambda *a, **k: {"loss": 100.0, "margins": 100.0})
+    monkeypatch.setattr(P, "pass_rates", lambda *a, **k: {"loss": 100.0, "margins": 100.0, "fixed": 0.0})
     out = tmp_path / "out"
     assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
                  "--max-contexts", "12", "--out", str(out)]) == 0

@@ -701,7 +701,7 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
     ``limit``: max_seconds. The exact equality solve (W*, dim F) is not in it; it begins no step past the solvers'
     deadline."""
     forward = plan["tokens"] * rates["forward"]
-    after_solvers = m * (LOGIT_PASSES - 1) * rates["margins"] + rates.get("fixed", 0.0)
+    after_solvers = m * (LOGIT_PASSES - 1) * rates["margins"] + rates["fixed"]
     passes = m * rates["loss"] + after_solvers
     limit = math.inf if max_seconds is None else float(max_seconds)
     solvers = max(limit - forward - passes, 0.0)
