@@ -329,3 +329,51 @@ def test_lemma5_is_judged_only_past_its_radius():
     assert wrong.applicable and not wrong.ok and wrong.measured < 0
     near = lemma5_claim(data, ref, ref.w_star + 0.5 * R * unit)
     assert not near.applicable and "R(α)" in near.premise
+
+
+def test_eq7_is_a_check_that_holds_at_w_mm_and_fails_with_margins_below_one():
+    """(7) at W^mm: log S_v(γW^mm h̄_j) + γ ≤ 0 off the supports; at half W^mm's scale the margins are 1/2 and the
+    off-support probabilities decay like e^{−γ/2}, above e^{−γ}."""
+    from embgeo.ntp.experiments.paper import eq7_check
+
+    data = toy2d(0)
+    W_mm = ntp_svm(data).W
+    right = eq7_check(data, W_mm)
+    assert right.check and right.ok
+    # S_j = 3 and W^mm ties each support with a tight margin: the worst term is (3e^γ)^{-1}, i.e. log(1/3)
+    assert right.measured == pytest.approx(-np.log(3), abs=1e-6)
+    assert not eq7_check(data, 0.5 * W_mm).ok
+
+
+def test_footnote_data_have_the_merged_loss_and_a_positive_gap():
+    """CE of D′ equals CE of the merged D″ at any W (one prediction at the shared h̄_j), computed independently of
+    the construction's own algebra; D′ is compatible and certified not separable; the gap is positive."""
+    from embgeo.ntp.experiments.paper import footnote_data
+    from embgeo.ntp.theory import cross_entropy, entropy, is_compatible
+
+    data = toy2d(0)
+    extended, merged = footnote_data(data)
+    W = np.random.default_rng(3).standard_normal((data.V, data.d))
+    assert cross_entropy(extended, W) == pytest.approx(cross_entropy(merged, W), rel=1e-12)
+    assert is_compatible(extended) and not is_separable(extended, method="lp")
+    assert is_separable(merged, method="lp") and is_compatible(merged)
+    assert entropy(merged) - entropy(extended) > 0.01
+
+
+def test_footnote_claim_holds_for_gd_and_fails_below_the_gap_or_when_stalled():
+    """The trained D′ stays above the gap and approaches it; a trace that goes below the gap (what a separable D′
+    would give) fails, and so does one stopped after a few steps (the floor not shown to be the infimum)."""
+    from embgeo.ntp.experiments.paper import footnote_claim, footnote_data
+    from embgeo.ntp.theory import entropy
+
+    data = toy2d(0)
+    extended, merged = footnote_data(data)
+    lr = 1 / (2 * smoothness(extended))
+    df = train(extended, "gd", lr, 3000, init="lecun", seed=0, progress=False, reference=False).to_frame()
+    claim = footnote_claim(extended, merged, df)
+    assert claim.ok and claim.theory == pytest.approx(entropy(merged) - entropy(extended))
+    below = df.assign(kl_gap=df["kl_gap"] - 2 * claim.theory)
+    assert not footnote_claim(extended, merged, below).ok
+    short = train(extended, "gd", lr, 5, init="lecun", seed=0, progress=False, reference=False).to_frame()
+    assert not footnote_claim(extended, merged, short).ok
+

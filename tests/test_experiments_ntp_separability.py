@@ -107,3 +107,16 @@ def test_a_failed_point_stops_the_diagram_with_its_reason(small_run, tmp_path):
         st.mark_failed(point.key, error="Traceback ...\nValueError: the solver broke")
     with pytest.raises(RuntimeError, match="1 of 1 sweep points are not done.*the solver broke"):
         counts_table(store, [point.key])
+
+
+def test_one_hot_check_reads_back_f_zero_and_zero_entropy_and_fails_with_a_shared_support(monkeypatch):
+    """Remark 1's reduction as a check: F = {0} and 𝓗 = 0 on an S = 1 instance; an instance with S = 2 (the
+    generator patched to draw two-token supports) fails it."""
+    from embgeo.ntp.experiments.separability import one_hot_check
+    from embgeo.ntp.measure import phase
+
+    check = one_hot_check(10)
+    assert check.check and check.ok and check.measured == 0
+    real = phase.random_instance
+    monkeypatch.setattr(phase, "random_instance", lambda m, d, V, S, seed: real(m, d, 3, 2, seed))
+    assert not one_hot_check(10).ok

@@ -24,7 +24,16 @@ from embgeo.lab.registry import Experiment, Result, finished
 from embgeo.ntp.data import NTPData, synthetic, toy2d
 from embgeo.ntp.experiments.settings import NTP_CONSTRAINTS, check_support_within_vocabulary
 from embgeo.ntp.measure.metrics import Reference, compute_reference
-from embgeo.ntp.theory import entropy, is_compatible, is_separable, kl_gap, ntp_svm, smoothness, subspace, w_star
+from embgeo.ntp.theory import (
+    entropy,
+    is_compatible,
+    is_separable,
+    kl_gap,
+    ntp_svm,
+    smoothness,
+    subspace,
+    w_star,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -346,7 +355,12 @@ def run_toy2d(cfg: Toy2dConfig, ctx: RunContext = DETACHED) -> Result:
     claims.append(as_check(c, "the entropy of our Dirichlet generator, chosen to match the printed value: a property "
                               "of the generator, not a statement of the paper"))
     claims += gd_loss_claim(data, ref, df, lr) + convergence_claims("GD", df, "Thm. 2")
-    claims.append(prop1_claim(data, Ws, W_mm))
+    claims += [eq7_check(data, W_mm), prop1_claim(data, Ws, W_mm)]
+    # The footnote "compatibility alone is not sufficient", on the toy with one context copied (footnote_data)
+    extended, merged = footnote_data(data)
+    trace_ext = finished(train(extended, "gd", 1 / (2 * smoothness(extended)) if cfg.lr is None else cfg.lr, cfg.steps,
+                               init="lecun", seed=cfg.seed, progress=False, reference=False))
+    claims.append(footnote_claim(extended, merged, trace_ext.to_frame()))
 
     fig1, axd = plt.subplot_mosaic([["geometry", "upper"], ["geometry", "lower"]], figsize=(10.5, 5.5),
                                    layout="constrained")
@@ -537,6 +551,78 @@ def prop1_claim(data: NTPData, W_star: np.ndarray, W_mm: np.ndarray) -> Claim:
                  + "; measured: the gap at the largest γ; the bound is (7)'s argument with W^p = W* [inference]")
 
 
+def eq7_check(data: NTPData, W_d: np.ndarray) -> Claim:
+    """Eq. (7): for v ∉ S_j and any W^d with every (6b) margin ≥ 1,
+    S_v(γW^d h̄_j) ≤ (Σ_{z∈S_j} e^{γ(e_z − e_v)ᵀW^d h̄_j})⁻¹ ≤ e^{−γ}. Measured at ``W_d`` (V, d) on PROP1_GAMMAS: the
+    largest log S_v(γW^d h̄_j) + γ over γ, j and v ∉ S_j (≤ 0 when (7) holds).
+
+    A consistency check: (7) follows from (6b) by dropping the off-support terms of the softmax's denominator, so at
+    W^mm it restates that W^mm's margins are ≥ 1. The paper's use of (7), Prop. 1's CE(W* + γW^mm) → 𝓗 at the rate
+    its argument gives, is :func:`prop1_claim`."""
+    from scipy.special import logsumexp
+
+    L = data.embeddings @ W_d.T  # (m, V) logits
+    on = np.zeros(L.shape, dtype=bool)
+    on[np.repeat(np.arange(data.m), data.support_sizes), data.probs.indices] = True
+    worst = []
+    for g in PROP1_GAMMAS:
+        log_s = g * L - logsumexp(g * L, axis=1, keepdims=True)
+        worst.append(float(np.max(np.where(on, -np.inf, log_s + g))))
+    claim = at_most("Eq. (7): S_v(γW^mm h̄_j) ≤ e^{−γ} for every v ∉ S_j", max(worst), 1e-9, theory="≤ 0",
+                    note="max over j, v ∉ S_j of log S_v + γ at γ = " + ", ".join(
+                        f"{g:g}: {w:.4g}" for g, w in zip(PROP1_GAMMAS, worst, strict=True)) + " (1e-9: rounding)")
+    return as_check(claim, "(7) follows from the margins ≥ 1 of (6b) by dropping terms of the softmax's denominator; "
+                           "at W^mm it restates Def. 3's constraints (Prop. 1's claim tests its use)")
+
+
+def footnote_data(data: NTPData, j: int = 1) -> tuple[NTPData, NTPData]:
+    """The NeurIPS footnote's "compatibility alone is not sufficient", made concrete on ``data``: (D′, D″).
+
+    D′ is ``data`` plus a copy of context j (the same h̄_j) whose next token is always j's anchor z_j (S = 1), all
+    contexts weighted equally. D′ stays compatible (the copy adds no equation of (4)) but is not NTP-separable: the
+    copy needs (e_{z_j} − e_v)ᵀW h̄_j ≥ 1 for the v ≠ z_j that context j ties to z_j in F⊥. D″ merges the two
+    contexts sharing h̄_j into one with weight π_j + π_j′ and the mixture of their distributions; since the model
+    predicts one distribution at h̄_j, CE_{D′}(W) = CE_{D″}(W) for every W. So when D″ is compatible and separable,
+    inf CE_{D′} = 𝓗(D″) = 𝓗(D′) + gap, gap = (π_j + π_j′)H(mixture) − π_j H(p̂_j) − π_j′ H(e_{z_j}) > 0 by the strict
+    concavity of the entropy (p̂_j ≠ e_{z_j} whenever S_j ≥ 2)."""
+    if data.support_sizes[j] < 2:
+        raise InputError(f"footnote_data: context {j} has S_j = 1; the construction needs S_j >= 2")
+    P = data.probs.toarray()
+    one_hot = np.zeros(data.V)
+    one_hot[data.anchors[j]] = 1.0
+    H = data.embeddings
+    labels = list(data.context_labels) + [f"{data.context_labels[j]}′"] if data.context_labels else None
+    extended = NTPData(np.vstack([H, H[j]]), np.vstack([P, one_hot]), context_labels=labels,
+                       token_labels=data.token_labels)  # uniform weights, 1/(m+1) each
+    w = np.full(data.m, 1.0 / (data.m + 1))
+    w[j] = 2.0 / (data.m + 1)
+    Pm = P.copy()
+    Pm[j] = (P[j] + one_hot) / 2
+    return extended, NTPData(H, Pm, w)
+
+
+def footnote_claim(extended: NTPData, merged: NTPData, df: pd.DataFrame) -> Claim:
+    """The footnote's statement on :func:`footnote_data`'s D′, trained from LeCun init by GD (``df``: the trace with
+    ``kl_gap`` = CE − 𝓗(D′) by step): D′ is compatible and not separable, and CE − 𝓗 never falls below the gap
+    𝓗(D″) − 𝓗(D′) > 0 while it approaches it (over the run, its distance to the gap shrinks at least tenfold — the
+    gap is the infimum, not a point where training stalled). A wrong separability verdict (D′ separable after all)
+    lets GD go below the gap; a wrong merged entropy misplaces it."""
+    F = subspace(extended)
+    compatible = bool(is_compatible(extended, F))
+    sep = is_separable(extended, F, method="lp")
+    gap = entropy(merged) - entropy(extended)
+    kl = df["kl_gap"].to_numpy()
+    floor_ok = bool(np.min(kl) >= gap * (1 - 1e-9))
+    approach = float((kl[-1] - gap) / (kl[0] - gap)) if kl[0] > gap else float("nan")
+    ok = compatible and not sep and gap > 0 and floor_ok and approach <= 0.1
+    return holds("compatibility alone does not reach 𝓗 (NeurIPS footnote): on compatible, non-separable data CE − 𝓗 "
+                 "stays at or above a positive gap", float(kl[-1]), ok, theory=gap,
+                 note=f"D′ = the data plus a copy of one context with a single next token ({extended.m} contexts); "
+                      f"compatible: {compatible}; separable (LP): {bool(sep)}; gap = 𝓗(merged) − "
+                      f"𝓗(D′) = {gap:.6g} (Jensen); smallest CE − 𝓗 over the run {np.min(kl):.6g}; distance to the gap "
+                      f"{kl[-1] - gap:.3g} at the end, {approach:.3g} of its start (approached: ≤ 0.1)")
+
+
 #: The α of Lemma 5 at which it is measured (any α ∈ (0, 1) is allowed; a smaller α asks for a larger R(α)).
 LEMMA5_ALPHA = 0.5
 
@@ -574,8 +660,7 @@ def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     df = trace.to_frame()
     L = smoothness(data)
     claims = gd_loss_claim(data, ref, df, cfg.lr) + convergence_claims("GD", df, "Thm. 2")
-    claims.append(prop1_claim(data, ref.w_star, ref.w_mm))
-    claims.append(lemma5_claim(data, ref, trace.W))
+    claims += [eq7_check(data, ref.w_mm), prop1_claim(data, ref.w_star, ref.w_mm), lemma5_claim(data, ref, trace.W)]
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"GD η={cfg.lr:g}": df}, entropy(data), axes)
     notes = [f"Smoothness L = {L:.3f}: η = {cfg.lr:g} vs 1/(2L) = {1 / (2 * L):.3f} (the proofs' condition) and "

@@ -240,10 +240,26 @@ def _claims(table: pd.DataFrame, sep: pd.DataFrame) -> list:
                                pval, GOF_LEVEL, theory="2^(1-m) Σ_{k<d} C(m-1,k)",
                                note=f"χ² over the {used} grid points with n·P and n·(1 − P) ≥ {MIN_EXPECTED}, each of "
                                     f"n={int(g['n'].iloc[0])}"))
+    if len(cover):
+        claims.append(one_hot_check(int(cover["m"].min())))
     rest = sep[~((sep["S"] == 1) & (sep["V"] == 2))]
     if len(rest):
         claims.append(_below_d_equals_m(rest))
     return claims
+
+
+def one_hot_check(m: int, seed: int = 0) -> Claim:
+    """Remark 1's reduction read back on an S = 1, V = 2 instance of the sweep (d = m/2): F = {0} (no two tokens share
+    a support, so (5) spans nothing) and 𝓗 = 0 (every p̂_j is one-hot). Both restate the definitions: a check. What
+    the remark says of separability — it becomes ordinary linear separability — is the Cover claims above."""
+    from embgeo.ntp.measure import phase
+    from embgeo.ntp.theory import entropy, subspace
+
+    data = phase.random_instance(m, max(1, m // 2), 2, 1, seed)
+    dim, h = subspace(data).dim, entropy(data)
+    return as_check(holds("S_j = 1: F = {0} and 𝓗 = 0 (Remark 1)", dim, dim == 0 and h == 0.0, theory=0,
+                          note=f"dim F = {dim}, 𝓗 = {h:g} on one instance (m = {m}, d = {max(1, m // 2)})"),
+                    "both follow from the definitions when every support has one token")
 
 
 def _below_d_equals_m(rows: pd.DataFrame):
