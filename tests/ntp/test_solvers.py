@@ -40,6 +40,10 @@ from reference.ntp import (
     supports_of,
 )
 
+#: The routes of ``auto`` with neither the small LP nor the pair LP (either would decide small instances first), so that
+#: a test reaches the dual or the ALM.
+NO_CHEAP_ROUTES = separability.RouteOptions(LP_SMALL_NNZ=0, pair=pair_certificates.PairOptions(MAX_PAIRS=0))
+
 
 def pattern(pats):
     """(grp, ctx) of a pattern given as one list of contexts per group, sorted by (grp, ctx)."""
@@ -555,15 +559,14 @@ def test_working_set_dual_certifies_non_separability(case, route, monkeypatch):
     """Non-separable data (cvxpy: infeasible) decided by the working-set dual (its LP shortcut
     disabled): status "infeasible" / False with a Farkas certificate valid from the definitions."""
     working_set = svm_dual.DualOptions(DENSE_DUAL_MAX=0)
-    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)  # the pair LP would decide these first
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
     if route == "is_separable":
         sep = is_separable(data, method="dual", dual_options=working_set)
     else:
-        monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
-        res = ntp_svm(data, dual_options=working_set)
+        # no small LP and no pair LP (either would decide these first)
+        res = ntp_svm(data, dual_options=working_set, route_options=NO_CHEAP_ROUTES)
         assert res.status == "infeasible" and res.W is None and res.margin == 0.0
         sep = res.separability
     assert not sep
@@ -753,7 +756,7 @@ def test_pair_lp_finds_nothing_on_separable_data(case):
     data = synthetic(*case[:4], seed=case[4])
     assert ref_ntp_svm(data)[0] == "optimal"
     pb = separability.make_problem(data, None)
-    assert _pair_lp(pb, max_pairs=10**6) is None
+    assert _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=10**6)) is None
     assert is_separable(data)
 
 
@@ -785,7 +788,7 @@ def test_pair_least_squares_shortcut_only_skips_feasible_pairs(data):
                           bounds=[(None, None)] * K.shape[1], method="highs")
             if pair_certificates._separated_by_least_squares(K, Pj, Nj, Ej):
                 assert res.status == 0, (a, b)
-    cert = _pair_lp(pb, max_pairs=10**6)
+    cert = _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=10**6))
     if cert is not None:
         a, b = np.unique(cert[0])
         assert not pair_certificates._separated_by_least_squares(K, *_pair_sets(pb, a, b))
@@ -820,23 +823,23 @@ def test_pair_lp_skips_the_lp_where_least_squares_separates(monkeypatch):
 
     monkeypatch.setattr(scipy.optimize, "linprog", spy)
     pb = separability.make_problem(synthetic(8, 10, 6, 3, seed=1), None)
-    assert _pair_lp(pb, max_pairs=10**6) is None
+    assert _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=10**6)) is None
     with_shortcut = len(calls)
     monkeypatch.setattr(pair_certificates, "_separated_by_least_squares", lambda *a: False)
-    assert _pair_lp(pb, max_pairs=10**6) is None
+    assert _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=10**6)) is None
     assert len(calls) - with_shortcut > with_shortcut
 
 
 def test_pair_lp_respects_its_budget():
     pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
     assert _pair_lp(pb, max_seconds=0.0) is None  # the budget is checked before every pair
-    assert _pair_lp(pb, max_pairs=0) is None
+    assert _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=0)) is None
     assert _pair_lp(pb) is not None
 
 
 def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
     """One pair LP can be large (the two most frequent groups at m = 100,000): each gets the budget left as
-    HiGHS's time limit, never more than PAIR_LP_SECONDS, also when ntp_svm was given no max_seconds."""
+    HiGHS's time limit, never more than PairOptions.SECONDS, also when ntp_svm was given no max_seconds."""
     import scipy.optimize
 
     limits = []
@@ -847,12 +850,11 @@ def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
         return real(*args, options=options, **kw)
 
     monkeypatch.setattr(scipy.optimize, "linprog", spy)
-    monkeypatch.setattr(pair_certificates, "PAIR_LP_SECONDS", 7.0)
     pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
-    assert _pair_lp(pb) is not None
+    assert _pair_lp(pb, options=pair_certificates.PairOptions(SECONDS=7.0)) is not None
     assert limits and all(0 < t <= 7.0 for t in limits)
     limits.clear()
-    assert _pair_lp(pb, max_seconds=3.0) is not None
+    assert _pair_lp(pb, max_seconds=3.0, options=pair_certificates.PairOptions(SECONDS=7.0)) is not None
     assert limits and all(0 < t <= 3.0 for t in limits)
 
 
@@ -1208,3 +1210,25 @@ def test_dual_options_are_data_not_module_state():
         ntp_svm(data, method="dual", dual_options={"DENSE_DUAL_MAX": 0})
     assert "working set" in ntp_svm(data, method="dual", dual_options=svm_dual.DualOptions(DENSE_DUAL_MAX=0)).method
     assert "working set" not in ntp_svm(data, method="dual").method
+
+
+def test_route_options_are_data_not_module_state():
+    """Issue 40 §3: how "auto" chooses and bounds its routes is a frozen RouteOptions (with the pair certificates'
+    PairOptions) that the problem carries, no module constant left to patch; a wrong type is refused; LP_SMALL_NNZ
+    = 0 with no pair LP sends "auto" past the LP (the negative control: the defaults let HiGHS decide)."""
+    import dataclasses
+
+    opt = separability.RouteOptions()
+    assert opt.LP_SMALL_NNZ == 100_000 and opt.pair == pair_certificates.PairOptions()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opt.TIE_ROUNDS = 0
+    assert not any(hasattr(separability, f.name) for f in dataclasses.fields(separability.RouteOptions))
+    assert not any(hasattr(pair_certificates, f"PAIR_LP_{f.name}")
+                   for f in dataclasses.fields(pair_certificates.PairOptions))
+    data = synthetic(8, 10, 6, 3, seed=1)  # rank H̄ < m, a small LP
+    with pytest.raises(TypeError, match="options: expected a RouteOptions"):
+        is_separable(data, route_options={"LP_SMALL_NNZ": 0})
+    with pytest.raises(TypeError, match="options: expected a PairOptions"):
+        pair_certificates.pair_farkas(np.eye(2), 2, sp.csr_matrix(np.eye(2)), options=(40, 200, 20.0))
+    assert is_separable(data).method.startswith("LP")
+    assert not is_separable(data, route_options=NO_CHEAP_ROUTES).method.startswith("LP")

@@ -14,9 +14,11 @@ import scipy.sparse as sp
 
 from embgeo.errors import SolverError
 from embgeo.ntp import is_separable, synthetic
-from embgeo.ntp.solvers import pair_certificates, squared_hinge
+from embgeo.ntp.solvers import squared_hinge
 from embgeo.ntp.solvers.constraints import coordinates, token_groups
+from embgeo.ntp.solvers.pair_certificates import PairOptions
 from embgeo.ntp.theory import separability
+from embgeo.ntp.theory.separability import RouteOptions
 from reference.ntp import INFEASIBLE, kesler_values, logits, pair_values, ref_ntp_svm
 
 from .test_solvers import assert_farkas_certificate
@@ -121,16 +123,14 @@ def test_hinge_route_certifies_non_separable_data(case):
     assert_farkas_certificate(data, sep, atol=1e-7)
 
 
-def test_auto_beyond_the_small_lp_tries_the_dual_then_the_hinge(monkeypatch):
+def test_auto_beyond_the_small_lp_tries_the_dual_then_the_hinge():
     """"auto" with a large LP: the NTP-SVM dual decides when it can within its share; with no time for it (a
     share of 0) the squared hinge decides, with the same verdict."""
-    monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)
-    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
+    large = RouteOptions(LP_SMALL_NNZ=0, pair=PairOptions(MAX_PAIRS=0))
     data = synthetic(12, 10, 6, 2, seed=3)
-    sep = is_separable(data)
+    sep = is_separable(data, route_options=large)
     assert sep and "dual" in sep.method
-    monkeypatch.setattr(separability, "DUAL_FIRST_SECONDS", 0.0)
-    sep = is_separable(data)
+    sep = is_separable(data, route_options=replace(large, DUAL_FIRST_SECONDS=0.0))
     assert sep and "squared hinge" in sep.method
     assert kesler_values(data, sep.W).min() >= 1 - 1e-9
 
@@ -200,13 +200,11 @@ def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
         return gamma, X + 1e-3, t
 
     monkeypatch.setattr(squared_hinge, "separating_margin", broken)
-    monkeypatch.setattr(separability, "TIE_ROUNDS", 0)  # no refinement: the broken ties stay broken
     data = synthetic(12, 10, 6, 2, seed=3)
-    with pytest.raises(SolverError, match="undecided"):
-        is_separable(data, method="hinge", max_seconds=2.0)
+    with pytest.raises(SolverError, match="undecided"):  # no refinement: the broken ties stay broken
+        is_separable(data, method="hinge", max_seconds=2.0, route_options=RouteOptions(TIE_ROUNDS=0))
     # with the refinement the ties are projected again: a certificate with exact ties, checked from W and H alone
-    monkeypatch.setattr(separability, "TIE_ROUNDS", 3)
-    sep = is_separable(data, method="hinge", max_seconds=30.0)
+    sep = is_separable(data, method="hinge", max_seconds=30.0, route_options=RouteOptions(TIE_ROUNDS=3))
     L = data.embeddings @ sep.W.T
     assert max(np.ptp(L[j, data.supports[j]]) for j in range(data.m)) <= 1e-9
     margins = [L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m)]
@@ -358,14 +356,13 @@ def test_off_residuals_keeps_the_largest_block_by_block():
     np.testing.assert_allclose(np.sort(arg2), np.sort(arg[best]), rtol=1e-12)
 
 
-@pytest.mark.parametrize("rounds", [separability.TIE_ROUNDS, 0])
-def test_certificate_ties_are_refined_to_the_target(monkeypatch, rounds):
+@pytest.mark.parametrize("rounds", [RouteOptions().TIE_ROUNDS, 0])
+def test_certificate_ties_are_refined_to_the_target(rounds):
     """A separating point whose ties are off by ~1e-7 (the rounding a 1/γ rescaling magnified on a real LM) is projected
     again: the certificate's ties, recomputed from W and H independently, come out at ≤ TIE_TARGET with every margin
     ≥ 1. Negative control: without refinement rounds the ties stay off."""
-    monkeypatch.setattr(separability, "TIE_ROUNDS", rounds)
     data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable with ties on every support
-    pb = separability.make_problem(data, None)
+    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
     Z = pb.groups.pattern.toarray()
     X = pb.coords.solve_logits(Z) + 1e-7 * np.random.default_rng(0).standard_normal((pb.groups.n_groups, data.m))
     sep = separability.separable_result(pb, X, np.ones(data.m), "test")
@@ -375,19 +372,18 @@ def test_certificate_ties_are_refined_to_the_target(monkeypatch, rounds):
     margin = min(L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m))
     assert margin >= 1 - spread - 1e-9  # margins ≥ 1 against the tie level t_j, within the ties' spread
     if rounds:
-        assert sep.residuals["equality"] <= separability.TIE_TARGET and spread <= 10 * separability.TIE_TARGET
+        assert sep.residuals["equality"] <= RouteOptions().TIE_TARGET and spread <= 10 * RouteOptions().TIE_TARGET
     else:
         assert sep.residuals["equality"] > 1e-9 and spread > 1e-9
 
 
-@pytest.mark.parametrize("rounds", [separability.TIE_ROUNDS, 0])
+@pytest.mark.parametrize("rounds", [RouteOptions().TIE_ROUNDS, 0])
 def test_the_candidates_certificate_is_refined_too(monkeypatch, rounds):
     """The candidate route (a given W projected onto F⊥) shares the refinement: its first projection made ~1e-9 off
     in the ties (a stand-in for the rounding of a real LM's projection) comes back at ≤ TIE_TARGET, recomputed from
     W and H; negative control: without refinement rounds the ties stay off (accepted: below MARGIN_ATOL)."""
     from embgeo.ntp.solvers import svm_alm
 
-    monkeypatch.setattr(separability, "TIE_ROUNDS", rounds)
     real, calls = svm_alm.TieProjection.project, []
 
     def noisy_first(self, X):
@@ -399,16 +395,16 @@ def test_the_candidates_certificate_is_refined_too(monkeypatch, rounds):
 
     monkeypatch.setattr(svm_alm.TieProjection, "project", noisy_first)
     data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable
-    pb = separability.make_problem(data, None)
+    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
     W = separability.decide_cheaply(pb).W  # a separator (Lemma 1's closed form), as the candidate
     sep = separability.separable_from_candidate(pb, W)
     assert sep is not None and sep.separable
     L = data.embeddings @ sep.W.T
     spread = max(np.ptp(L[j, data.supports[j]]) for j in range(data.m))
     if rounds:
-        assert sep.residuals["equality"] <= separability.TIE_TARGET and spread <= 10 * separability.TIE_TARGET
+        assert sep.residuals["equality"] <= RouteOptions().TIE_TARGET and spread <= 10 * RouteOptions().TIE_TARGET
     else:
-        assert sep.residuals["equality"] > separability.TIE_TARGET
+        assert sep.residuals["equality"] > RouteOptions().TIE_TARGET
 
 
 def test_hinge_options_are_data_not_module_state():

@@ -30,7 +30,7 @@ from scipy.optimize import minimize_scalar
 
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp import NTPData, ntp_svm, synthetic, theory
-from embgeo.ntp.solvers import constraints, pair_certificates
+from embgeo.ntp.solvers import constraints
 from embgeo.ntp.solvers import svm_alm as A
 from embgeo.ntp.theory import separability, svm
 from reference.ntp import (
@@ -44,7 +44,7 @@ from reference.ntp import (
     ref_ntp_svm,
 )
 
-from .test_solvers import assert_farkas_certificate, combination, off_mask
+from .test_solvers import NO_CHEAP_ROUTES, assert_farkas_certificate, combination, off_mask
 
 SVM_RTOL = 1e-5
 
@@ -732,8 +732,6 @@ def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
 
     reason = "NTP-SVM (augmented Lagrangian): beyond this solver at m = 60 contexts"
     monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome("stalled", iterations=7, reason=reason))
-    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
-    monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # else the LP decides (separable) and is_separable never runs
 
     def undecided(*args, **kw):
         raise SolverError("is_separable: undecided")
@@ -741,7 +739,8 @@ def test_nothing_to_return_is_a_refusal_that_names_the_size(monkeypatch):
     monkeypatch.setattr(svm, "is_separable", undecided)  # what ntp_svm calls
     data = planted(60, 12, 5, seed=0)
     with pytest.raises(SolverError) as exc:
-        ntp_svm(data, method="alm", max_seconds=5)
+        # no pair LP, and no small LP (else the LP decides (separable) and is_separable never runs)
+        ntp_svm(data, method="alm", max_seconds=5, route_options=NO_CHEAP_ROUTES)
     msg = str(exc.value)
     assert "max_seconds=5" in msg and f"m = {data.m} contexts" in msg and f"V = {data.V}" in msg
     assert "warm_start" in msg and reason in msg  # the ALM's own reason for stopping, too
@@ -931,13 +930,12 @@ def test_alm_stops_where_inexact_directions_let_the_violation_grow(monkeypatch):
 def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkeypatch):
     """Non-separable data that no cheap route decides: the ALM finds no feasible point, and ntp_svm
     returns "infeasible" with a Farkas certificate valid from the definitions."""
-    monkeypatch.setattr(pair_certificates, "PAIR_LP_MAX_PAIRS", 0)
-    monkeypatch.setattr(separability, "LP_SMALL_NNZ", 0)  # read by lp_is_small
     monkeypatch.setattr(separability, "pair_farkas", lambda *args, **kwargs: None)  # what decide_cheaply calls
     m, V, d, S, seed = case
     data = synthetic(m, V, d, S, seed=seed)
     assert ref_ntp_svm(data)[0] in INFEASIBLE
-    res = ntp_svm(data, method="alm", alm_options=replace(A.DEFAULT_OPTIONS, STALL_OUTER=3))
+    res = ntp_svm(data, method="alm", alm_options=replace(A.DEFAULT_OPTIONS, STALL_OUTER=3),
+                  route_options=NO_CHEAP_ROUTES)  # no small LP, no pair LP
     assert res.status == "infeasible" and res.W is None
     assert res.separability.method == "NTP-SVM dual: Farkas direction"  # no cheap route decided (the patches hold)
     assert_farkas_certificate(data, res.separability)

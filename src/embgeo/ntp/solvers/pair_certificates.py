@@ -13,26 +13,35 @@ matrix (grp, ctx, Ψ, ‖Ψ K‖) that :func:`embgeo.ntp.theory.separability.far
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.linalg import null_space
 
+from embgeo.core.validate import check_options
 from embgeo.ntp.solvers.svm_dual import FARKAS_RTOL, farkas_scale
 
-#: The pair LP tries pairs among this many largest groups (most contexts), largest pairs first ...
-PAIR_LP_GROUPS = 40
-#: ... and at most this many pairs (each an LP with r + 1 rows and |J_a ∪ J_b| columns) ...
-PAIR_LP_MAX_PAIRS = 200
-#: ... within this many seconds in all (each LP gets what is left as HiGHS's time limit): at m = 100,000
-#: the pair of the two most frequent groups alone is an LP in tens of thousands of columns, and an
-#: unbounded attempt held ntp_svm past its max_seconds for minutes before its own solver started.
-PAIR_LP_SECONDS = 20.0
+
+@dataclass(frozen=True)
+class PairOptions:
+    """The pair certificates' bounds, as data (:func:`pair_lp_farkas`, :func:`pair_farkas`; the separability routes
+    carry them in :class:`embgeo.ntp.theory.separability.RouteOptions` ``pair``)."""
+
+    #: The pair LP tries pairs among this many largest groups (most contexts), largest pairs first ...
+    GROUPS: int = 40
+    #: ... and at most this many pairs (each an LP with r + 1 rows and |J_a ∪ J_b| columns) ...
+    MAX_PAIRS: int = 200
+    #: ... within this many seconds in all (each LP gets what is left as HiGHS's time limit; also the cap of
+    #: :func:`pair_farkas`): at m = 100,000 the pair of the two most frequent groups alone is an LP in tens of
+    #: thousands of columns, and an unbounded attempt held ntp_svm past its max_seconds for minutes before its own
+    #: solver started.
+    SECONDS: float = 20.0
 
 
-def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_pairs: int | None = None,
-                   max_seconds: float | None = None):
+def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float | None = None,
+                   options: PairOptions | None = None):
     """(grp, ctx, Ψ, perp) from two token groups a, b whose contexts admit no separating direction, or None.
 
     K (m, r): the context coordinates, r their rank; P (G, m): the groups' support pattern (CSR, row g is J_g).
@@ -44,23 +53,23 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_pairs: int | Non
     (at most r + 1 nonzeros) and then re-solved exactly on its support. Ψ = (λ, −λ) on P for (a, b),
     (−μ, μ) on N, (ν, −ν) on E balances every context, is ≤ 0 off the supports with Σ_off Ψ = −1, and
     Σ_j Ψ_{g,j} k_j = ±ρ, the residual above: a Farkas matrix of the whole problem when ‖ρ‖ is at
-    rounding level. Pairs among the PAIR_LP_GROUPS largest groups, by |J_a| + |J_b| descending (the
-    ones with the most constraints per dimension), at most ``max_pairs`` of them (default
-    PAIR_LP_MAX_PAIRS) within ``max_seconds`` (at most PAIR_LP_SECONDS, HiGHS's time limit on each).
+    rounding level. Pairs among the ``options.GROUPS`` largest groups, by |J_a| + |J_b| descending (the
+    ones with the most constraints per dimension), at most ``options.MAX_PAIRS`` of them within ``max_seconds``
+    (at most ``options.SECONDS``, HiGHS's time limit on each); ``options``: :class:`PairOptions` (defaults if None).
     Cost per pair: an LP in r + 1 rows and |J_a ∪ J_b| columns.
     """
     from scipy.optimize import linprog  # looked up at each call (tests spy on scipy.optimize.linprog)
 
-    max_pairs = PAIR_LP_MAX_PAIRS if max_pairs is None else max_pairs
-    max_seconds = PAIR_LP_SECONDS if max_seconds is None else min(max_seconds, PAIR_LP_SECONDS)
+    opt = check_options(options, PairOptions)
+    max_seconds = opt.SECONDS if max_seconds is None else min(max_seconds, opt.SECONDS)
     start = time.perf_counter()
     sizes = np.diff(P.indptr)
-    top = np.argsort(-sizes, kind="stable")[:PAIR_LP_GROUPS]
+    top = np.argsort(-sizes, kind="stable")[:opt.GROUPS]
     top = top[sizes[top] > 0]
     pairs = [(int(a), int(b)) for i, a in enumerate(top) for b in top[i + 1:]]
     pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
     scale = farkas_scale(K)
-    for a, b in pairs[:max_pairs]:
+    for a, b in pairs[:opt.MAX_PAIRS]:
         left = max_seconds - (time.perf_counter() - start)
         if left <= 0:
             return None
@@ -129,13 +138,15 @@ def _polish_vertex(A: np.ndarray, rhs: np.ndarray, x: np.ndarray, n_signed: int)
     return polished if ok else x
 
 
-def pair_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float | None = None):
+def pair_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float | None = None,
+                options: PairOptions | None = None):
     """(grp, ctx, Ψ, perp) from two groups tied on > r contexts spanning R^r, or None.
 
     Cost per pair: a least-squares solve in |J| × r (|J| up to m); at most heavy_pairs' ``limit`` pairs within
-    ``max_seconds`` (at most PAIR_LP_SECONDS, checked before every pair: at m = 10,000, r = 576 one pair is about a
-    second)."""
-    max_seconds = PAIR_LP_SECONDS if max_seconds is None else min(max_seconds, PAIR_LP_SECONDS)
+    ``max_seconds`` (at most ``options.SECONDS`` of :class:`PairOptions`, checked before every pair: at m = 10,000,
+    r = 576 one pair is about a second)."""
+    opt = check_options(options, PairOptions)
+    max_seconds = opt.SECONDS if max_seconds is None else min(max_seconds, opt.SECONDS)
     start = time.perf_counter()
     scale = farkas_scale(K)
     for u, v, J in heavy_pairs(P, r):

@@ -42,10 +42,12 @@ Solvers: :mod:`embgeo.ntp.solvers.equality` (the equality problem), :mod:`embgeo
 off-support logits), :mod:`embgeo.ntp.solvers.dual_set` (projection onto the dual set),
 :mod:`embgeo.ntp.solvers.svm_dual` (the working-set dual), :mod:`embgeo.ntp.solvers.svm_alm` (the augmented
 Lagrangian), :mod:`embgeo.ntp.solvers.separability_lp` (the separability LP),
-:mod:`embgeo.ntp.solvers.pair_certificates` (Farkas matrices from two token groups). Tuning constants
-(``LP_SMALL_NNZ``, ``PAIR_LP_SECONDS``, ...) live, and are read, in those modules only; the augmented
-Lagrangian's are data, :class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`, passed to :func:`ntp_svm` as
-``alm_options``.
+:mod:`embgeo.ntp.solvers.pair_certificates` (Farkas matrices from two token groups). The solvers' tuning is
+data, frozen dataclasses passed by keyword: :class:`~embgeo.ntp.solvers.svm_alm.ALMOptions` (``ntp_svm``'s
+``alm_options``), :class:`~embgeo.ntp.solvers.svm_dual.DualOptions` (``dual_options``),
+:class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions` (``is_separable``'s ``hinge_options``) and the routes'
+:class:`~embgeo.ntp.theory.separability.RouteOptions` with the pair certificates'
+:class:`~embgeo.ntp.solvers.pair_certificates.PairOptions` (``route_options`` of both).
 """
 
 from embgeo.ntp.theory.compatibility import COMPAT_RTOL, Compatibility, is_compatible, w_star

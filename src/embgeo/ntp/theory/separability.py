@@ -11,7 +11,7 @@ and the NTP-SVM (:mod:`embgeo.ntp.theory.svm`) share for one dataset.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 import numpy as np
@@ -20,11 +20,11 @@ from numpy.typing import ArrayLike
 
 from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status
-from embgeo.core.validate import check_dense_size
+from embgeo.core.validate import check_dense_size, check_options
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
-from embgeo.ntp.solvers.pair_certificates import pair_farkas, pair_lp_farkas
+from embgeo.ntp.solvers.pair_certificates import PairOptions, pair_farkas, pair_lp_farkas
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.separability_lp import separability_lp
 from embgeo.ntp.solvers.svm_dual import SVMDual
@@ -80,13 +80,27 @@ class Separability:
 SEPARABILITY_METHODS = ("auto", "hinge", "dual", "lp")
 
 
-#: "auto" gives the NTP-SVM dual this share of max_seconds, at most these seconds, before the hinge.
-DUAL_FIRST_SHARE = 0.25
-DUAL_FIRST_SECONDS = 60.0
-#: The squared-hinge route gives up (undecided) after this many stalls that neither Newton nor the LP decided.
-MAX_STALLS = 3
-#: Up to this many nonzeros in the separability LP, "auto" asks HiGHS first.
-LP_SMALL_NNZ = 100_000
+@dataclass(frozen=True)
+class RouteOptions:
+    """How :func:`is_separable` (and :func:`~embgeo.ntp.theory.svm.ntp_svm`'s separability step) chooses and bounds its
+    routes, as data: the problem carries them (:func:`make_problem`), and a test or a study passes its own
+    (``is_separable(route_options=RouteOptions(LP_SMALL_NNZ=0))``) instead of patching the module."""
+
+    #: Up to this many nonzeros in the separability LP, "auto" asks HiGHS first.
+    LP_SMALL_NNZ: int = 100_000
+    #: "auto" gives the NTP-SVM dual this share of max_seconds, at most these seconds, before the squared hinge.
+    DUAL_FIRST_SHARE: float = 0.25
+    DUAL_FIRST_SECONDS: float = 60.0
+    #: The squared-hinge route gives up (undecided) after this many stalls that neither Newton nor the LP decided.
+    MAX_STALLS: int = 3
+    #: Certificate ties are refined (projected onto the ties again, then rescaled to margin 1) while they are off by
+    #: more than TIE_TARGET, at most TIE_ROUNDS times. Scaling by 1/γ magnifies the projection's rounding: on a real
+    #: LM's states (SmolLM2, m = 10,000, ‖X‖ ≈ 6.6e4) the first certificate's ties were off by 7.8e-8; three more
+    #: projections took them to 3.1e-9, 6.3e-11 and 1.0e-12 (each a fraction of a second there).
+    TIE_TARGET: float = 1e-10
+    TIE_ROUNDS: int = 3
+    #: The pair certificates' bounds (groups, pairs, seconds).
+    pair: PairOptions = field(default_factory=PairOptions)
 
 
 @dataclass
@@ -97,6 +111,7 @@ class Problem:
     coords: Coordinates
     groups: TokenGroups
     scale: float = 1.0
+    options: RouteOptions = field(default_factory=RouteOptions)
 
     @property
     def K(self) -> np.ndarray:
@@ -112,19 +127,22 @@ class Problem:
         return self.coords.to_w(X) / self.scale
 
 
-def make_problem(data: NTPData, subspace_: Subspace | None) -> Problem:
+def make_problem(data: NTPData, subspace_: Subspace | None, options: RouteOptions | None = None) -> Problem:
+    """The problem the separability and SVM solvers share; ``options``: :class:`RouteOptions` (defaults if None)."""
+    options = check_options(options, RouteOptions)
     if np.all(data.support_sizes == data.V):
         raise InputError("probs: every context has full support (S_j = V for all j), so there are no "
                          "separability constraints (6b) and W^mm is undefined; the paper assumes some S_j < V")
     unit, scale = unit_scale(data)
     coords = subspace_.coords if subspace_ is not None else coordinates(unit.embeddings)
-    return Problem(unit, coords, token_groups(data), scale)
+    return Problem(unit, coords, token_groups(data), scale, options)
 
 
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
                  max_iter: int = 20_000, max_seconds: float | None = None,
                  progress: Callable[[int, dict], object] | None = None,
-                 candidate: ArrayLike | None = None, hinge_options=None, dual_options=None) -> Separability:
+                 candidate: ArrayLike | None = None, hinge_options=None, dual_options=None,
+                 route_options: RouteOptions | None = None) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
 
     * rank H̄ = m (any method): separable (Lemma 1's argument, valid for d ≥ m): the logits equal
@@ -167,7 +185,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         candidate = check_W(data, candidate)
     deadline = deadline_of(max_seconds, "is_separable")
     stop_if_spent(deadline, "is_separable", "started")
-    pb = make_problem(data, subspace_)
+    pb = make_problem(data, subspace_, route_options)
     if candidate is not None:
         stop_if_spent(deadline, "is_separable", "the candidate was tried")
         sep = separable_from_candidate(pb, candidate)
@@ -228,7 +246,7 @@ def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
     X, t, _ = projection.project(pb.coords.to_coords(W))  # (V, r), t: each context's tie
     # the CSR arrays of probs (m, V) read as CSC are its transpose: column j lists the tokens of S_j
     support = sp.csc_matrix((np.ones(data.probs.nnz), data.probs.indices, data.probs.indptr), shape=(data.V, data.m))
-    X, t, eq, gamma = _scaled_and_refined(pb.K, tokens, contexts, np.ones(data.V), support, X, t, projection)
+    X, t, eq, gamma = _scaled_and_refined(pb, tokens, contexts, np.ones(data.V), support, X, t, projection)
     if not gamma > 0 or eq > MARGIN_ATOL:
         return None  # no margin, or the projection's rounding is not small against it: decide otherwise
     return Separability(True, pb.caller_w(X), None, {"min_margin": 1.0, "equality": eq},
@@ -245,21 +263,14 @@ def decide_cheaply(pb: Problem, max_seconds: float | None = None) -> Separabilit
             return sep
         return None  # K too ill-conditioned for the closed form: decide numerically
     deadline = deadline_of(max_seconds, "is_separable (pair certificates)")
-    pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds)
+    pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds, options=pb.options.pair)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
-    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=time_left(deadline))
+    pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=time_left(deadline),
+                          options=pb.options.pair)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups whose contexts no direction separates (pair LP)")
     return None
-
-
-#: A separating certificate's ties are refined (projected again onto the ties, then rescaled to margin 1) while they are
-#: off by more than TIE_TARGET, at most TIE_ROUNDS times. Scaling by 1/γ magnifies the projection's rounding: on a real
-#: LM's states (SmolLM2, m = 10,000, ‖X‖ ≈ 6.6e4) the first certificate's ties were off by 7.8e-8; three more
-#: projections took them to 3.1e-9, 6.3e-11 and 1.0e-12 (each a fraction of a second there).
-TIE_TARGET = 1e-10
-TIE_ROUNDS = 3
 
 
 def separable_result(pb: Problem, X: np.ndarray, t: np.ndarray, method: str) -> Separability:
@@ -270,20 +281,23 @@ def separable_result(pb: Problem, X: np.ndarray, t: np.ndarray, method: str) -> 
     after scaling are refined by up to TIE_ROUNDS further weighted projections (:func:`_scaled_and_refined`).
     """
     coo = pb.groups.pattern.tocoo()
-    X, t, eq, gamma = _scaled_and_refined(pb.K, coo.row, coo.col, pb.groups.size, pb.groups.pattern.tocsc(), X, t)
+    X, t, eq, gamma = _scaled_and_refined(pb, coo.row, coo.col, pb.groups.size, pb.groups.pattern.tocsc(), X, t)
     if not gamma > 0:
         return Separability(False, None, None, {"min_margin": float(gamma), "equality": eq}, method)
     return Separability(True, pb.token_w(X), None, {"min_margin": 1.0, "equality": eq}, method)
 
 
-def _scaled_and_refined(K: np.ndarray, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray,
+def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray,
                         support: sp.csc_matrix, X: np.ndarray, t: np.ndarray, projection=None):
     """(X/γ, t/γ, the largest tie violation |x_rowᵀk_col − t_col| on the support pairs (rows, cols), γ) for rows X
     tied on the supports, γ the smallest off-support margin (one full pass over ``support``, (rows of X, m) in CSC);
-    when γ > 0 and the ties are off by more than TIE_TARGET, up to TIE_ROUNDS further projections onto the ties
-    (``projection``, a :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` of these pairs and ``weights``, built when
-    None), each rescaled and kept only while it improves the ties: a projection of a nearly tied point changes it
-    little, so its rounding is that much smaller (SmolLM2, m = 10,000: 7.8e-8 → 1.0e-12). X unscaled when γ ≤ 0."""
+    when γ > 0 and the ties are off by more than TIE_TARGET, up to TIE_ROUNDS (``pb.options``) further projections
+    onto the ties (``projection``, a :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` of these pairs and
+    ``weights``, built when None), each rescaled and kept only while it improves the ties: a projection of a nearly
+    tied point changes it little, so its rounding is that much smaller (SmolLM2, m = 10,000: 7.8e-8 → 1.0e-12). X
+    unscaled when γ ≤ 0."""
+
+    K, opt = pb.K, pb.options
 
     def scaled(X, t):
         gamma = scan_off_support(X, t, K, support).min_margin
@@ -294,8 +308,8 @@ def _scaled_and_refined(K: np.ndarray, rows: np.ndarray, cols: np.ndarray, weigh
     X, t, eq, gamma = scaled(X, t)
     if not gamma > 0:
         return X, t, eq, gamma
-    for _ in range(TIE_ROUNDS):
-        if eq <= TIE_TARGET:
+    for _ in range(opt.TIE_ROUNDS):
+        if eq <= opt.TIE_TARGET:
             break
         if projection is None:
             from embgeo.ntp.solvers.svm_alm import TieProjection
@@ -336,8 +350,8 @@ def _lp_nnz(pb: Problem) -> int:
 
 
 def lp_is_small(pb: Problem) -> bool:
-    """Whether the separability LP has at most ``LP_SMALL_NNZ`` nonzeros (then "auto" asks HiGHS)."""
-    return _lp_nnz(pb) <= LP_SMALL_NNZ
+    """Whether the separability LP has at most ``pb.options.LP_SMALL_NNZ`` nonzeros (then "auto" asks HiGHS)."""
+    return _lp_nnz(pb) <= pb.options.LP_SMALL_NNZ
 
 
 def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separability | None:
@@ -364,7 +378,8 @@ def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
     cases in seconds (benchmarks/README.md: gpt2-2048 in 22 s); on a real LM's states (m = 2000, r = 576) it was still
     undecided after 322 s where the squared hinge decided in 45 s."""
     left = time_left(deadline)
-    first = DUAL_FIRST_SECONDS if left is None else min(DUAL_FIRST_SECONDS, DUAL_FIRST_SHARE * left)
+    opt = pb.options
+    first = opt.DUAL_FIRST_SECONDS if left is None else min(opt.DUAL_FIRST_SECONDS, opt.DUAL_FIRST_SHARE * left)
     sep, _ = _separability_by_dual(pb, first, max_iter, progress, dual_options)
     if sep is not None:
         return sep
@@ -430,7 +445,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
             if sep is not None:
                 return sep
             stalls += 1
-        if past(deadline) or stalls >= MAX_STALLS:
+        if past(deadline) or stalls >= pb.options.MAX_STALLS:
             raise SolverError(f"is_separable: undecided after {steps} L-BFGS steps of the squared hinge "
                               f"(φ = {value:.3g}, {stalls} stalls)"
                               + ("" if max_seconds is None else f" within max_seconds = {max_seconds:.3g} s"))

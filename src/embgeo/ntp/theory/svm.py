@@ -27,6 +27,7 @@ from embgeo.ntp.solvers.svm_dual import DualOptions, SVMDual
 from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
     Problem,
+    RouteOptions,
     Separability,
     decide_cheaply,
     farkas_result,
@@ -177,7 +178,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             subspace_: Subspace | None = None, separability: Separability | None = None,
             max_seconds: float | None = None, progress: Callable[[int, dict], object] | None = None,
             method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None,
-            alm_options: ALMOptions | None = None, dual_options: DualOptions | None = None) -> NTPSVM:
+            alm_options: ALMOptions | None = None, dual_options: DualOptions | None = None,
+            route_options: RouteOptions | None = None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
@@ -209,7 +211,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
 
     ``alm_options``, ``dual_options``: the augmented Lagrangian's and the dual's tuning
     (:class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`, :class:`~embgeo.ntp.solvers.svm_dual.DualOptions`; their
-    defaults when None), for a study of a solver or a test that forces one of its paths.
+    defaults when None), for a study of a solver or a test that forces one of its paths; ``route_options``: how the
+    separability step chooses its routes (:class:`~embgeo.ntp.theory.separability.RouteOptions`).
 
     ``max_seconds`` is a wall for the whole call (issue 38): each stage gets the time left (HiGHS as its time
     limit), the solvers stop early enough to certify their last point by then, and the final re-scan of the margins
@@ -224,7 +227,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         raise InputError(f"separability: expected the result of is_separable, got {type(separability).__name__}")
     deadline = deadline_of(max_seconds, "ntp_svm")
     stop_if_spent(deadline, "ntp_svm", "started")
-    pb = make_problem(data, subspace_)
+    pb = make_problem(data, subspace_, route_options)
     warm_W, warm_dual = _warm_start(data, pb, warm_start)
     sep = separability
     if sep is None and warm_W is not None:
@@ -255,7 +258,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                           f"augmented Lagrangian found no feasible point ({out.status})")
             try:
                 sep = is_separable(data, subspace_, method="dual", max_seconds=time_left(deadline), max_iter=max_iter,
-                                   dual_options=dual_options)
+                                   dual_options=dual_options, route_options=pb.options)
             except SolverError as err:
                 raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
             if not sep:
