@@ -311,3 +311,109 @@ def test_theorem_g_claim_holds_on_equal_minima_fails_on_distinct_ones_and_needs_
     assert not EX.theorem_g_claim(same + [1.02], 18, 18, 81).ok
     below = EX.theorem_g_claim(same, 8, 18, 81)
     assert below.verdict == "not applicable" and "d = 8 < min(n_w, KL) = 18" in below.premise
+
+
+# -- Theorem D, and the converses E(ii) / F(ii) under Assumption B -----------------------------------
+
+def _theorem_d_instance(g_scale=1.0):
+    """Theorem D's two sides on the fully sampled n_c = 3, L = 2, Zipf s_c = 3 instance, at the experiment's type-I
+    points and 6 random points of 𝒩; ``g_scale`` ≠ 1 multiplies every θ_r (a wrong g, for negative controls)."""
+    from embgeo.collapse.theory import (
+        equiangular_frame,
+        full_latent_space,
+        theorem_d,
+        theorem_d_g,
+        type1_configuration,
+    )
+
+    Z, mu, d = full_latent_space(3, 2), np.array([0.5, 0.3, 0.2]), 4
+    rng = np.random.default_rng(0)
+
+    def point(W, U):
+        t = theorem_d(W, U, Z, mu, 3)
+        bound = theorem_d_g(-g_scale * t.inner, 3, 2, len(Z))
+        return dataclasses.replace(t, bound=bound, gap=t.risk - bound)
+
+    at_type1 = [point(*type1_configuration(Z, 3, 3, c, cp, frame=equiangular_frame(3, d, seed=1)))
+                for c, cp in EX.THEOREM_D_TYPE1]
+    at_random = [point(rng.standard_normal((9, d)), U - U.mean(axis=0))
+                 for U in (rng.standard_normal((9, 2, d)) for _ in range(6))]
+    return Z, at_type1, at_random
+
+
+def test_theorem_d_claims_hold_with_the_papers_g_and_fail_with_a_wrong_one():
+    Z, at_type1, at_random = _theorem_d_instance()
+    eq, strict = EX.theorem_d_claims(at_type1, at_random, Z, 3)
+    assert eq.ok and eq.measured < 1e-14 and strict.ok and strict.measured > 1e-2
+    assert "θ_r/K from Lemma E" in eq.note and "6 random" in strict.note
+    # negative control: θ_r doubled (the exponent's scaling misread) breaks the equality at every type-I point
+    eq2, _ = EX.theorem_d_claims(*_theorem_d_instance(g_scale=2.0)[1:], Z, 3)
+    assert not eq2.ok and eq2.measured > 1e-3
+    # ... and θ_r halved makes g exceed R_0 at type I: the "bound" fails to bound
+    _, t1, _ = _theorem_d_instance(g_scale=0.5)
+    assert min(t.gap for t in t1) < 0
+
+
+def test_theorem_d_strict_claim_fails_outside_n_and_is_not_applicable_without_assumption_a():
+    """Negative control of 𝒩: classes with one shared Ū_k tie every logit, R_0 = log K = g(0) < g(−⟨Ū, WQᵀZ⟩) when
+    the inner product is negative: the strict claim fails. Without Assumption A both claims are not applicable."""
+    from embgeo.collapse.theory import theorem_d
+
+    Z, at_type1, at_random = _theorem_d_instance()
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal((9, 4))
+    U = np.broadcast_to(rng.standard_normal((2, 4)), (9, 2, 4)).copy()
+    out = theorem_d(W, U, Z, [0.5, 0.3, 0.2], 3)
+    if out.inner > 0:
+        out = theorem_d(W, -U, Z, [0.5, 0.3, 0.2], 3)
+    _, strict = EX.theorem_d_claims(at_type1, [*at_random, out], Z, 3)
+    assert not strict.ok and strict.measured < 0 and out.u_sum > 1 and "in 𝒩 to ‖Σ_k Ū_k‖/‖U‖ ≤" in strict.note
+    claims = EX.theorem_d_claims(at_type1, at_random, Z[:-1], 3)
+    assert [c.verdict for c in claims] == ["not applicable"] * 2
+    assert "Assumption A" in claims[0].premise
+
+
+def _type1_minimum(Z, c=1.2, cp=0.8):
+    from embgeo.collapse.theory import equiangular_frame, type1_configuration
+
+    return type1_configuration(Z, 3, 3, c, cp, frame=equiangular_frame(3, 9, seed=7))
+
+
+def test_type1_converse_holds_at_type1_fails_off_it_and_needs_assumption_b():
+    from embgeo.collapse.theory import full_latent_space
+
+    Z = full_latent_space(3, 2)
+    W, U = _type1_minimum(Z)
+    claim = EX.type1_converse_claim([(W, U)], Z, 3, 1.2, 0.8, 9, 9)
+    assert claim.ok and claim.applicable and claim.measured < 1e-14 and "dimension 2" in claim.note
+    # negative controls: a perturbed minimizer, and the right configuration at a wrong c
+    W2 = W + 1e-3 * np.random.default_rng(0).standard_normal(W.shape)
+    assert not EX.type1_converse_claim([(W, U), (W2, U)], Z, 3, 1.2, 0.8, 9, 9).ok
+    assert not EX.type1_converse_claim([(W, U)], Z, 3, 1.2 * 1.001, 0.8, 9, 9).ok
+    # premises: below Theorem G's dimension the minima found are not certified global
+    below = EX.type1_converse_claim([(W, U)], Z, 3, 1.2, 0.8, 8, 9)
+    assert below.verdict == "not applicable" and "Theorem G" in below.premise
+    # three cyclic shifts: every concept once at each position, yet neither Assumption A nor B holds; both are named,
+    # B with its certificate
+    cyc = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    Wc, Uc = _type1_minimum(cyc)
+    fails_b = EX.type1_converse_claim([(Wc, Uc)], cyc, 3, 1.2, 0.8, 9, 9)
+    assert fails_b.verdict == "not applicable" and "Assumption A" in fails_b.premise
+    assert "Assumption B (App. B.2) fails" in fails_b.premise and "dimension 6" in fails_b.premise
+    # duplicated latents: A and B hold, distinctness fails
+    twice = np.vstack([Z, Z])
+    dup = EX.type1_converse_claim([_type1_minimum(twice)], twice, 3, 1.2, 0.8, 9, 9)
+    assert dup.verdict == "not applicable" and dup.premise.startswith("the latent variables are not mutually distinct")
+
+
+def test_type2_converse_carries_assumption_b_as_the_premise():
+    from embgeo.collapse.theory import full_latent_space
+    from embgeo.lab.claims import at_most
+
+    claims = [at_most("x", 0.0, 1.0), at_most("y", 0.0, 1.0, note="n")]
+    held = EX.type2_converse(claims, full_latent_space(3, 2), 3)
+    assert [c.verdict for c in held] == ["holds", "holds"] and "F(ii)" in held[0].note and "dimension 2" in held[0].note
+    assert held[1].note.startswith("n; Theorem 3 / F(ii)")
+    cyc = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    assert [c.verdict for c in EX.type2_converse(claims, cyc, 3)] == ["not applicable"] * 2
+

@@ -14,9 +14,11 @@ from embgeo.collapse.metrics import (
     pca_singular_values,
     plane_direction_spread,
     sigma_gap,
+    type1_distance,
     variance_ratio,
     variance_ratio_se,
 )
+from embgeo.collapse.theory import equiangular_frame, full_latent_space, type1_configuration
 from embgeo.errors import InputError, ShapeError
 
 
@@ -205,3 +207,19 @@ def test_variance_ratio_se_shrinks_with_more_blocks():
     assert variance_ratio_se(*large) == se_large  # seeded
     with pytest.raises(ShapeError, match="blocks"):
         variance_ratio_se(large[0], large[1], large[2][:-1])
+
+
+def test_type1_distance_is_zero_on_type1_and_sees_each_way_off_it():
+    Z = full_latent_space(3, 2)
+    W, U = type1_configuration(Z, 3, 4, 1.3, 0.6, dim=5, frame=equiangular_frame(3, 5, seed=2))
+    assert type1_distance(W, U, Z, 3, 1.3, 0.6) < 1e-14
+    assert type1_distance(W, U, Z, 3, 1.3 * 1.01, 0.6) > 5e-3  # wrong c: the frame read off W is not unit
+    assert type1_distance(W, U, Z, 3, 1.3, 0.6 * 1.01) > 5e-3  # wrong c′
+    W2 = W.copy()
+    W2[0] *= 1.1  # one word off its concept's point
+    assert type1_distance(W2, U, Z, 3, 1.3, 0.6) > 1e-2
+    assert type1_distance(W, U[:, ::-1], Z, 3, 1.3, 0.6) > 0.1  # blocks on the wrong concepts
+    with pytest.raises(InputError, match="c_prime"):
+        type1_distance(W, U, Z, 3, 1.3, 0.0)
+    with pytest.raises(ShapeError, match="Z"):
+        type1_distance(W, U, Z[:, :1], 3, 1.3, 0.6)

@@ -60,3 +60,19 @@ def test_bad_inputs():
             minimize_true_risk(full_latent_space(2, 2), [0.5, 0.5], 2, 1e-2, 3, **kwargs)
     with pytest.raises(InputError, match="dim"):
         minimize_true_risk(full_latent_space(2, 2), [0.5, 0.5], 2, 1e-2, 0)
+
+
+def test_type1_converse_on_minimizers_from_random_starts_and_a_perturbed_one():
+    """E(ii) as the experiment checks it, on a small instance (d = 9 = min(n_w, KL)): L-BFGS minimizers of the exact
+    uniform risk from two starts are type I with Theorem 1's (c, c′); the same minimizer perturbed fails."""
+    from embgeo.collapse.experiments import exact as EX
+
+    Z, lam = full_latent_space(3, 2), 1e-2
+    const = type1_constants(3, 9, 2, 9, lam)
+    minima = [minimize_true_risk(Z, np.full(3, 1 / 3), 3, lam, 9, seed=s, tol=1e-9) for s in range(2)]
+    pairs = [(m.W, m.U) for m in minima]
+    claim = EX.type1_converse_claim(pairs, Z, 3, const.c, const.c_prime, 9, 9)
+    assert claim.ok and claim.measured < 1e-6
+    W, U = pairs[0]
+    perturbed = (W, U + 1e-4 * np.random.default_rng(0).standard_normal(U.shape))
+    assert not EX.type1_converse_claim([*pairs, perturbed], Z, 3, const.c, const.c_prime, 9, 9).ok

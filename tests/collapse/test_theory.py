@@ -18,12 +18,17 @@ from scipy.optimize import minimize_scalar, root
 
 from embgeo.collapse.theory import (
     PCASingularValues,
+    TheoremD,
+    assumption_b,
+    bilinear_form,
     equiangular_frame,
     full_latent_space,
     h_objective,
     h_star_objective,
     layer_norm,
     predicted_pca_singular_values,
+    theorem_d,
+    theorem_d_g,
     true_risk,
     true_risk_gradient,
     type1_configuration,
@@ -462,3 +467,160 @@ def test_bad_inputs_name_the_field():
         layer_norm(np.ones((2, 3)))
     with pytest.raises(InputError, match="constants"):
         predicted_pca_singular_values(object())
+
+
+# -- Assumption B (App. B.2) --------------------------------------------------------------------
+
+def exact_solution_dimension(Z, n_c):
+    """Dimension of the symmetric solutions of eqs. (44), independently: every quadruplet (j, k, j', k') with
+    dist(z_j, z_k) = dist(z_j', z_k'), Γ^{(j,k)} = Z_j(Z_j − Z_k)ᵀ written from the one-hot matrices, unknowns the
+    upper triangle of A (A symmetric), rank in exact rational arithmetic (sympy)."""
+    import sympy
+
+    Z = np.asarray(Z)
+    K, L = Z.shape
+    onehot = [np.eye(n_c, dtype=np.int64)[:, Z[k]] for k in range(K)]  # Z_k: (n_c, L)
+    gamma = {(j, k): onehot[j] @ (onehot[j] - onehot[k]).T for j in range(K) for k in range(K)}
+    dist = {(j, k): int(np.sum(Z[j] != Z[k])) for j in range(K) for k in range(K)}
+    upper = [(a, b) for a in range(n_c) for b in range(a, n_c)]
+    rows = set()
+    for p, q in itertools.product(gamma, repeat=2):
+        if dist[p] == dist[q]:
+            G = gamma[p] - gamma[q]  # ⟨A, G⟩ for symmetric A: A_aa G_aa + A_ab (G_ab + G_ba)
+            rows.add(tuple(int(G[a, b] + (G[b, a] if a != b else 0)) for a, b in upper))
+    rank = sympy.Matrix(sorted(rows)).rank() if rows else 0
+    return len(upper) - rank, sympy.Matrix(sorted(rows)) if rows else None, upper
+
+
+@pytest.mark.parametrize("n_c,L", [(2, 2), (2, 3), (3, 2), (3, 3), (4, 2)])
+def test_assumption_b_holds_on_the_full_latent_space_lemma_c(n_c, L):
+    b = assumption_b(full_latent_space(n_c, L), n_c)
+    assert b.holds and b.dimension == 2 and b.n_unknowns == n_c * (n_c + 1) // 2
+    assert b.rank == b.n_unknowns - 2 and b.n_equations == (n_c**L) ** 2
+    assert b.smallest_retained > 1e6 * b.tolerance and b.largest_discarded <= b.tolerance  # a clear gap
+    assert "dimension 2" in b.certificate()
+    if n_c**L <= 9:  # sympy's exact rank over every quadruplet agrees (K⁴ quadruplets: only the small ones)
+        assert exact_solution_dimension(full_latent_space(n_c, L), n_c)[0] == 2
+
+
+@pytest.mark.parametrize("Z,n_c", [
+    ([[0, 1], [1, 0]], 3),                      # concept 2 never appears: A_22 is free
+    ([[0, 1, 2], [1, 2, 0], [2, 0, 1]], 3),     # three cyclic shifts: every concept at every position, yet too few
+    ([[0, 1, 2, 3], [1, 2, 3, 0]], 4),          # two latent variables, 10 unknowns
+])
+def test_assumption_b_fails_for_few_latent_variables_and_sympy_agrees(Z, n_c):
+    b = assumption_b(Z, n_c)
+    dim, M, upper = exact_solution_dimension(Z, n_c)
+    assert not b.holds and b.dimension == dim > 2
+    # a PSD solution outside 𝒜 exists: A = I + εB, B a solution orthogonal to I and 11ᵀ
+    null = M.nullspace() if M is not None else [None]
+    basis = np.array([[float(x) for x in v] for v in null]) if M is not None else np.eye(len(upper))
+    a_coords = [[1.0 if a == b_ else 0.0 for a, b_ in upper], [1.0] * len(upper)]  # I and 11ᵀ in these coordinates
+    for v in basis:
+        B = np.zeros((n_c, n_c))
+        for x, (a, b_) in zip(v, upper, strict=True):
+            B[a, b_] = B[b_, a] = x
+        inside = np.linalg.lstsq(np.array(a_coords).T, v, rcond=None)
+        if np.linalg.norm(np.array(a_coords).T @ inside[0] - v) > 1e-9:  # v is not in 𝒜
+            A = np.eye(n_c) + 0.5 * B / np.abs(np.linalg.eigvalsh(B)).max()
+            assert np.linalg.eigvalsh(A).min() > 0  # PSD, not in 𝒜, and it solves every equation (44):
+            if M is not None:
+                np.testing.assert_allclose(np.array(M, dtype=float) @ [A[a, b_] for a, b_ in upper], 0, atol=1e-12)
+            break
+    else:
+        pytest.fail("no solution outside 𝒜")
+
+
+@pytest.mark.parametrize("seed,K,L,n_c,dim", [(0, 2, 3, 3, 5), (1, 3, 2, 3, 2), (2, 3, 3, 3, 3), (3, 4, 3, 3, 2),
+                                             (5, 3, 2, 4, 7), (6, 6, 3, 3, 2)])
+def test_assumption_b_agrees_with_exact_rank_on_small_random_latents(seed, K, L, n_c, dim):
+    """Random latents, some satisfying B and some not: the float rank equals sympy's exact one."""
+    Z = np.random.default_rng(seed).integers(0, n_c, (K, L))
+    b = assumption_b(Z, n_c)
+    assert b.dimension == exact_solution_dimension(Z, n_c)[0] == dim and b.holds == (dim == 2)
+
+
+def test_assumption_b_chunks_give_the_same_answer(monkeypatch):
+    import embgeo.collapse.theory as T
+
+    Z = full_latent_space(3, 3)
+    whole = assumption_b(Z, 3)
+    monkeypatch.setattr(T, "_ENTRIES_PER_CHUNK", 27 * 9 * 2)  # 2 rows j per chunk: representatives carry over
+    chunked = assumption_b(Z, 3)
+    assert (chunked.dimension, chunked.n_equations) == (whole.dimension, whole.n_equations)
+    assert chunked.smallest_retained == pytest.approx(whole.smallest_retained, rel=1e-10)
+
+
+def test_assumption_b_bad_inputs():
+    with pytest.raises(InputError, match="Z"):
+        assumption_b([[0, 3]], 3)
+    with pytest.raises(ShapeError, match="Z"):
+        assumption_b([0, 1], 3)
+
+
+# -- Theorem D (App. C) ---------------------------------------------------------------------------
+
+def test_theorem_d_g_is_the_sum_over_spheres():
+    """g(x) = log(1 + Σ_r |S_r| e^{θ_r x/K}) with |S_r|, θ_r of Lemma B, summed term by term; g(0) = log K."""
+    n_c, L, K = 3, 4, 81
+    S = [math.comb(L, r) * (n_c - 1) ** r for r in range(1, L + 1)]
+    theta = [n_c * r / ((n_c - 1) * L) for r in range(1, L + 1)]
+    for x in (-50.0, -3.0, 0.0, 7.5, 400.0):
+        direct = math.log(1 + sum(s * math.exp(t * x / K) for s, t in zip(S, theta, strict=True)))
+        assert theorem_d_g(x, n_c, L, K) == pytest.approx(direct, rel=1e-13)
+    assert theorem_d_g(0.0, n_c, L, K) == pytest.approx(math.log(K), rel=1e-15)
+    assert theorem_d_g(np.array([[0.0, 1.0]]), n_c, L, K).shape == (1, 2)
+
+
+def test_theorem_d_the_sphere_counts_are_those_of_the_full_latent_space():
+    """Lemma B(i) and (iii) on Z_FULL: |S_r(k)| counted, and the mean-value property with θ_r, A_r."""
+    dist = (Z_FULL[:, None, :] != Z_FULL[None, :, :]).sum(axis=2)
+    onehot = np.eye(N_C)[Z_FULL].transpose(0, 2, 1)  # (K, n_c, L): Z_k
+    for r in range(1, L_ + 1):
+        sizes = (dist == r).sum(axis=1)
+        assert np.all(sizes == math.comb(L_, r) * (N_C - 1) ** r)
+        theta = N_C * r / ((N_C - 1) * L_)
+        for k in range(K_FULL):
+            mean = onehot[dist[k] == r].mean(axis=0)
+            np.testing.assert_allclose(onehot[k] - mean, theta * onehot[k] - r / ((N_C - 1) * L_), atol=1e-12)
+
+
+def test_theorem_d_equality_on_type1_and_strict_off_equimargin():
+    mu = zipf(S_C)  # Theorem D holds for any frequencies
+    for c, cp in [(0.5, 0.3), (1.0, 1.0), (2.0, 0.7)]:
+        W, U = type1_configuration(Z_FULL, N_C, S_C, c, cp, dim=D, frame=equiangular_frame(N_C, D, seed=4))
+        t = theorem_d(W, U, Z_FULL, mu, N_C)
+        assert isinstance(t, TheoremD) and t.u_sum < 1e-14
+        assert t.risk == pytest.approx(true_risk(W, U, Z_FULL, mu, N_C, 0.0), rel=0)  # R_0 is the risk, λ = 0
+        assert t.inner == pytest.approx(K_FULL * L_ * c * cp, rel=1e-12)  # ⟨Ū, WQᵀZ⟩ = KL c c′ at type I
+        assert abs(t.gap) < 1e-12 * t.risk
+        assert bilinear_form(W, U, Z_FULL, mu, N_C) == t.inner
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        W, U = rng.standard_normal((N_C * S_C, D)), rng.standard_normal((K_FULL, L_, D))
+        t = theorem_d(W, U - U.mean(axis=0), Z_FULL, mu, N_C)
+        assert t.u_sum < 1e-14 and t.gap > 1e-3 * t.risk
+
+
+def test_theorem_d_type3_minimizer_is_not_equimargin():
+    """Zipf μ: a type-III configuration lies in 𝒩 but its margins depend on the words (r_β), so R_0 > g strictly;
+    with equal r_β (type I) the gap closes."""
+    mu = zipf(S_C)
+    sol = type3_magnitudes(mu, N_C, L_, LAM)
+    W, U = type3_configuration(Z_FULL, N_C, sol.r, sol.c, dim=D)
+    assert theorem_d(W, U, Z_FULL, mu, N_C).gap > 1e-6
+    W, U = type3_configuration(Z_FULL, N_C, np.full(S_C, sol.r.mean()), sol.c, dim=D)
+    assert abs(theorem_d(W, U, Z_FULL, mu, N_C).gap) < 1e-13
+
+
+def test_theorem_d_needs_n_outside_it_the_bound_breaks():
+    """Negative control of the premise 𝒩: with every class's Ū_k equal (Σ_k Ū_k ≠ 0) all logits tie, R_0 = log K
+    = g(0), and ⟨Ū, WQᵀZ⟩ < 0 puts g above R_0."""
+    mu = np.full(S_C, 1.0 / S_C)
+    rng = np.random.default_rng(1)
+    W = rng.standard_normal((N_C * S_C, D))
+    U = np.broadcast_to(rng.standard_normal((L_, D)), (K_FULL, L_, D)).copy()
+    U *= -np.sign(bilinear_form(W, U, Z_FULL, mu, N_C))
+    t = theorem_d(W, U, Z_FULL, mu, N_C)
+    assert t.u_sum > 1 and t.risk == pytest.approx(math.log(K_FULL), rel=1e-14)
+    assert t.inner < 0 and t.gap < -1e-3

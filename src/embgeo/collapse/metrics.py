@@ -19,7 +19,9 @@ each 0 (or 1) exactly at the theory's configurations:
 * :func:`variance_ratio_se` — a bootstrap standard error of the variance ratio over sampling blocks;
 * :func:`norm_frequency_correlation` — Spearman correlation of ‖w‖ with the word frequency (about
   0 for type I, 1 for type III: frequent words get longer embeddings, Theorem 2);
-* :func:`norm_stats` — mean and std of the row norms, to compare with c, c' and τ*/√(KL).
+* :func:`norm_stats` — mean and std of the row norms, to compare with c, c' and τ*/√(KL);
+* :func:`type1_distance` — relative distance of (W, U) from the type-I configurations with given (c, c')
+  (0 exactly on them: words at c·f_α, blocks at c'·f_z, the same equiangular f).
 
 Arrays hold one vector per row: word embeddings (n_w, d), LayerNormed representations (n_w, d),
 or the blocks u_{k,ℓ} reshaped to (K·L, d) with labels z_{k,ℓ}.
@@ -215,6 +217,36 @@ def norm_frequency_correlation(X: ArrayLike, frequency: ArrayLike) -> float:
     if np.ptp(frequency) == 0:
         raise InputError("frequency: all words have the same frequency; the correlation is undefined")
     return float(spearmanr(np.linalg.norm(X, axis=1), frequency).statistic)
+
+
+def type1_distance(W: ArrayLike, U: ArrayLike, Z: ArrayLike, n_concepts: int, c: float, c_prime: float) -> float:
+    """Relative distance of (W, U) from the type-I set with constants (c, c′) (Def. 1 / C; Ω^I_c of eq. 64 when
+    c′ = c√(n_w/(KL))): 0 exactly when W = c𝔉P and Ū = c′𝔉Z for one equiangular 𝔉.
+
+    W (n_c s_c, d) with rows α·s_c + β, U (K, L, d), Z (K, L) concepts in [0, n_c), n_c = ``n_concepts``. The
+    frame is read off the words, F = (concept means of W)/c (n_c, d); the distance is the largest of
+    ‖W − cFP‖_F/(c√n_w) (words off their concept's point), ‖FFᵀ − G_eq‖_F/‖G_eq‖_F (F not equiangular with unit
+    vectors: a wrong c or frame, eq. 4) and ‖U − c′F[Z]‖_F/(c′√(KL)) (blocks off c′f_z, or on another frame).
+    """
+    W = as_float_array("W", W, ndim=2)
+    U = as_float_array("U", U, ndim=3)
+    Z = np.asarray(Z)
+    n_c = int(n_concepts)
+    if Z.shape != U.shape[:2] or W.shape[1] != U.shape[2] or not np.issubdtype(Z.dtype, np.integer):
+        raise ShapeError(f"W, U, Z: expected (n_w, d), (K, L, d) and integer (K, L), got {W.shape}, {U.shape}, "
+                         f"{Z.shape} ({Z.dtype})")
+    if not (c > 0 and c_prime > 0):
+        raise InputError(f"c, c_prime: expected positive constants, got {c}, {c_prime}")
+    if n_c < 2 or W.shape[0] % n_c or Z.min() < 0 or Z.max() >= n_c:
+        raise ShapeError(f"W, Z: expected n_c = {n_c} >= 2 equal concepts of W's {W.shape[0]} rows and Z in "
+                         f"[0, {n_c})")
+    blocks = W.reshape(n_c, -1, W.shape[1])
+    F = blocks.mean(axis=1) / c
+    gram = equiangular_gram(n_c)
+    off_words = np.linalg.norm(blocks - c * F[:, None, :]) / (c * np.sqrt(W.shape[0]))
+    off_frame = np.linalg.norm(F @ F.T - gram) / np.linalg.norm(gram)
+    off_blocks = np.linalg.norm(U - c_prime * F[Z]) / (c_prime * np.sqrt(Z.size))
+    return float(max(off_words, off_frame, off_blocks))
 
 
 def collapse_scores(X: ArrayLike, labels: ArrayLike, frequency: ArrayLike | None = None) -> dict:

@@ -25,6 +25,8 @@ Contents:
   :func:`full_latent_space`, :func:`predicted_pca_singular_values`.
 * The exact population risks (5) and (10) by enumeration: :func:`true_risk`, :func:`true_risk_gradient`
   (minimized in :mod:`embgeo.collapse.solvers`).
+* Assumption B (App. B.2) and Theorem D (App. C, the sharp lower bound of the unregularized risk):
+  :func:`assumption_b`, :func:`theorem_d_g`, :func:`bilinear_form`, :func:`theorem_d`.
 
 Everything involving n_c^L or (1 + (n_c − 1)e^{−a})^L is evaluated in log space (digest §7.1.1).
 """
@@ -712,3 +714,183 @@ def _sentence_probs(mu: np.ndarray, L: int) -> np.ndarray:
     for _ in range(L):
         p = np.outer(p, mu).ravel()
     return p
+
+
+# -- Assumption B (App. B.2) and Theorem D (App. C) --------------------------------------------
+
+#: :func:`assumption_b` builds Γ^{(j,k)} for chunks of pairs holding at most this many entries (16 MB; memory only).
+_ENTRIES_PER_CHUNK = 2_000_000
+
+
+def _one_hot(Z: np.ndarray, n_c: int) -> np.ndarray:
+    """(K, L, n_c) with [k, ℓ, α] = 1 iff z_{k,ℓ} = α: row ℓ of the one-hot Z_kᵀ (Z_k ∈ R^{n_c×L}, eq. 22)."""
+    K, L = Z.shape
+    O = np.zeros((K, L, n_c))
+    O[np.arange(K)[:, None], np.arange(L)[None, :], Z] = 1.0
+    return O
+
+
+def _sym_coordinates(n_c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (rows, cols) of the n_c(n_c + 1)/2 coordinates of a symmetric matrix: diagonal first, then α < α'."""
+    iu = np.triu_indices(n_c, 1)
+    return (np.concatenate([np.arange(n_c), iu[0]]), np.concatenate([np.arange(n_c), iu[1]]))
+
+
+@dataclass(frozen=True)
+class AssumptionB:
+    """Whether latent variables satisfy Assumption B (App. B.2), with its certificate.
+
+    ``dimension``: dimension of the space of symmetric A (n_c × n_c) solving the equations (44); always >= 2
+    (𝒜 = {aI + b11ᵀ} solves them), and Assumption B holds iff it is exactly 2. ``n_equations``: stacked
+    equations, K², one per ordered pair (j, k): Γ^{(j,k)} minus the Γ of its distance's representative pair;
+    ``n_unknowns`` = n_c(n_c + 1)/2; ``rank`` = n_unknowns − dimension. ``smallest_retained``: the smallest
+    singular value counted in the rank (nan if the rank is 0); ``largest_discarded``: the largest one below
+    ``tolerance`` (0 if none), so ``smallest_retained / largest_discarded`` is the gap the rank decision rests on.
+    Singular values are those of the stacked equations in Frobenius-orthonormal coordinates of symmetric matrices.
+    """
+
+    holds: bool
+    dimension: int
+    n_equations: int
+    n_unknowns: int
+    rank: int
+    smallest_retained: float
+    largest_discarded: float
+    tolerance: float
+
+    def certificate(self) -> str:
+        """One line for a claim's premise or note."""
+        return (f"solutions of eqs. (44) among symmetric {self.n_unknowns}-coordinate matrices: dimension "
+                f"{self.dimension} (Assumption B needs 2 = dim 𝒜) from {self.n_equations} equations of rank "
+                f"{self.rank}; smallest singular value kept {self.smallest_retained:.3g}, largest dropped "
+                f"{self.largest_discarded:.3g} (rank tolerance {self.tolerance:.3g})")
+
+
+def assumption_b(Z: ArrayLike, n_concepts: int) -> AssumptionB:
+    """Decide the paper's Assumption B (App. B.2, eq. 44) for latent variables ``Z`` (K, L) in [0, n_c).
+
+    With Z_k ∈ R^{n_c×L} the one-hot matrix of z_k and Γ^{(j,k)} = Z_j (Z_j − Z_k)ᵀ, Assumption B says: every PSD
+    A with ⟨A, Γ^{(j,k)} − Γ^{(j',k')}⟩_F = 0 whenever dist(z_j, z_k) = dist(z_j', z_k') lies in
+    𝒜 = {aI + b11ᵀ}. Derivation of the test:
+
+    * 𝒜 always solves the equations: ⟨I, Γ^{(j,k)}⟩ = ⟨Z_j, Z_j − Z_k⟩ = L − (L − dist) = dist(z_j, z_k), and
+      ⟨11ᵀ, Γ^{(j,k)}⟩ = (1ᵀZ_j)(Z_j − Z_k)ᵀ1 = 1_Lᵀ(1_L − 1_L) = 0, since each column of Z_j is one-hot.
+    * The solution set is a linear space S; PSD matrices are symmetric, and ⟨A, Γ⟩ = ⟨A, sym Γ⟩ for symmetric A.
+      If S (among symmetric matrices) contains B ∉ 𝒜, then I + εB is PSD for small ε (I is interior to the
+      PSD cone), solves the equations and is not in 𝒜. So Assumption B holds iff dim S = 2 = dim 𝒜.
+    * The equations for one distance r are spanned by the differences against a single pair at that distance,
+      so S is the null space of those differences, stacked over all r.
+
+    dim S is n_c(n_c + 1)/2 minus the numerical rank of the stacked equations, written in the coordinates
+    (A_αα, √2 A_αα' for α < α') where ⟨A, Γ⟩ is a dot product with (Γ_αα, (Γ_αα' + Γ_α'α)/√2). Rank tolerance:
+    numpy's ``matrix_rank`` default, max(n_equations, n_unknowns)·ε·σ_max, with σ the singular values of the
+    stack (accumulated as the R factor of a QR over chunks of pairs, which has the same singular values).
+    The entries are integers, so the retained singular values sit far above it (see the certificate).
+
+    Cost: O(K² (L n_c² + n_c⁴)) time over the K² pairs (about 1 s for K = 1000, n_c = 3, L = 15), memory bounded
+    by chunks of pairs. Lemma C: all n_c^L latent variables (K = n_c^L) satisfy it.
+    """
+    n_c = _check_concepts(n_concepts)
+    Z = _check_latents(Z, n_c)
+    K, L = Z.shape
+    O = _one_hot(Z, n_c)
+    counts = O.sum(axis=1)  # (K, n_c): n_j[α] = #{ℓ : z_{j,ℓ} = α}, the diagonal of Z_j Z_jᵀ
+    rows, cols = _sym_coordinates(n_c)
+    half = np.where(rows == cols, 0.5, 1.0 / math.sqrt(2.0))  # (Γ + Γᵀ)_αα'/2 on the diagonal, /√2 off it
+    m = rows.size
+    reps = np.zeros((L + 1, m))  # one equation vector per distance r = 0..L: the first pair met at that distance
+    seen = np.zeros(L + 1, dtype=bool)
+    R = np.zeros((0, m))
+    n_eq = 0
+    step = max(1, _ENTRIES_PER_CHUNK // (K * n_c * n_c))
+    for start in range(0, K, step):
+        J = slice(start, min(K, start + step))
+        C = np.einsum("jla,klb->jkab", O[J], O)  # Z_j Z_kᵀ: how often α in z_j meets α' in z_k at one position
+        G = -C
+        G[..., np.arange(n_c), np.arange(n_c)] += counts[J][:, None, :]  # Γ^{(j,k)} = diag(n_j) − Z_j Z_kᵀ
+        v = ((G[..., rows, cols] + G[..., cols, rows]) * half).reshape(-1, m)
+        dist = np.rint(L - np.trace(C, axis1=2, axis2=3)).astype(np.int64).reshape(-1)
+        for r in np.unique(dist[~seen[dist]]):
+            reps[r], seen[r] = v[np.argmax(dist == r)], True
+        D = v - reps[dist]
+        n_eq += D.shape[0]
+        R = np.linalg.qr(np.vstack([R, D]), mode="r")
+    s = np.zeros(m)
+    sv = np.linalg.svd(R, compute_uv=False)
+    s[:sv.size] = sv
+    tol = float(max(n_eq, m) * np.finfo(float).eps * s[0])
+    rank = int(np.sum(s > tol)) if s[0] > 0 else 0
+    return AssumptionB(holds=(m - rank == 2), dimension=m - rank, n_equations=n_eq, n_unknowns=m, rank=rank,
+                       smallest_retained=float(s[rank - 1]) if rank else math.nan,
+                       largest_discarded=float(s[rank]) if rank < m else 0.0, tolerance=tol)
+
+
+def theorem_d_g(x: ArrayLike, n_concepts: int, length: int, n_classes: int) -> float | np.ndarray:
+    """g(x) = log(1 + Σ_{r=1}^L |S_r| e^{θ_r x/K}) of Theorem D (eq. 49), elementwise in ``x`` (any shape).
+
+    |S_r| = (K/n_c^L) C(L, r)(n_c − 1)^r and θ_r = n_c r/((n_c − 1)L) are Lemma B's (i) and (iii). The OCR of
+    eq. (49) lost the exponent; this is the reading rebuilt from Lemma E, 𝔐(r) = (θ_r/K)⟨Ū, WQᵀZ⟩_F, so that
+    Lemma D's log(1 + Σ_r |S_r| e^{−𝔐(r)}) is g(−⟨Ū, WQᵀZ⟩_F) (digest §4, Theorem D). With a = −n_c x/((n_c − 1)LK)
+    the sum is q((1 + (n_c − 1)e^{−a})^L − 1), q = K/n_c^L, evaluated in log space as H's bracket. Strictly
+    increasing; g(0) = log K.
+    """
+    n_c = _check_concepts(n_concepts)
+    L = check_positive_int("length", length)
+    K = _check_classes(n_classes, n_c, L)
+    a = -np.asarray(x, dtype=np.float64) * n_c / ((n_c - 1) * L * K)
+    val = _log_partition(a, n_c, L, _log_q(K, n_c, L))
+    return float(val) if val.ndim == 0 else val
+
+
+@dataclass(frozen=True)
+class TheoremD:
+    """Both sides of Theorem D (eqs. 50-51) at one (W, U).
+
+    ``risk``: R_0(W, U), the unregularized risk (eq. 45, :func:`true_risk` with λ = 0); ``inner``: ⟨Ū, WQᵀZ⟩_F;
+    ``bound``: g(−inner) (:func:`theorem_d_g`); ``gap`` = risk − bound (0 on 𝒩 ∩ ℰ, > 0 on 𝒩 ∩ ℰᶜ);
+    ``u_sum``: ‖Σ_k Ū_k‖_F / ‖U‖_F, 0 exactly on 𝒩 (the theorem's premise; nan if U = 0).
+    """
+
+    risk: float
+    inner: float
+    bound: float
+    gap: float
+    u_sum: float
+
+
+def bilinear_form(W: ArrayLike, U: ArrayLike, Z: ArrayLike, freqs: ArrayLike, n_concepts: int) -> float:
+    """⟨Ū, WQᵀZ⟩_F (App. A.3, Lemma E; Lemma F's objective) = Σ_{k,ℓ} ⟨u_{k,ℓ}, Σ_β μ_β w_(z_{k,ℓ}, β)⟩.
+
+    Column (k, ℓ) of WQᵀZ is the μ-weighted mean embedding of concept z_{k,ℓ} (Q ζ(α, β) = μ_β e_α). Shapes as
+    :func:`true_risk`: W (n_c s_c, d), U (K, L, d), Z (K, L), freqs (s_c,).
+    """
+    n_c = _check_concepts(n_concepts)
+    mu = _check_freqs(freqs)
+    W = as_float_array("W", W, ndim=2)
+    U = as_float_array("U", U, ndim=3)
+    Z = _check_latents(Z, n_c)
+    if W.shape != (n_c * mu.size, U.shape[2]) or Z.shape != U.shape[:2]:
+        raise ShapeError(f"W, U, Z: expected shapes ({n_c * mu.size}, d), (K, L, d), (K, L); got {W.shape}, "
+                         f"{U.shape}, {Z.shape}")
+    concept_means = np.einsum("b,abd->ad", mu, W.reshape(n_c, mu.size, -1))  # (n_c, d): row α of (WQᵀ)ᵀ
+    return float(np.einsum("kld,kld->", U, concept_means[Z]))
+
+
+def theorem_d(W: ArrayLike, U: ArrayLike, Z: ArrayLike, freqs: ArrayLike, n_concepts: int) -> TheoremD:
+    """Theorem D (App. C): R_0(W, U) against its lower bound g(−⟨Ū, WQᵀZ⟩_F) at one (W, U) of network h.
+
+    Under Assumption A, R_0 = g(−⟨Ū, WQᵀZ⟩_F) on 𝒩 ∩ ℰ and R_0 > g(−⟨Ū, WQᵀZ⟩_F) on 𝒩 ∩ ℰᶜ, where 𝒩 = {Σ_k Ū_k = 0}
+    and ℰ is the equimargin set (Def. B); any frequencies μ (Lemma E uses Q, not uniformity). This function
+    evaluates both sides for any inputs; whether the premises (Assumption A, 𝒩) hold is the caller's to check
+    (:func:`embgeo.collapse.data.symmetry_diagnostic`, ``u_sum``). R_0 is :func:`true_risk` with λ = 0 (same
+    shapes and enumeration budget), g is :func:`theorem_d_g` with K, L from ``Z``.
+    """
+    n_c = _check_concepts(n_concepts)
+    Z = _check_latents(Z, n_c)
+    risk = true_risk(W, U, Z, freqs, n_c, 0.0)
+    inner = bilinear_form(W, U, Z, freqs, n_c)
+    bound = theorem_d_g(-inner, n_c, Z.shape[1], Z.shape[0])
+    U = np.asarray(U, dtype=np.float64)
+    norm = float(np.linalg.norm(U))
+    u_sum = float(np.linalg.norm(U.sum(axis=0))) / norm if norm > 0 else math.nan
+    return TheoremD(risk=risk, inner=inner, bound=bound, gap=risk - bound, u_sum=u_sum)

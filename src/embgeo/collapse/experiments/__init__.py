@@ -27,10 +27,11 @@ refused by the experiments that check it (:mod:`~embgeo.collapse.experiments.sgd
 Theorem 3's h* penalizes U alone (eq. 10): its λ is ``weight_decay_U``.
 
 The package, split as :mod:`embgeo.ntp.experiments` is: :mod:`.standards` (the printed numbers and the tolerances,
-τ-dependent ones computed on first access), :mod:`.claims` (the claim builders), :mod:`.exact` (Theorems 2, 3, G on
-fully sampled instances), :mod:`.sgd` (the trained networks of Figs. 3-4 and Sec. 3), :mod:`.accuracy` (the table
-read from the other runs through :func:`embgeo.lab.record.preset_run`), :mod:`.known` (what the investigations
-found), :mod:`.settings` (the ranges), :mod:`.heavy` (what is imported on first use), and here the registration.
+τ-dependent ones computed on first access), :mod:`.claims` (the claim builders), :mod:`.exact` (Theorems 2, 3, D, G
+and the converses E(ii), F(ii) on fully sampled instances), :mod:`.sgd` (the trained networks of Figs. 3-4 and
+Sec. 3), :mod:`.accuracy` (the table read from the other runs through :func:`embgeo.lab.record.preset_run`),
+:mod:`.known` (what the investigations found), :mod:`.settings` (the ranges), :mod:`.heavy` (what is imported on
+first use), and here the registration.
 """
 
 from __future__ import annotations
