@@ -1,8 +1,9 @@
 """Attention experiments: the quick presets run and say what they measured; negative controls.
 
 The negative controls feed a wrong reference (a slope of η0 instead of η0/2, a shuffled posterior
-difference or level assignment, a wrong p̂, a bounded ‖p_t‖) into the claim-building functions and
-assert that the claims then fail; they train nothing.
+difference or level assignment, a wrong p̂, a bounded ‖p_t‖, an initializer of the wrong scale, the feasible
+point of another selection's problem) into the claim-building functions and assert that the claims then fail;
+they train nothing.
 """
 
 import json
@@ -12,24 +13,33 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embgeo.attention.data import PAPER_DELTAS
+from embgeo.attention.data import PAPER_DELTAS, assumption1_data
 from embgeo.attention.experiments import (
+    INIT_DELTA,
     PAPER_FINAL_LOSS,
     RANK_EFFECT,
+    UNIQUE_RTOL,
     converged,
     convergence_level,
     cos_level,
     frequency_claim,
     gated,
+    init_concentration_claim,
+    init_draws,
+    lemma42_claims,
+    lemma42_directions,
+    lemma42_measures,
     lemma44_claim,
     level_claims,
     loss_gap_claim,
+    model_init,
     one_step_claims,
     rank_claim,
     score_claims,
     selection_claims,
 )
 from embgeo.attention.metrics import direction_measures, lemma41_table, level_summary
+from embgeo.attention.theory import lemma42_point
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
 from embgeo.lab.registry import names
@@ -154,6 +164,11 @@ def test_reviews_on_a_user_file_adds_the_loss_claim_and_names_the_data(tmp_path,
 
 
 PREMISE = "Thm 4.3's premise (whether the theorem applies): fraction of seeds whose loss gets below 1/(2n)"
+INIT = ("eq. (22): at initialization, every inner product ≤ √(2 log(|S|²/δ))/√d and 1/2 ≤ ‖E_s‖, ‖p‖ ≤ 2, with "
+        "probability ≥ 1 − δ (δ = 0.1)")
+FEASIBLE = ("Lemma 4.2: (12) is feasible for any p∘ ≠ 0 — p∘/τ (τ: p∘'s smallest selection gap) meets every "
+            "constraint of (12) for p∘'s selection, ties included")
+UNIQUE = "Lemma 4.2: the solution of (12) is unique — the structured solver and SLSQP from p∘/τ agree"
 LEMMA44 = "Lemma 4.4 (corollary): with a single irrelevant token type, only the important tokens are selected"
 
 
@@ -162,14 +177,19 @@ def test_selection_quick(tmp_path):
     rest is claimed on seed 0;
     Lemma 4.5's sufficient condition fails and is reported; Lemma 4.4's corollary is not applicable (with one
     irrelevant token type Lemma 4.1's step-1 error along v is the size of the signal, so the irrelevant token ties with
-    the negative ones); ‖p̂‖ ≤ 4n is a consistency check."""
+    the negative ones); ‖p̂‖ ≤ 4n and Lemma 4.2 (feasible by the definition of τ, unique by strict convexity) are
+    consistency checks."""
     record = run("attention-selection", overrides={"seeds": "0,2", "steps": "3000"}, out=tmp_path)
     claims = _claims(tmp_path)
     failing = {name for name, c in claims.items() if not c["ok"] and c.get("applicable", True)}
     assert failing == {next(n for n in claims if n.startswith("Lemma 4.5's sufficient condition"))}
     # one irrelevant type: its step-1 error along v is the size of the signal in both seeds (4.25, 3.72 against 4.17)
     assert claims[LEMMA44]["applicable"] is False and "Lemma 4.1's step-1 error" in claims[LEMMA44]["premise"]
-    assert [n for n, c in claims.items() if c["check"]] == [PREMISE, "Lemma C.8: ‖p̂‖ ≤ 4n"]
+    assert [n for n, c in claims.items() if c["check"]] == [PREMISE, "Lemma C.8: ‖p̂‖ ≤ 4n", FEASIBLE, UNIQUE]
+    assert claims[INIT]["ok"] and claims[INIT]["measured"] >= 0.95 and "seeds 0-199" in claims[INIT]["note"]
+    assert claims[FEASIBLE]["ok"] and claims[FEASIBLE]["measured"] == pytest.approx(1.0, abs=1e-8)
+    assert "ties present in 10" in claims[FEASIBLE]["note"]  # 2 seeds × 5 directions made to tie
+    assert claims[UNIQUE]["ok"] and claims[UNIQUE]["measured"] <= UNIQUE_RTOL
     assert claims[PREMISE]["measured"] == 0.5 and claims[PREMISE]["ok"]
     assert claims["Lemma 4.5: only the important token is selected"]["measured"] == 1.0
     assert not any("cos(p_T, p̂) at the last step" in n for n in claims)  # no level with an underived constant
@@ -222,6 +242,55 @@ def test_one_step_claims_hold_on_the_first_order_update_and_fail_for_a_slope_of_
     # a slope 10 % off also fails the residual claim at d = 4096 (tolerance ≈ 0.12 relative of 0.022)
     off = one_step_claims(lemma41_table(dims, [1.1 * u for u in updates], alpha, vs, norms, eta0))
     assert not off[0].ok and not off[1].ok
+
+
+# -- eq. (22) and Lemma 4.2: negative controls ------------------------------------------------------------------
+
+def test_init_concentration_claim_holds_for_the_models_initializer_and_fails_at_the_wrong_scale():
+    """The models' own initializer meets (22) at the quick run's (|S|, d); E⁰, p⁰ with variance 1 (norms ≈ √d) or
+    1/(4d) (norms ≈ 1/2, half of them below) fail; so does a probability at 1 − δ (not above it)."""
+    right = init_concentration_claim(init_draws(28, 1024, 200, 0), 28, 1024)
+    assert right.ok and right.measured >= 0.95 and "met at d = 1024" in right.note
+
+    def scaled(factor):
+        def init(n_tokens, dim, seed):
+            E, p, v = model_init(n_tokens, dim, seed)
+            return factor * E, factor * p, v
+        return init
+
+    for factor in (np.sqrt(1024), 0.5):
+        wrong = init_concentration_claim(init_draws(28, 1024, 40, 0, init=scaled(factor)), 28, 1024)
+        assert not wrong.ok and wrong.measured == 0.0, factor
+    at_level = pd.DataFrame({"seed": range(200), "holds": [True] * 180 + [False] * 20, "ratio": 0.9,
+                             "bound": 0.13, "max_norm": 1.1, "min_norm": 0.9})
+    claim = init_concentration_claim(at_level, 28, 1024)
+    assert not claim.ok and claim.measured == pytest.approx(1 - INIT_DELTA)
+    assert "NOT met at d = 64" in init_concentration_claim(at_level, 28, 64).note  # condition (5): d ≥ 322
+
+
+def _lemma42_setting(seed=0, dim=64):
+    data = assumption1_data(3, 4, seed=seed, n_irrelevant=4, n_positive=3, n_negative=3)
+    E = np.random.default_rng(seed).normal(size=(10, dim)) / np.sqrt(dim)
+    return E, data.X
+
+
+def test_lemma42_claims_hold_on_random_directions_and_fail_on_another_selections_problem():
+    E, X = _lemma42_setting()
+    p_T = np.random.default_rng(1).normal(size=E.shape[1])
+    rows = [{"seed": 0, **lemma42_measures(E, X, lemma42_directions(E, X, p_T, seed=0, count=6, tied=3))}]
+    feasible, unique = lemma42_claims(pd.DataFrame(rows))
+    assert feasible.ok and feasible.check and rows[0]["l42_tied"] >= 1  # feasible by τ's definition: a check
+    assert unique.ok and unique.check and unique.measured <= UNIQUE_RTOL
+    # negative control: (12) built for a selection that differs from p∘'s in one sequence
+    own = lemma42_point(E, X, p_T).selected
+    k = next(i for i, x in enumerate(X) if np.unique(x).size > 1)
+    other = own[:k] + [frozenset({int(min(set(np.unique(X[k])) - own[k]))})] + own[k + 1:]
+    wrong = lemma42_point(E, X, p_T, other)
+    bad = dict(rows[0], l42_min_margin=wrong.min_margin, l42_feasible=wrong.feasible)
+    assert not lemma42_claims(pd.DataFrame([rows[0], bad]))[0].ok and wrong.min_margin < 1
+    # the check fails when the two solves disagree or the solver finds a feasible (12) infeasible
+    assert not lemma42_claims(pd.DataFrame([dict(rows[0], l42_agreement=1e-3)]))[1].ok
+    assert not lemma42_claims(pd.DataFrame([dict(rows[0], l42_solver_ok=False)]))[1].ok
 
 
 # -- Figs. 1-3: rank claims ---------------------------------------------------------------------------

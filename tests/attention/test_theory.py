@@ -1,5 +1,5 @@
-"""Tests of embgeo.attention.theory: Lemma 4.1's α and bound, eq. (10) selections, the max-margin problem (12),
-Lemma 4.5 helper."""
+"""Tests of embgeo.attention.theory: Lemma 4.1's α and bound, eq. (22) at initialization, eq. (10) selections, the
+max-margin problem (12), Lemma 4.2's feasible point and an independent solve, Lemma 4.5 helper."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 
 from embgeo.attention.data import signed_frequency
-from embgeo.attention.theory import compare_selections, lemma41_alpha, lemma41_bound, max_margin_selection, selection
+from embgeo.attention.theory import (
+    compare_selections,
+    init_concentration,
+    init_concentration_bound,
+    lemma41_alpha,
+    lemma41_bound,
+    lemma42_point,
+    max_margin_selection,
+    max_margin_slsqp,
+    selection,
+)
 from embgeo.errors import InputError, ShapeError, TooLargeError
 from reference.attention_selection import cvxpy_selection as reference
 
@@ -347,3 +357,80 @@ def test_lemma41_bound_formula_and_why_it_is_not_a_test():
     assert lemma41_bound(1.0, 22**4 - 1) > 0.5  # a zero update's error, (η0/2)·max|α_s| ≤ η0/2
     with pytest.raises(InputError, match="eta0"):
         lemma41_bound(0.0, 16)
+
+
+# -- eq. (22): concentration at initialization ------------------------------------------------------------------
+
+def test_init_concentration_bound_formula_and_inputs():
+    assert init_concentration_bound(28, 1024, 0.1) == pytest.approx(np.sqrt(2 * np.log(28**2 / 0.1)) / 32)
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(InputError, match="delta"):
+            init_concentration_bound(28, 1024, bad)
+
+
+def test_init_concentration_known_answers():
+    """Orthogonal rows: the largest inner product is the one put in by hand, and each norm bound can fail alone."""
+    eye = np.eye(8)
+    E = np.stack([eye[0], 2 * eye[1], 0.5 * eye[2]])
+    p, v = eye[3] + 0.1 * eye[0], 0.6 * eye[0] + 0.8 * eye[5]
+    c = init_concentration(E, p, v, 0.1)
+    assert (c.max_inner, c.max_norm, c.min_norm) == pytest.approx((0.6, 2.0, 0.5))
+    assert c.bound == pytest.approx(np.sqrt(2 * np.log(90)) / np.sqrt(8)) and c.holds  # ≈ 1.06
+    assert not init_concentration(E * [[1], [1.01], [1]], p, v, 0.1).holds  # ‖E_1‖ > 2
+    assert not init_concentration(E * [[1], [1], [0.99]], p, v, 0.1).holds  # ‖E_2‖ < 1/2
+    crossed = E + [[0, 0, 0, 0, 0, 0, 0, 0], [0] * 8, [0, 0.6, 0, 0, 0, 0, 0, 0]]  # E_1ᵀE_2 = 1.2 > 1.06
+    c = init_concentration(crossed, p, v, 0.1)
+    assert c.max_inner == pytest.approx(1.2) and not c.holds
+
+
+# -- Lemma 4.2 ------------------------------------------------------------------------------------------------
+
+def tied_instance(seed=0, V=10, d=30, n=6, T=5):
+    """E, X and a p under which tokens 0 and 1 tie at the top of sequence 0 (E_1 = E_0 + z, z ⊥ p)."""
+    rng = np.random.default_rng(seed)
+    E = rng.normal(size=(V, d)) / np.sqrt(d)
+    p = rng.normal(size=d)
+    E[0] += 6 * p / (p @ p)  # token 0 scores 6 above its own noise (others: 𝒩(0, ‖p‖²/d) ≈ 𝒩(0, 1)): the top
+    z = rng.normal(size=d) / np.sqrt(d)
+    E[1] = E[0] + z - (z @ p) / (p @ p) * p
+    X = rng.integers(2, V, size=(n, T))
+    X[0, :2] = [0, 1]
+    return E, X, p
+
+
+def test_lemma42_point_is_feasible_with_ties_and_the_solution_is_unique():
+    E, X, p = tied_instance()
+    pt = lemma42_point(E, X, p)
+    assert pt.feasible and pt.n_tied == 1 and pt.selected[0] == {0, 1} and [0, 1] in pt.eq_pairs.tolist()
+    assert pt.min_margin == pytest.approx(1.0, abs=1e-12) and pt.tie_residual <= 1e-15
+    gaps = [np.min((E @ p)[sorted(S)]) - np.max((E @ p)[np.setdiff1d(x, sorted(S))])
+            for x, S in zip(X, pt.selected, strict=True)]
+    assert pt.tau == pytest.approx(min(gaps))
+    res = max_margin_selection(E, X, pt.selected)
+    assert res.status == "optimal" and res.norm <= np.linalg.norm(pt.p)  # p∘/τ feasible: the optimum is shorter
+    for start in (pt.p, np.linalg.norm(pt.p) * np.eye(E.shape[1])[0]):  # a feasible and an infeasible start
+        assert max_margin_slsqp(E, X, pt.selected, start) == pytest.approx(res.p, abs=1e-8 * res.norm)
+
+
+def test_lemma42_point_fails_for_another_selection_a_dropped_or_an_invented_tie():
+    """Negative controls: p∘/τ is not feasible for (12) built for a selection other than p∘'s own."""
+    E, X, p = tied_instance()
+    own = lemma42_point(E, X, p).selected
+    scores = E @ p
+    k = next(i for i in range(1, len(X)) if len(own[i]) == 1 and np.unique(X[i]).size > 1)
+    lowest = int(min(np.unique(X[k]), key=lambda s: scores[s]))
+    for wrong in ([{0}] + own[1:],                                   # tie dropped: needs a_0 − a_1 ≥ 1
+                  [{0, 1, int(X[0, 2])}] + own[1:],                  # tie invented with a lower token
+                  own[:k] + [{lowest}] + own[k + 1:]):               # another token selected in sequence k
+        pt = lemma42_point(E, X, p, wrong)
+        assert not pt.feasible and not pt.same_selection, wrong
+    assert lemma42_point(E, X, p, [{0}] + own[1:]).min_margin == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(InputError, match="p_circ"):
+        lemma42_point(E, X, np.zeros(E.shape[1]))
+
+
+def test_max_margin_slsqp_agrees_with_the_structured_solver_on_realized_instances():
+    for seed, V, d, n, T in [(0, 8, 20, 6, 5), (1, 12, 30, 10, 6)]:
+        E, X, sel = realized_instance(seed, V, d, n, T)
+        res = max_margin_selection(E, X, sel)
+        assert max_margin_slsqp(E, X, sel, np.zeros(d)) == pytest.approx(res.p, abs=1e-7 * res.norm)

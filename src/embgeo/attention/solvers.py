@@ -800,3 +800,42 @@ def solve_max_margin(E: np.ndarray, tokens: list[np.ndarray], sel: list[np.ndarr
     raise SolverError(f"max_margin_selection: no certified answer ({info['method']} {ipm.status} after "
                       f"{ipm.iterations} iterations; {g} classes, rank {red.k}, {r} distinct pairs); the problem "
                       f"is probably nearly infeasible or ill-conditioned")
+
+
+# -- 11. an independent solve, for cross-checks on small problems -----------------------------------
+
+#: SLSQP's stopping tolerance on the objective ½‖p‖² (absolute) in :func:`solve_max_margin_slsqp`.
+SLSQP_FTOL = 1e-12
+SLSQP_MAX_ITER = 500
+#: The largest dense constraint matrix ((pairs + ties) × k entries) :func:`solve_max_margin_slsqp` builds.
+SLSQP_MAX_ENTRIES = 1 << 22
+
+
+def solve_max_margin_slsqp(E: np.ndarray, pairs: np.ndarray, eq_pairs: np.ndarray, start: np.ndarray) -> dict:
+    """Problem (12) for the constraint pairs of :func:`constraint_pairs`, by scipy's SLSQP from ``start`` (d,).
+
+    Shares nothing with :func:`solve_max_margin` but the pairs: a cross-check of its p̂ on small problems.
+    The minimum-norm p lies in the span of the rows E_s of the tokens of the constraints (a component
+    orthogonal to them changes no constraint and only adds norm), so with Q (d × k) an orthonormal basis
+    of that span, p = Q c and (12) is min ½‖c‖² s.t. A c ≥ 1, D c = 0, A = (E_s − E_t)Q, D = (E_s − E_s')Q,
+    both dense. Returns dict p (d,), success, message, iterations. Cost: a QR of d × |tokens|, then SLSQP's
+    O(k³) per iteration; refuses (TooLargeError) above SLSQP_MAX_ENTRIES constraint entries.
+    """
+    from scipy.optimize import minimize
+
+    toks = np.unique(np.concatenate([pairs.ravel(), eq_pairs.ravel()]))
+    if toks.size == 0:  # no constraint: p̂ = 0
+        return dict(p=np.zeros(E.shape[1]), success=True, message="no constraint", iterations=0)
+    if (len(pairs) + len(eq_pairs)) * toks.size > SLSQP_MAX_ENTRIES:
+        raise TooLargeError(f"solve_max_margin_slsqp: {len(pairs)} pairs and {len(eq_pairs)} ties over {toks.size} "
+                            f"tokens exceed the dense cross-check's {SLSQP_MAX_ENTRIES} entries; use "
+                            "max_margin_selection")
+    Q, _ = np.linalg.qr(E[toks].T)  # (d, k)
+    A = (E[pairs[:, 0]] - E[pairs[:, 1]]) @ Q
+    constraints = [{"type": "ineq", "fun": lambda c: A @ c - 1.0, "jac": lambda c: A}]
+    if len(eq_pairs):
+        D = (E[eq_pairs[:, 0]] - E[eq_pairs[:, 1]]) @ Q
+        constraints.append({"type": "eq", "fun": lambda c: D @ c, "jac": lambda c: D})
+    out = minimize(lambda c: 0.5 * float(c @ c), Q.T @ start, jac=lambda c: c, method="SLSQP",
+                   constraints=constraints, options={"ftol": SLSQP_FTOL, "maxiter": SLSQP_MAX_ITER})
+    return dict(p=Q @ out.x, success=bool(out.success), message=str(out.message), iterations=int(out.nit))

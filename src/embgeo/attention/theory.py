@@ -11,7 +11,13 @@ Step 1 (Lemma 4.1), pure numpy:
 * :func:`lemma41_bound` — eq. (7): the paper's error bound 11·η0·d^(−1/4).
 * :func:`lemma41_error_scale` — the first-order size of the error, √2‖p⁰‖/√d [inference].
 
-Step 2 (Theorem 4.3, Lemmas 4.4/4.5):
+Initialization (eq. 22, App. A), pure numpy:
+
+* :func:`init_concentration_bound` — the bound √(2 log(|S|²/δ))/√d on the inner products at init.
+* :func:`init_concentration` — (22) measured on one draw (E⁰, p⁰, v): the largest inner product and the
+  extreme norms against 1/2 ≤ ‖E_s‖, ‖p‖ ≤ 2.
+
+Step 2 (Theorem 4.3, Lemmas 4.2, 4.4/4.5):
 
 * :func:`selection` — the selection 𝒮_X(p) = argmax_{s ∈ X} pᵀE_s of eq. (10), per sequence, over
   token *types*, with ties up to a tolerance.
@@ -22,6 +28,9 @@ Step 2 (Theorem 4.3, Lemmas 4.4/4.5):
 
   The equalities encode p ∈ 𝒫_{p∘} (the solution must reproduce the ties of the selection; the
   inequalities already make the non-selected tokens strictly lower).
+* :func:`lemma42_point` — Lemma 4.2's proof: p∘/τ (τ the smallest selection gap of p∘) evaluated on
+  (12) for the selection of p∘; :func:`max_margin_slsqp` — (12) by scipy's SLSQP, an independent
+  cross-check of the unique solution on small problems.
 * :func:`compare_selections` — the Lemma 4.4/4.5 experiment: enumerate every selection of a
   small dataset, solve (12) for each, and check whether the important-only selection has the
   largest margin 1/‖p̂‖.
@@ -48,14 +57,21 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from embgeo.attention.data import check_dataset, check_pad_id
-from embgeo.attention.solvers import FARKAS_RTOL, KKT_RTOL, solve_max_margin
+from embgeo.attention.solvers import (
+    FARKAS_RTOL,
+    KKT_RTOL,
+    constraint_pairs,
+    solve_max_margin,
+    solve_max_margin_slsqp,
+)
 from embgeo.core.status import Status
-from embgeo.core.validate import as_float_array, check_float, check_positive_int
-from embgeo.errors import InputError, ShapeError, TooLargeError
+from embgeo.core.validate import as_float_array, check_dense_size, check_float, check_positive_int
+from embgeo.errors import InputError, ShapeError, SolverError, TooLargeError
 
-__all__ = ["FARKAS_RTOL", "KKT_RTOL", "MaxMarginSelection", "SelectionComparison", "as_vector", "compare_selections",
-           "lemma41_alpha", "lemma41_bound", "lemma41_error_scale", "lemma41_prediction", "max_margin_selection",
-           "selection"]
+__all__ = ["FARKAS_RTOL", "KKT_RTOL", "NORM_MAX", "NORM_MIN", "InitConcentration", "Lemma42Point", "MaxMarginSelection",
+           "SelectionComparison", "as_vector", "compare_selections", "init_concentration", "init_concentration_bound",
+           "lemma41_alpha", "lemma41_bound", "lemma41_error_scale", "lemma41_prediction", "lemma42_point",
+           "max_margin_selection", "max_margin_slsqp", "selection"]
 
 
 def as_vector(name: str, v: ArrayLike) -> np.ndarray:
@@ -125,6 +141,73 @@ def lemma41_error_scale(dim: int, norm_p0: float = 1.0) -> float:
     that carry the signal.
     """
     return math.sqrt(2.0) * check_float("norm_p0", norm_p0) / math.sqrt(check_positive_int("dim", dim))
+
+
+# ---------------------------------------------------------------------------------------------
+# eq. (22): concentration at initialization
+
+
+def init_concentration_bound(n_tokens: int, dim: int, delta: float) -> float:
+    """Eq. (22)'s bound on the inner products at initialization: ``√(2 log(|S|²/δ)) / √d``.
+
+    ``n_tokens`` = |S|, ``dim`` = d, ``delta`` ∈ (0, 1) the failure probability of (22).
+    """
+    n_tokens = check_positive_int("n_tokens", n_tokens)
+    dim = check_positive_int("dim", dim)
+    delta = check_float("delta", delta)
+    if delta >= 1:
+        raise InputError(f"delta: expected a probability in (0, 1), got {delta}")
+    return math.sqrt(2.0 * math.log(n_tokens**2 / delta)) / math.sqrt(dim)
+
+
+#: Eq. (22)'s norm bounds: ‖E_s‖, ‖p‖ ≤ NORM_MAX and ‖E_s‖ ≥ NORM_MIN.
+NORM_MAX, NORM_MIN = 2.0, 0.5
+
+
+@dataclass(frozen=True)
+class InitConcentration:
+    """The quantities of eq. (22) for one initialization (E⁰, p⁰, v), from :func:`init_concentration`.
+
+    max_inner : max{|E_sᵀE_s'| (s ≠ s'), |E_sᵀv|, |E_sᵀp|, |pᵀv|}.
+    bound : √(2 log(|S|²/δ)) / √d (:func:`init_concentration_bound`).
+    max_norm : max{max_s ‖E_s‖, ‖p‖} (eq. 22: ≤ 2);  min_norm : min_s ‖E_s‖ (eq. 22: ≥ 1/2).
+    """
+
+    max_inner: float
+    bound: float
+    max_norm: float
+    min_norm: float
+
+    @property
+    def ratio(self) -> float:
+        """max_inner / bound (≤ 1 where the inner-product bound holds)."""
+        return self.max_inner / self.bound
+
+    @property
+    def holds(self) -> bool:
+        """Every bound of (22) holds for this draw."""
+        return bool(self.max_inner <= self.bound and self.max_norm <= NORM_MAX and self.min_norm >= NORM_MIN)
+
+
+def init_concentration(E: ArrayLike, p: ArrayLike, v: ArrayLike, delta: float) -> InitConcentration:
+    """Eq. (22) measured on one initialization: E (|S|, d), p (d,), v (d,) (numpy or torch), δ ∈ (0, 1).
+
+    The paper draws E⁰_s, p⁰ i.i.d. 𝒩(0, I/d) and v of unit norm (Sec. 4.1), and conditions every result
+    that holds with probability ≥ 1 − δ on (22) (App. A). Cost O(|S|² d) for the Gram E Eᵀ, memory |S|²
+    (refused above the dense budget).
+    """
+    E = _check_embeddings(E.detach().cpu().numpy() if hasattr(E, "detach") else E)
+    p, v = as_vector("p", p), as_vector("v", v)
+    if p.shape != (E.shape[1],) or v.shape != (E.shape[1],):
+        raise ShapeError(f"p, v: expected shape ({E.shape[1]},) to match E's d, got {p.shape} and {v.shape}")
+    check_dense_size("init_concentration", (E.shape[0], E.shape[0]), "measure (22) on fewer tokens")
+    gram = E @ E.T
+    np.fill_diagonal(gram, 0.0)  # (22) bounds the cross products s ≠ s' only
+    inner = max(float(np.max(np.abs(gram))), float(np.max(np.abs(E @ v))), float(np.max(np.abs(E @ p))),
+                abs(float(p @ v)))
+    norms = np.linalg.norm(E, axis=1)
+    return InitConcentration(inner, init_concentration_bound(E.shape[0], E.shape[1], delta),
+                             max(float(norms.max()), float(np.linalg.norm(p))), float(norms.min()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,6 +424,107 @@ def max_margin_selection(E: ArrayLike, X: ArrayLike, selected: Sequence[Iterable
     _, tokens = _check_tokens(X, E.shape[0], pad_id)
     sel = _check_selected(selected, tokens)
     return MaxMarginSelection(**solve_max_margin(E, tokens, sel))
+
+
+# ---------------------------------------------------------------------------------------------
+# Lemma 4.2
+
+
+@dataclass(frozen=True)
+class Lemma42Point:
+    """Lemma 4.2's feasible point p∘/τ, evaluated on problem (12) built for a selection (:func:`lemma42_point`).
+
+    tau : p∘'s smallest selection gap, min over X and s ∈ 𝒮_X(p∘), s' ∈ X \\ 𝒮_X(p∘) of p∘ᵀ(E_s − E_s')
+        (App. C.2; > 0 by eq. 10; inf when no sequence has a non-selected token).
+    p : (d,) the point p∘/τ (zeros when τ = inf: (12) then has no inequality).
+    min_margin : min over (12)'s inequality pairs (s, t) of (E_s − E_t)ᵀp (inf without pairs; ≥ 1 if feasible).
+    tie_residual : max over (12)'s tie pairs of |(E_s − E_s')ᵀp| / (‖p‖ max_s ‖E_s‖) (0 without ties), the
+        equalities that keep p in the class 𝒫_{p∘}, measured as the solver's certificate does.
+    same_selection : 𝒮_X(p) equals the problem's selection for every X (eq. 11, read directly).
+    n_tied : number of sequences in which p∘ selects several tokens.
+    selected : the selection (12) is built for (n frozensets of token ids).
+    pairs, eq_pairs : (12)'s constraints, as :func:`max_margin_selection` builds them.
+    """
+
+    tau: float
+    p: np.ndarray
+    min_margin: float
+    tie_residual: float
+    same_selection: bool
+    n_tied: int
+    selected: list
+    pairs: np.ndarray
+    eq_pairs: np.ndarray
+
+    @property
+    def feasible(self) -> bool:
+        """p∘/τ meets every constraint of (12) up to the solver's certificate tolerance (KKT_RTOL)."""
+        return bool(self.min_margin >= 1 - KKT_RTOL and self.tie_residual <= 10 * KKT_RTOL and self.same_selection)
+
+
+def _selection_gap(scores: np.ndarray, tokens: list[np.ndarray], sel: list[frozenset[int]]) -> float:
+    """min over sequences of (lowest selected score − highest non-selected score); inf if none has both."""
+    gaps = [min(scores[s] for s in S) - float(np.max(scores[np.setdiff1d(u, list(S))]))
+            for u, S in zip(tokens, sel, strict=True) if len(S) < u.size]
+    return min(gaps, default=math.inf)
+
+
+def lemma42_point(E: ArrayLike, X: ArrayLike, p_circ: ArrayLike, selected: Sequence[Iterable[int] | int] | None = None,
+                  *, pad_id: int | None = None, tol: float = 1e-9) -> Lemma42Point:
+    """Lemma 4.2's proof (App. C.2): p∘/τ is feasible for the max-margin problem (12) of p∘'s selection.
+
+    Parameters
+    ----------
+    E : (V, d) token embeddings;  X : (n, T) token ids padded with ``pad_id``;  p_circ : (d,), p∘ ≠ 0.
+    selected : the selection (12) is built for (as in :func:`max_margin_selection`); default 𝒮_X(p∘) of
+        eq. (10), the lemma's case. Another selection gives the point of a wrong problem (tests).
+    tol : ties in 𝒮_X(p∘), as in :func:`selection`; tied tokens are all selected, so (12) then has their
+        equalities, and τ runs over every selected token.
+
+    Cost O(Σ_X |X|) plus (12)'s pairs.
+    """
+    E = _check_embeddings(E)
+    p_circ = as_vector("p_circ", p_circ)
+    if p_circ.shape != (E.shape[1],):
+        raise ShapeError(f"p_circ: expected shape ({E.shape[1]},) to match E's d, got {p_circ.shape}")
+    if not np.any(p_circ):
+        raise InputError("p_circ: Lemma 4.2 needs p∘ ≠ 0 (every token is selected by p = 0)")
+    _, tokens = _check_tokens(X, E.shape[0], pad_id)
+    own = selection(E, X, p_circ, pad_id=pad_id, tol=tol)
+    sel = own if selected is None else [frozenset(int(s) for s in S) for S in _check_selected(selected, tokens)]
+    pairs, eq_pairs, _ = constraint_pairs(tokens, [np.asarray(sorted(S), dtype=np.int64) for S in sel], E.shape[0])
+    tau = _selection_gap(E @ p_circ, tokens, own)
+    p = p_circ / tau if math.isfinite(tau) else np.zeros_like(p_circ)
+    a = E @ p
+    min_margin = float(np.min(a[pairs[:, 0]] - a[pairs[:, 1]])) if len(pairs) else math.inf
+    tie = 0.0
+    if len(eq_pairs):  # relative to ‖p‖ max‖E_s‖, as the solver's certificate (solvers.certify)
+        tie = float(np.max(np.abs(a[eq_pairs[:, 0]] - a[eq_pairs[:, 1]])))
+        tie /= max(float(np.linalg.norm(p)) * float(np.max(np.linalg.norm(E, axis=1))), 1e-300)
+    same = selection(E, X, p, pad_id=pad_id, tol=tol) == list(sel) if np.any(p) else all(
+        len(S) == u.size for S, u in zip(sel, tokens, strict=True))
+    return Lemma42Point(tau, p, min_margin, tie, bool(same), sum(len(S) > 1 for S in own), list(sel), pairs, eq_pairs)
+
+
+def max_margin_slsqp(E: ArrayLike, X: ArrayLike, selected: Sequence[Iterable[int] | int], start: ArrayLike, *,
+                     pad_id: int | None = None) -> np.ndarray:
+    """Problem (12) solved by scipy's SLSQP from ``start`` (d,) — an independent cross-check of
+    :func:`max_margin_selection` on small problems (Lemma 4.2: the solution is unique, so they must agree).
+
+    Same inputs as :func:`max_margin_selection`; returns p̂ (d,). Dense in the constraints × involved tokens
+    (refused above ``solvers.SLSQP_MAX_ENTRIES``); raises :class:`~embgeo.errors.SolverError` if SLSQP fails.
+    """
+    E = _check_embeddings(E)
+    _, tokens = _check_tokens(X, E.shape[0], pad_id)
+    sel = _check_selected(selected, tokens)
+    start = as_vector("start", start)
+    if start.shape != (E.shape[1],):
+        raise ShapeError(f"start: expected shape ({E.shape[1]},) to match E's d, got {start.shape}")
+    pairs, eq_pairs, _ = constraint_pairs(tokens, sel, E.shape[0])
+    out = solve_max_margin_slsqp(E, pairs, eq_pairs, start)
+    if not out["success"]:
+        raise SolverError(f"max_margin_slsqp: SLSQP failed after {out['iterations']} iterations: {out['message']}")
+    return out["p"]
 
 
 # ---------------------------------------------------------------------------------------------
