@@ -574,8 +574,9 @@ def _print_probe_plan(r) -> None:
           f"{1e3 * rates['loss']:.2g})", flush=True)
     if est["solvers"] == 0.0:
         print(f"warning      the forward passes and the passes over the logits alone (≈ "
-              f"{_duration(est['total'])}) take the whole limit: separability and the NTP-SVM will not run; allow "
-              "more time (--max-seconds) or fewer contexts (--max-contexts)", flush=True)
+              f"{_duration(est['total'])}) take the whole limit by this estimate: separability and the NTP-SVM will "
+              "not run unless those passes, timed again before the solvers, are faster; allow more time "
+              "(--max-seconds) or fewer contexts (--max-contexts)", flush=True)
 
 
 def _sample_words(info: dict) -> str:

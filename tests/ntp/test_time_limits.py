@@ -514,3 +514,24 @@ def test_the_probe_gives_the_exact_solve_its_deadline(clock, monkeypatch):
     assert len(clock.at("_bucket")) == 1  # begun at 1 s, before the deadline; nothing after it
     assert np.isfinite(res.kl_gap)
     assert probe.measure(data, W).compatibility is not None  # the control: no limit, W* computed
+
+
+def test_the_probe_keeps_for_the_alignment_what_its_passes_measure(clock, monkeypatch):
+    """The solvers get the limit less the alignment's passes with W^mm as timed before them (on W standing in): when
+    those cost 1 s of a 1.5 s limit the solvers begin nothing ('max_seconds spent'), and the logits' structure and the
+    NTP-margin are there, measured before the solvers; negative control: at 0.1 s the same limit leaves them time and
+    they decide the data (separable: d > m)."""
+    from embgeo.ntp.analysis import probe
+
+    data = synthetic(12, 10, 16, 2, seed=3)
+    W = np.random.default_rng(0).standard_normal((data.V, data.d))
+    spy(monkeypatch, clock, probe, "_alignment", cost=1.0)
+    res = probe.measure(data, W, max_seconds=1.5)
+    assert "max_seconds spent" in res.errors["separability"] and res.separability is None
+    assert res.logits is not None and np.isfinite(res.alignment["margin"])
+    assert len(clock.at("_alignment")) == 2  # the stand-in before the solvers, the real one after
+    monkeypatch.undo()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    spy(monkeypatch, clock, probe, "_alignment", cost=0.1)
+    res = probe.measure(data, W, max_seconds=1.5)
+    assert "separability" not in res.errors and res.separability

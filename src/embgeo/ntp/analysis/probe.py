@@ -695,8 +695,9 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
     ``forward``: the token positions of the forward passes (:func:`batch_plan`; padding included) at their rate;
     ``logit_passes``: the LOGIT_PASSES passes over the m × V logits — the loss's and two of the margins' (the
     alignment's NTP-margin, the logits' structure) — and the structure's fixed O(V d²) work (``rates["fixed"]``,
-    :func:`_fixed_seconds`); ``after_solvers``: the part of them that runs after the solvers (the margins' two and
-    the fixed work, which :func:`measure` keeps time for); ``solvers``: what ``max_seconds`` leaves after those
+    :func:`_fixed_seconds`); ``after_solvers``: the part of them that runs after the exact equality solve (the
+    margins' two and the fixed work: :func:`measure` keeps that time when it gives the exact solve its deadline, and
+    times the passes again before the iterative solvers); ``solvers``: what ``max_seconds`` leaves after those
     (inf without a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum;
     ``limit``: max_seconds. The exact equality solve (W*, dim F) is not in it; it begins no step past the solvers'
     deadline."""
@@ -746,6 +747,9 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     ``"loss"``: 𝓗, CE(W) − 𝓗 as a KL (:func:`theory.kl_gap`, over row blocks of the logits) and CE(W) (eq. 2)
     as 𝓗 + KL;
     ``"compatibility"``: Def. 1 (W*(H) or the certificate that (4) has no solution) and dim F (eq. 5);
+    ``"geometry"``: the logits' structure (:func:`logit_structure_factored`) and the rows' norms against token
+    frequency — with P_F(W) and the normalized NTP-margin of P_⊥(W) (:func:`_alignment_prep`), which need no solver
+    either, so that all of it is done, and timed, before the solvers start;
     ``"separability"``: Def. 2 — with ``separability_method="auto"`` W is tried first as the certificate
     (``candidate=W``: exact when P_⊥(W) has all margins > 0), then the cheap routes, the LP when small, else the
     dual for a quarter of the time (at most 60 s) and the squared hinge for the rest; ``"hinge"``, ``"dual"`` or
@@ -754,19 +758,18 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
     when separability was undecided, the NTP-SVM's outcome decides it (``result.separability``, the one verdict
     :attr:`ProbeResult.separable` printed and written);
     ``"alignment"``: W against W* and W^mm on the constrained rows, the never-next block apart, the old all-rows
-    cosines beside their bounds, and the normalized NTP-margin of P_⊥(W) (:func:`_alignment`); ``"geometry"``: the
-    logits' structure (:func:`logit_structure_factored`) and the rows' norms against token frequency; with
+    cosines beside their bounds, and the NTP-margin computed before (:func:`_alignment`); with
     ``head_training`` (a dict of :func:`train_head`'s keyword arguments), ``"train_head"``: a linear head trained
     from zero on H (:func:`train_head`).
 
-    ``max_seconds`` bounds the iterative solvers (separability's, the NTP-SVM) together: each gets what is left
-    of it, less ``after_solvers`` (the seconds the passes after them, alignment and geometry, are expected to take,
-    so that the whole ends within the limit), when it starts. They call ``solver_progress(iteration, info)``
+    ``max_seconds`` bounds the whole measurement. The exact equality solve of the compatibility stage begins no step
+    of its factorization past the limit less ``after_solvers`` (the caller's estimate of the passes after it); the
+    iterative solvers (separability's, the NTP-SVM) together get what is left of the limit less the seconds that
+    the alignment's passes with W^mm take — measured before they start, on W standing in for W^mm (the same row
+    passes) — so that the whole ends within the limit. They call ``solver_progress(iteration, info)``
     (``info["gap"]``: the relative duality gap); a problem one of them cannot decide, or that the memory budget
     refuses, leaves its objects None and says why in ``result.errors`` (never an exception: the rest is measured).
-    The exact equality solve behind W*, dim F and the projections onto F begins no step of its factorization past
-    that point either (past the whole limit when the alignment is the first to need it); a stage it cannot finish
-    says so in ``result.errors``.
+    A stage the exact solve cannot finish in its time says so in ``result.errors``.
     """
     if not isinstance(data, NTPData):
         raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")
@@ -802,7 +805,25 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
         res.dim_F = F.dim
     except (SolverError, TooLargeError) as exc:
         res.errors["dim_F"] = str(exc)
-    t = _stage(res, report, "compatibility", t, started, "separability")
+    t = _stage(res, report, "compatibility", t, started, "geometry")
+
+    # What needs no solver's output runs before the solvers — P_F(W), the NTP-margin of P_⊥(W) and the logits'
+    # structure — and what the alignment does with W^mm is timed on W standing in for it: the solvers then get the
+    # limit less measured seconds, not estimated ones (issue 38: the estimate had left out the m × m Gram and the row
+    # passes, and the probe ended 18 % past its limit at m = 2000).
+    F.deadline = wall  # unless the compatibility stage built it, the projection needs the solve
+    prep = _alignment_prep(data, W, F, res)
+    if prep.error is not None:
+        res.errors["alignment"] = prep.error
+    res.logits, arrays = logit_structure_factored(data.embeddings, W, data)
+    res.frequency, freq_arrays = _frequency(data, W)
+    res.arrays = {**arrays, **freq_arrays}
+    if wall is not None:
+        begun = time.perf_counter()
+        _alignment(data, W, res.w_star, W, 0.0, prep)
+        deadline = wall - (time.perf_counter() - begun)  # the solvers end in time for the alignment's passes
+    F.deadline = deadline
+    t = _stage(res, report, "geometry", t, started, "separability")
 
     full = bool(np.all(data.support_sizes == data.V))
     if full:
@@ -828,14 +849,9 @@ def measure(data: NTPData, W, *, max_seconds: float | None = None,
             res.separability = res.svm.separability  # the NTP-SVM decided it: the one verdict from here on
     t = _stage(res, report, "svm", t, started, "alignment")
 
-    F.deadline = wall  # unless the compatibility stage built it, the alignment's projections need the solve
-    res.alignment = _alignment(data, W, F, res)
-    t = _stage(res, report, "alignment", t, started, "geometry")
-
-    res.logits, arrays = logit_structure_factored(data.embeddings, W, data)
-    res.frequency, freq_arrays = _frequency(data, W)
-    res.arrays = {**arrays, **freq_arrays}
-    _stage(res, report, "geometry", t)
+    eps = math.nan if res.svm is None or res.svm.W is None else float(res.svm.residuals.get("error_bound", math.nan))
+    res.alignment = _alignment(data, W, res.w_star, res.w_mm, eps, prep)
+    _stage(res, report, "alignment", t)
     if head_training is not None:
         train_head(res, **head_training, report=report, started=started)
     return res
@@ -853,7 +869,30 @@ def _blockwise_kl(data: NTPData, W: np.ndarray) -> float:
     return kl
 
 
-def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResult) -> dict:
+@dataclass
+class AlignmentPrep:
+    """The alignment's parts that need no solver: P_F(W) (V, d) when W* exists, the normalized NTP-margin of P_⊥(W),
+    and the error that stopped either (SolverError / TooLargeError text)."""
+
+    PFW: np.ndarray | None = None
+    margin: float = math.nan
+    error: str | None = None
+
+
+def _alignment_prep(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResult) -> AlignmentPrep:
+    """P_F(W) (when W* exists) and the NTP-margin of P_⊥(W) (:func:`theory.ntp_margin`), before the solvers."""
+    prep = AlignmentPrep()
+    try:
+        prep.PFW = None if res.w_star is None else F.project(W)
+        if not np.all(data.support_sizes == data.V):
+            prep.margin = theory.ntp_margin(data, W, F, perp=None if prep.PFW is None else W - prep.PFW)
+    except (SolverError, TooLargeError) as exc:  # SolverError: the limit was reached before F's exact solve
+        prep.error = str(exc)
+    return prep
+
+
+def _alignment(data: NTPData, W: np.ndarray, w_star: np.ndarray | None, w_mm: np.ndarray | None, eps: float,
+               prep: AlignmentPrep) -> dict:
     """Where W sits relative to W*(H) and W^mm(H) (Thm. 2: P_F(W) → W*, W/‖W‖ → W^mm/‖W^mm‖), on the rows the
     theory constrains.
 
@@ -875,33 +914,27 @@ def _alignment(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResul
     apart: ``unseen_share`` (of ‖W‖²), ``unseen_share_centred``, ``unseen_spread_share``, and the mean unseen row's
     logit against the in-support and seen rows (``unseen_logit_vs_support``, ``unseen_logit_vs_seen``; the same for
     W^mm as ``unseen_logit_vs_support_mm``). The old all-rows ``cos_mm``, ``cos_corrected`` (± 2ε) with
-    ``cos_mm_bound``, ``cos_corrected_bound``; ``margin``: the normalized NTP-margin of P_⊥(W).
+    ``cos_mm_bound``, ``cos_corrected_bound``; ``margin``: the normalized NTP-margin of P_⊥(W)
+    (``prep``, :func:`_alignment_prep`). ``w_star``, ``w_mm`` (V, d) or None; ``eps``: W^mm's certified relative error
+    (NaN when none).
     """
-    eps = math.nan
-    if res.svm is not None and res.svm.W is not None:
-        eps = float(res.svm.residuals.get("error_bound", math.nan))
-    out = {"cos_mm": math.nan, "cos_corrected": math.nan, "subspace_error": math.nan, "margin": math.nan,
+    out = {"cos_mm": math.nan, "cos_corrected": math.nan, "subspace_error": math.nan, "margin": prep.margin,
            "svm_error_bound": eps, "norm_W": float(np.linalg.norm(W)),
-           "norm_w_star": math.nan if res.w_star is None else float(np.linalg.norm(res.w_star)),
-           "norm_w_mm": math.nan if res.w_mm is None else float(np.linalg.norm(res.w_mm)),
+           "norm_w_star": math.nan if w_star is None else float(np.linalg.norm(w_star)),
+           "norm_w_mm": math.nan if w_mm is None else float(np.linalg.norm(w_mm)),
            "cos_corrected_bound": math.nan, "unseen_logit_vs_support_mm": math.nan}
     seen, unseen = token_split(data)
-    try:
-        PFW = None if res.w_star is None else F.project(W)
-        out.update(constrained_alignment(data, W, w_star=res.w_star, w_mm=res.w_mm, F=F,
-                                         error_bound=eps if eps == eps else 0.0, PFW=PFW))
-        if res.w_mm is not None:
-            from embgeo.ntp.measure.metrics import unseen_block
+    star = None if prep.PFW is None else w_star  # W* with P_F(W) only: the projection is not made again here
+    out.update(constrained_alignment(data, W, w_star=star, w_mm=w_mm, error_bound=eps if eps == eps else 0.0,
+                                     PFW=prep.PFW))
+    if w_mm is not None:
+        from embgeo.ntp.measure.metrics import unseen_block
 
-            out["unseen_logit_vs_support_mm"] = unseen_block(data, res.w_mm, seen, unseen)["unseen_logit_vs_support"]
-            if res.w_star is not None:
-                D = W - res.w_star
-                out["cos_corrected"] = cosine(D, res.w_mm)
-                out["cos_corrected_bound"] = equal_rows_bound(D, seen, unseen)
-        if not np.all(data.support_sizes == data.V):
-            out["margin"] = theory.ntp_margin(data, W, F, perp=None if PFW is None else W - PFW)
-    except (SolverError, TooLargeError) as exc:  # SolverError: the limit was reached before F's exact solve
-        res.errors["alignment"] = str(exc)
+        out["unseen_logit_vs_support_mm"] = unseen_block(data, w_mm, seen, unseen)["unseen_logit_vs_support"]
+        if w_star is not None:
+            D = W - w_star
+            out["cos_corrected"] = cosine(D, w_mm)
+            out["cos_corrected_bound"] = equal_rows_bound(D, seen, unseen)
     return out
 
 
@@ -1546,7 +1579,10 @@ def probe_model(model: str | PathLike, text: str | PathLike | Sequence[str], *, 
             "tied_head": inputs is not None and inputs.weight is W, "window": window,
             "parameters": info["parameters"], "units": units, "unit_count": len(texts),
             "sequences": len(sequences), "lines": len(texts), "load_seconds": load_seconds}
-    left = None if max_seconds is None else max(check_float("max_seconds", max_seconds) - load_seconds, 1e-3)
+    # what the limit leaves after everything since this call began: loading, and reading the head, the tokenizer's
+    # pass over the text and its labels (issue 38: ~7 s on a busy machine that only the load's seconds had counted)
+    left = None if max_seconds is None else max(check_float("max_seconds", max_seconds) - (time.perf_counter() - t0),
+                                                1e-3)
     res = probe(hf_hidden(lm), W, sequences, context_length=context_length, prefixes=prefixes, window=window,
                 max_contexts=max_contexts, sample=sample, seed=seed, batch_size=batch_size, device=device,
                 bias=bias if head_bias == "append" else None, token_labels=labels, max_seconds=left,
