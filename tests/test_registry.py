@@ -299,7 +299,7 @@ def test_no_import_cycle_through_the_lab_and_the_lab_imports_no_paper():
 #: embgeo.ntp's layers, bottom up (its package docstring): a module imports only from its own layer or below.
 NTP_LAYERS = (("embgeo.ntp.data", "embgeo.ntp.units", "embgeo.ntp.corpus"), ("embgeo.ntp.solvers",),
               ("embgeo.ntp.theory", "embgeo.ntp"), ("embgeo.ntp.measure",), ("embgeo.ntp.training",),
-              ("embgeo.ntp.analysis",), ("embgeo.ntp.experiments",))
+              ("embgeo.ntp.analysis",), ("embgeo.ntp.experiments", "embgeo.ntp.cli"))
 
 
 def _ntp_layer(module: str) -> int:

@@ -273,7 +273,7 @@ def test_dense_arrays_only_with_save_arrays(tmp_path):
 
 def _measured(capsys) -> tuple:
     """measure() on separable data (rank H = m) with the CLI's printing as its report: (result, printed)."""
-    from embgeo.cli import _print_probe_stage
+    from embgeo.ntp.cli import _print_probe_stage
 
     res = measure(synthetic(8, 6, 12, 2, seed=1), np.random.default_rng(0).normal(size=(6, 12)),
                   report=_print_probe_stage)
@@ -379,7 +379,7 @@ def test_cli_refuses_a_bad_max_seconds(tiny_gguf, text_file, capsys):
 def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     """Off a terminal a solver stage prints a flushed line at most every SOLVER_LINE_SECONDS (the NTP-SVM ran for
     minutes without one on a real LM), with the numbers it reports; on a terminal it is a bar, not lines."""
-    from embgeo import cli
+    from embgeo.ntp import cli
 
     hooks = cli._probe_hooks(plain=True)
     hooks["solver_progress"](3, {"gap": 0.5, "working_set": 10, "rho": 100.0, "note": "text is not shown"})

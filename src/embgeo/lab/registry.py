@@ -270,6 +270,12 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(?:\s*[-–]\s*(\d+(?:\.\d+)?))?\s*(s|se
 QUICK_MEASURED = "2026-11-28, taskset -c 0 embgeo reproduce --out runs/quick (one core, the other idle)"
 
 
+def duration_text(seconds: float) -> str:
+    """Seconds as the estimates print them: "40 s", "12 min", "2.5 h"."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 else \
+        f"{seconds:.0f} s"
+
+
 def runtime_seconds(exp: Experiment, scale: str) -> float | None:
     """Seconds a run of ``exp`` at ``scale`` takes: at quick scale its measured ``quick_seconds``; otherwise read
     from its ``paper_runtime`` text: at paper scale the first duration before any parenthesis ("about 60-75 min

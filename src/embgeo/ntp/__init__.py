@@ -15,7 +15,9 @@ The package in layers, each importing only those below it (a test holds the rule
 5. :mod:`embgeo.ntp.training`: GD / NGD / Adam / SGD (:mod:`~embgeo.ntp.training.train`), Theorem 1's paths
    (:mod:`~embgeo.ntp.training.regpath`), learned embeddings (:mod:`~embgeo.ntp.training.learned`);
 6. :mod:`embgeo.ntp.analysis`: the pipelines behind ``ntp analyze`` and ``ntp probe``;
-7. :mod:`embgeo.ntp.experiments`: the paper's experiments and claims.
+7. :mod:`embgeo.ntp.experiments`: the paper's experiments and claims; :mod:`embgeo.ntp.cli`: the paper's own
+   commands, ``embgeo ntp analyze`` and ``embgeo ntp probe`` (registered through the ``embgeo.commands`` entry
+   point).
 
 Training is not re-exported here, so that ``embgeo.ntp.training.train`` keeps meaning the module.
 """
