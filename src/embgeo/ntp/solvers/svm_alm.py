@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -783,6 +783,29 @@ def _working_set(G: int, m: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return wg, keys % m, np.searchsorted(wg, np.arange(G + 1))
 
 
+@dataclass
+class _Run:
+    """One :meth:`SVMALM.solve`'s state across its outer steps, read and updated by its named steps: the iterate
+    (``st``), the best certified outcome and dual point so far, the deadline and the certificate's grace, the last
+    certificate's and scan's measured costs, and the penalty's bookkeeping (the previous violation, the inner
+    tolerance, the gaps by outer step, where ρ reached its cap, the tied iterate's last smallest margin)."""
+
+    st: _State
+    best: SVMOutcome
+    deadline: float | None
+    grace: float
+    cert_cost: float
+    scan_cost: float
+    late: dict
+    rho_cap: float
+    best_dual: tuple | None = None
+    prev_violation: float = np.inf
+    gtol: float | None = None
+    history: list = field(default_factory=list)
+    at_max: int = 0
+    gamma: float = -np.inf
+
+
 class SVMALM:
     """The NTP-SVM of one problem by the augmented Lagrangian method of the module docstring.
 
@@ -1121,140 +1144,196 @@ class SVMALM:
         it; no outer step begins whose certificate could not end by the deadline; a certificate expected to end
         more than CERTIFICATE_GRACE · max_seconds past it is skipped (``reason`` says so) unless there is no certified
         point yet. The first outer step always runs (at least one Newton step: its multipliers are the dual bound)."""
-        start = time.perf_counter()
-        deadline = None if max_seconds is None else start + max_seconds
+        run = self._begin(X0, dual, max_seconds)
+        try:
+            for outer in range(1, max_outer + 1):
+                if self._outer_step(run, outer, tol, progress):
+                    break
+        except MemoryError:
+            self._out_of_memory(run)
+        return self._finish(run)
+
+    def _begin(self, X0: np.ndarray | None, dual: tuple | None, max_seconds: float | None) -> _Run:
+        """The solve's state at its start: the starting point (:meth:`start`), and a separating start (e.g. a trained
+        decoder) certified as it is; the first certificate's cost is measured on it."""
+        begun = time.perf_counter()
+        deadline = None if max_seconds is None else begun + max_seconds
         grace = 0.0 if max_seconds is None else self.opt.CERTIFICATE_GRACE * max_seconds
         st = self.start(X0, dual)
         # the start's tie projection and full scan are what a certificate costs (its first tie also builds the
         # projection's system: an overestimate, for the first outer step only)
-        cert_cost = time.perf_counter() - start
+        cert_cost = time.perf_counter() - begun
         best = SVMOutcome(Status.MAX_ITER, mode="augmented Lagrangian")
-        if X0 is not None or dual is not None:  # a separating start (e.g. a trained decoder) is certified as is
+        if X0 is not None or dual is not None:
             tic = time.perf_counter()
             Xf, tf, _, _ = self.feasible_point(st.X)
             cert_cost = time.perf_counter() - tic
             if Xf is not None:
                 best.X, best.t, best.primal = Xf, tf, 0.5 * self._norm2(Xf)
-        scan_cost = cert_cost  # the scan for violated pairs far from feasibility: measured when it runs
-        best_dual = None
-        prev_violation, gtol, history, at_max = np.inf, None, [], 0
-        gamma = -np.inf  # the tied iterate's smallest margin at the previous outer step
         opt = self.opt
         late = {"below": 1.0 + opt.SLACK, "top": opt.ADD_PER_CONTEXT,
                 "every_below": 1.0 if opt.ADD_EVERY_VIOLATED else -np.inf}
-        rho_cap = opt.RHO_MAX  # lowered where the Newton directions stop being descent directions
-        try:
-            for outer in range(1, max_outer + 1):
-                xnorm = np.sqrt(self._norm2(st.X)) + 1.0
-                if gtol is None:
-                    gtol = 1e-2 * xnorm
-                saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
-                inexact_before = self.inexact_solves
-                best.iterations += self._inner(st, gtol, None if deadline is None else deadline - cert_cost)
-                if self._stuck and st.rho > opt.RHO0:
-                    # no descent direction at this ρ (T's factor too inaccurate): back to the state before, and ρ held
-                    # below it for the rest of the solve
-                    st.X, st.t, st.nu, st.mu = saved
-                    st.a, st.rho = None, st.rho / opt.RHO_UP
-                    rho_cap = st.rho
-                    continue
-                aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
-                violation = _violation(aS, aW)
-                # the violation on the pairs of the previous outer step: S and W as it was then (~fresh; W only grows)
-                same = _violation(aS, aW[~st.fresh])
-                dual_value, nu_bal, dual_scale = self.dual_point(st)
-                if dual_value > best.dual:  # (a valid lower bound whatever the primal point: kept before the check)
-                    best.dual = dual_value
-                    best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
-                                 -dual_scale * np.concatenate([nu_bal, st.mu]))
-                if deadline is not None and best.X is not None and time.perf_counter() + cert_cost > deadline + grace:
-                    best.status = Status.TIME_LIMIT
-                    best.reason = (f"the time limit came before the certificate of outer step {outer} (a tie "
-                                   f"projection and a full scan, about {cert_cost:.2g} s): the primal bound is that "
-                                   "of an earlier outer step")
-                    break
-                # once the iterate is nearly feasible, the pairs that join W come from the same full scan (selected
-                # only where it was so at the previous step: far from feasible, nearly every pair is below 1)
-                select = late if gamma > 0.5 else {}
-                tic = time.perf_counter()
-                Xf, tf, gamma, scan = self.feasible_point(st.X, **select)
-                cert_cost = time.perf_counter() - tic
-                if Xf is not None:
-                    primal = 0.5 * self._norm2(Xf)
-                    if primal < best.primal:
-                        best.X, best.t, best.primal = Xf, tf, primal
-                best.rounds, best.working_set = outer, len(st.wg)
-                history.append(best.gap)
-                if progress is not None:
-                    progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
-                                     "factorizations": self.factorizations, "violation": violation,
-                                     "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
-                if best.gap <= tol:
-                    best.status = Status.OPTIMAL
-                    break
-                # the next outer step: its inner loop, the scan for violated pairs far from feasibility and its
-                # certificate; none begins whose certificate could not end by the deadline
-                if deadline is not None and (time.perf_counter() + cert_cost + (scan_cost if gamma <= 0.5 else 0.0)
-                                             > deadline):
-                    best.status = Status.TIME_LIMIT
-                    break
-                if st.rho < rho_cap:
-                    at_max = len(history)  # the outer steps from here on are the ones at the largest ρ allowed
-                if _stalled(history[at_max:], opt.STALL_OUTER):
-                    best.status = Status.STALLED
-                    break
-                if self.inexact_solves > inexact_before and same > prev_violation:
-                    # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
-                    # violation grew: the remedy, a larger ρ, only worsens T's condition (see the docstring)
-                    best.status = Status.STALLED
-                    best.reason = self._beyond_size(st, self.inexact_solves - inexact_before, prev_violation, same)
-                    break
-                # the pairs outside W that the iterate violates, or nearly once it is close to feasible: then those of
-                # the tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on
-                # paper-cs, m = 10,833, the second pass cost 3.8 of 32 s)
-                if gamma <= 0.5:  # far from feasible: the iterate's violated pairs
-                    tic = time.perf_counter()
-                    scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=opt.ADD_PER_CONTEXT)
-                    scan_cost = time.perf_counter() - tic
-                elif not select:  # nearly feasible for the first time: the tied iterate's pairs
-                    scan = scan_off_support(Xf * gamma, tf * gamma, self.K, self.support_csc, **late)
-                # else the certifying scan above selected them already
-                self._join(st, scan.groups, scan.contexts)
-                # ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
-                # (``same``). Pairs that joined W since then violated and are not a failure of the penalty: with them
-                # in the comparison, every large addition raised ρ, and on the paper-like instance ρ ran up to
-                # RHO_MAX, where the Newton steps thrash (see DECREASE).
-                if same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * prev_violation:
-                    st.rho = min(st.rho * opt.RHO_UP, rho_cap)
-                prev_violation = violation
-                # inexact inner solves whose tolerances go to zero (halving at least every outer step): with a
-                # tolerance tied to the violation alone, an inexact iterate could hold the violation up forever
-                gtol = max(min(0.5 * gtol, opt.GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
-        except MemoryError:
-            # a Newton system or a working set larger than the memory left (e.g. m = 100,000 contexts under a cap):
-            # the best certified point so far is the answer, with its gap (status STALLED: the caller reports it
-            # as optimal_inaccurate); without one there is nothing to return
-            self._cache = self._factored = None
-            self._blocks = BlockCache()
-            if best.X is None:
-                raise TooLargeError(f"NTP-SVM (augmented Lagrangian): out of memory after {best.rounds} outer steps "
-                                    f"with {len(st.wg)} off-support pairs in the working set ({self.G} token groups, "
-                                    f"m = {self.m} contexts, rank {self.K.shape[1]}), before any feasible point; "
-                                    "its Newton systems do not fit the memory left to the process") from None
+        # the scan for violated pairs far from feasibility is measured when it runs; ρ's cap is lowered where the
+        # Newton directions stop being descent directions
+        return _Run(st, best, deadline, grace, cert_cost, scan_cost=cert_cost, late=late, rho_cap=opt.RHO_MAX)
+
+    def _outer_step(self, run: _Run, outer: int, tol: float, progress) -> bool:
+        """One outer step: the inner Newton loop, the dual bound, the certificate, the stop tests, the working set's
+        growth and the penalty's update. True when the solve stops (``run.best.status`` says why)."""
+        st, best = run.st, run.best
+        xnorm = np.sqrt(self._norm2(st.X)) + 1.0
+        if run.gtol is None:
+            run.gtol = 1e-2 * xnorm
+        inexact_before = self.inexact_solves
+        if not self._inner_step(run):
+            return False
+        violation, same = self._dual_bound(run)
+        if run.deadline is not None and best.X is not None and \
+                time.perf_counter() + run.cert_cost > run.deadline + run.grace:
+            best.status = Status.TIME_LIMIT
+            best.reason = (f"the time limit came before the certificate of outer step {outer} (a tie "
+                           f"projection and a full scan, about {run.cert_cost:.2g} s): the primal bound is that "
+                           "of an earlier outer step")
+            return True
+        # once the iterate is nearly feasible, the pairs that join W come from the same full scan (selected
+        # only where it was so at the previous step: far from feasible, nearly every pair is below 1)
+        select = run.late if run.gamma > 0.5 else {}
+        Xf, tf, scan = self._certify(run, select)
+        best.rounds, best.working_set = outer, len(st.wg)
+        run.history.append(best.gap)
+        if progress is not None:
+            progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
+                             "factorizations": self.factorizations, "violation": violation,
+                             "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
+        if self._stops(run, tol, same, inexact_before):
+            return True
+        self._grow_working_set(run, scan, Xf, tf, select)
+        self._update_penalty(run, violation, same, inexact_before, xnorm)
+        return False
+
+    def _inner_step(self, run: _Run) -> bool:
+        """The inner Newton loop at this ρ; False (state and ρ rolled back, ρ capped below for the rest of the solve)
+        when it found no descent direction above the first ρ (T's factor too inaccurate)."""
+        st = run.st
+        saved = (st.X, st.t, st.nu, st.mu)  # the inner loop makes new arrays; these stay as they are
+        run.best.iterations += self._inner(st, run.gtol, None if run.deadline is None else run.deadline - run.cert_cost)
+        if self._stuck and st.rho > self.opt.RHO0:
+            st.X, st.t, st.nu, st.mu = saved
+            st.a, st.rho = None, st.rho / self.opt.RHO_UP
+            run.rho_cap = st.rho
+            return False
+        return True
+
+    def _dual_bound(self, run: _Run) -> tuple[float, float]:
+        """The multipliers' dual value kept when it improves the lower bound (valid whatever the primal point: kept
+        before the certificate); returns the violation on the working set and on the previous outer step's pairs."""
+        st, best = run.st, run.best
+        aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
+        violation = _violation(aS, aW)
+        # the violation on the pairs of the previous outer step: S and W as it was then (~fresh; W only grows)
+        same = _violation(aS, aW[~st.fresh])
+        dual_value, nu_bal, dual_scale = self.dual_point(st)
+        if dual_value > best.dual:
+            best.dual = dual_value
+            run.best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
+                             -dual_scale * np.concatenate([nu_bal, st.mu]))
+        return violation, same
+
+    def _certify(self, run: _Run, select: dict):
+        """The iterate tied and scaled to margin 1 (:meth:`feasible_point`: a tie projection and a full scan, its cost
+        measured for the deadline), kept when its primal is the best yet; returns (X_f, t_f, the scan)."""
+        tic = time.perf_counter()
+        Xf, tf, run.gamma, scan = self.feasible_point(run.st.X, **select)
+        run.cert_cost = time.perf_counter() - tic
+        if Xf is not None:
+            primal = 0.5 * self._norm2(Xf)
+            if primal < run.best.primal:
+                run.best.X, run.best.t, run.best.primal = Xf, tf, primal
+        return Xf, tf, scan
+
+    def _stops(self, run: _Run, tol: float, same: float, inexact_before: int) -> bool:
+        """The stop tests after a certificate: optimal (gap ≤ ``tol``), no time for the next outer step, stalled at
+        the largest ρ allowed, or beyond this solver's size (see :meth:`solve`); ``run.best.status`` says which."""
+        st, best, opt = run.st, run.best, self.opt
+        if best.gap <= tol:
+            best.status = Status.OPTIMAL
+            return True
+        # the next outer step: its inner loop, the scan for violated pairs far from feasibility and its
+        # certificate; none begins whose certificate could not end by the deadline
+        if run.deadline is not None and (time.perf_counter() + run.cert_cost
+                                         + (run.scan_cost if run.gamma <= 0.5 else 0.0) > run.deadline):
+            best.status = Status.TIME_LIMIT
+            return True
+        if st.rho < run.rho_cap:
+            run.at_max = len(run.history)  # the outer steps from here on are the ones at the largest ρ allowed
+        if _stalled(run.history[run.at_max:], opt.STALL_OUTER):
             best.status = Status.STALLED
-            if best_dual is None:  # stopped before the first outer step: the zero multipliers, dual value 0
-                best.dual = max(best.dual, 0.0)
-                best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
+            return True
+        if self.inexact_solves > inexact_before and same > run.prev_violation:
+            # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
+            # violation grew: the remedy, a larger ρ, only worsens T's condition (see the docstring)
+            best.status = Status.STALLED
+            best.reason = self._beyond_size(st, self.inexact_solves - inexact_before, run.prev_violation, same)
+            return True
+        return False
+
+    def _grow_working_set(self, run: _Run, scan, Xf, tf, select: dict) -> None:
+        """The pairs outside W that the iterate violates, or nearly once it is close to feasible: then those of the
+        tied iterate, which the certificate's scan listed (one full pass per outer step, not two; on paper-cs,
+        m = 10,833, the second pass cost 3.8 of 32 s)."""
+        st = run.st
+        if run.gamma <= 0.5:  # far from feasible: the iterate's violated pairs
+            tic = time.perf_counter()
+            scan = scan_off_support(st.X, st.t, self.K, self.support_csc, below=1.0, top=self.opt.ADD_PER_CONTEXT)
+            run.scan_cost = time.perf_counter() - tic
+        elif not select:  # nearly feasible for the first time: the tied iterate's pairs
+            scan = scan_off_support(Xf * run.gamma, tf * run.gamma, self.K, self.support_csc, **run.late)
+        # else the certifying scan selected them already
+        self._join(st, scan.groups, scan.contexts)
+
+    def _update_penalty(self, run: _Run, violation: float, same: float, inexact_before: int, xnorm: float) -> None:
+        """ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
+        (``same``). Pairs that joined W since then violated and are not a failure of the penalty: with them in the
+        comparison, every large addition raised ρ, and on the paper-like instance ρ ran up to RHO_MAX, where the
+        Newton steps thrash (see DECREASE). The inner tolerance then halves at least: with a tolerance tied to the
+        violation alone, an inexact iterate could hold the violation up forever."""
+        st, opt = run.st, self.opt
+        if same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * run.prev_violation:
+            st.rho = min(st.rho * opt.RHO_UP, run.rho_cap)
+        run.prev_violation = violation
+        run.gtol = max(min(0.5 * run.gtol, opt.GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
+
+    def _out_of_memory(self, run: _Run) -> None:
+        """A Newton system or a working set larger than the memory left (e.g. m = 100,000 contexts under a cap): the
+        best certified point so far is the answer, with its gap (status STALLED: the caller reports it as
+        optimal_inaccurate); without one there is nothing to return (TooLargeError)."""
+        best, st = run.best, run.st
+        self._cache = self._factored = None
+        self._blocks = BlockCache()
+        if best.X is None:
+            raise TooLargeError(f"NTP-SVM (augmented Lagrangian): out of memory after {best.rounds} outer steps "
+                                f"with {len(st.wg)} off-support pairs in the working set ({self.G} token groups, "
+                                f"m = {self.m} contexts, rank {self.K.shape[1]}), before any feasible point; "
+                                "its Newton systems do not fit the memory left to the process") from None
+        best.status = Status.STALLED
+        if run.best_dual is None:  # stopped before the first outer step: the zero multipliers, dual value 0
+            best.dual = max(best.dual, 0.0)
+            run.best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
+
+    def _finish(self, run: _Run) -> SVMOutcome:
+        """The outcome in the caller's units; stopped by the time before any certified step, the start (if any) with
+        the zero multipliers' dual bound."""
+        best = run.best
         if best.status == Status.TIME_LIMIT:
-            if best.X is None and self._start_point is not None:  # stopped before any certified step: the start
+            if best.X is None and self._start_point is not None:
                 best.X, best.t = self._start_point
                 best.primal = 0.5 * self._norm2(best.X)
-            if best.X is not None and best_dual is None:  # stopped before the first outer step: the zero multipliers
+            if best.X is not None and run.best_dual is None:
                 best.dual = max(best.dual, 0.0)
-                best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
+                run.best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))
         best.factorizations = self.factorizations
-        best.check_seconds = cert_cost
-        return self._in_caller_units(best, best_dual)
+        best.check_seconds = run.cert_cost
+        return self._in_caller_units(best, run.best_dual)
 
     def _in_caller_units(self, out: SVMOutcome, dual: tuple | None) -> SVMOutcome:
         s2 = self.scale ** 2
