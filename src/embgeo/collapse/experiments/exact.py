@@ -49,9 +49,10 @@ THEOREM_D_TYPE1 = ((0.5, 0.3), (1.0, 1.0), (2.0, 0.7))
 THEOREM_D_DRAWS = 20
 
 
-def _assumption_a_premise(Z: np.ndarray, n_concepts: int) -> str:
-    """Empty if the latents ``Z`` satisfy Assumption A exactly, else the premise that fails, with its certificate."""
-    sym = symmetry_diagnostic(Z, n_concepts)
+def _assumption_a_premise(Z: np.ndarray, n_concepts: int, sym=None) -> str:
+    """Empty if the latents ``Z`` satisfy Assumption A exactly, else the premise that fails, with its certificate;
+    ``sym``: their :func:`~embgeo.collapse.data.symmetry_diagnostic` when the caller has it."""
+    sym = symmetry_diagnostic(Z, n_concepts) if sym is None else sym
     if sym.exact:
         return ""
     return (f"Assumption A (latent symmetry, eq. 35) fails: the counts deviate from their ideal by up to "
@@ -70,7 +71,7 @@ def _converse_premise(Z: np.ndarray, n_concepts: int) -> tuple[str, str]:
     sym = symmetry_diagnostic(Z, n_concepts)
     failing = [f"the latent variables are not mutually distinct ({sym.n_duplicate_pairs} equal pairs)"
                ] if sym.n_duplicate_pairs else []
-    failing += [p for p in [_assumption_a_premise(Z, n_concepts)] if p]
+    failing += [p for p in [_assumption_a_premise(Z, n_concepts, sym)] if p]
     failing += [] if b.holds else [f"Assumption B (App. B.2) fails: {b.certificate()}"]
     return "; ".join(failing), b.certificate()
 

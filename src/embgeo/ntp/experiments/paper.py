@@ -522,6 +522,13 @@ class GDConfig(Fig4Data):
 PROP1_GAMMAS = (1.0, 4.0, 16.0, 32.0)
 
 
+def _on_support(data: NTPData) -> np.ndarray:
+    """(m, V) bool: True at (j, z) for z ∈ S_j."""
+    on = np.zeros((data.m, data.V), dtype=bool)
+    on[np.repeat(np.arange(data.m), data.support_sizes), data.probs.indices] = True
+    return on
+
+
 def prop1_claim(data: NTPData, W_star: np.ndarray, W_mm: np.ndarray) -> Claim:
     """Prop. 1: CE(W* + γW^mm) → 𝓗 as γ → ∞, measured against the bound of (7)'s argument [inference]:
 
@@ -533,9 +540,7 @@ def prop1_claim(data: NTPData, W_star: np.ndarray, W_mm: np.ndarray) -> Claim:
     PROP1_GAMMAS (1e-9 relative for rounding) and falls with γ. A W* off (4) leaves a positive plateau, and a W^mm
     with margins below 1 decays slower than e^{−γ}: either breaks the bound at large γ."""
     Zs = data.embeddings @ W_star.T  # (m, V) logits of W*
-    ctx = np.repeat(np.arange(data.m), data.support_sizes)
-    on = np.zeros_like(Zs, dtype=bool)
-    on[ctx, data.probs.indices] = True
+    on = _on_support(data)
     from scipy.special import logsumexp
 
     lse_on = logsumexp(np.where(on, Zs, -np.inf), axis=1)
@@ -562,8 +567,7 @@ def eq7_check(data: NTPData, W_d: np.ndarray) -> Claim:
     from scipy.special import logsumexp
 
     L = data.embeddings @ W_d.T  # (m, V) logits
-    on = np.zeros(L.shape, dtype=bool)
-    on[np.repeat(np.arange(data.m), data.support_sizes), data.probs.indices] = True
+    on = _on_support(data)
     worst = []
     for g in PROP1_GAMMAS:
         log_s = g * L - logsumexp(g * L, axis=1, keepdims=True)
