@@ -1,6 +1,6 @@
 """Token statistics and data generators of the attention paper.
 
-Paper: ``attention-trained-embeddings.txt`` (digest: ``notes/attention-trained-embeddings.md``).
+Paper: ``attention-trained-embeddings.txt`` (readings and errata: ``docs/papers/attention/readings.rst``).
 
 Conventions
 -----------
@@ -142,7 +142,7 @@ def signed_frequency(X: ArrayLike, y: ArrayLike, vocab_size: int, pad_id: int | 
     ``α_s = (1/N) Σ_{(X,y)} y Σ_i 1{x_i = s}``: occurrences of s in positive sequences minus its
     occurrences in negative sequences, divided by the total number of tokens N. Without padding
     N = nT exactly as in the paper; with padding N is the number of non-pad entries (the actual
-    token count, cf. digest §7.1 item 10), so ``Σ_s |α_s| ≤ 1`` still holds.
+    token count; our reading, the paper's sequences all have length T), so ``Σ_s |α_s| ≤ 1`` still holds.
 
     Returns a float64 array (vocab_size,). Tokens that never occur (and ``pad_id``) get 0.
     """
@@ -328,7 +328,7 @@ def assumption1_data(n_pairs: int, T: int, *, seed: int | np.random.Generator, n
     irrelevant token; for s ∈ S_c, y·α_s = (occurrences of s)/(nT) ≥ 1/(nT) (> 0 for completely
     positive, < 0 for completely negative) and the posterior difference (18) is exactly ±1.
 
-    Construction (the paper gives none; digest §2.1): sequences come in (positive, negative)
+    Construction (the paper gives none; this one is ours): sequences come in (positive, negative)
     pairs that share the same multiset of T − 1 irrelevant tokens (drawn uniformly, then shuffled
     independently in each member); each member gets one important token of its sign, inserted
     at a uniformly random position. Equal counts in the two classes make α_s = 0 exactly for

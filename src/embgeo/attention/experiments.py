@@ -659,10 +659,10 @@ class SelectionConfig:
     """Theorem 4.3 / Lemma 4.5 on Assumption-1 data: step (4), then GD on p with E = E¹ frozen.
 
     The theory's sizes (13) (η0 ≥ 4n²T², d ≥ (88η0² + …)^8) are astronomically out of reach; the
-    defaults are the digest's practical regime, where the step-1 signal (η0/2)|α_s*| = η0/(2nT)
-    dominates the init noise ~1/√d (digest §7.5). One run per seed (data and init); ``keep_p0``
-    leaves p at p⁰ in step 1 (the paper's eq. 4 updates it; at finite d its error term can start
-    p in a basin where the loss stalls above 1/(2n)).
+    defaults are a practical regime of our choosing, where the step-1 signal (η0/2)|α_s*| = η0/(2nT)
+    of eq. (6) dominates the init noise ~1/√d (a rule derived here, not in the paper). One run per
+    seed (data and init); ``keep_p0`` leaves p at p⁰ in step 1 (the paper's eq. 4 updates it; at
+    finite d its error term can start p in a basin where the loss stalls above 1/(2n)).
     """
 
     constraints: ClassVar[dict] = ATTENTION_CONSTRAINTS  # ranges of the settings (embgeo.lab.settings)
@@ -832,8 +832,8 @@ def selection_claims(summary: pd.DataFrame, n: int, steps: int) -> list:
         as_check(at_most("Lemma C.8: ‖p̂‖ ≤ 4n", float(summary["norm_p_hat"].max()), 4.0 * n, theory=f"≤ {4 * n}",
                          note="largest over the seeds"),
                  "2·Σ_selected E⁰_s is feasible for (12) whenever the E⁰_s are nearly orthonormal, so the solver's "
-                 "minimum is below 4n by construction (≈ √(|A||B|/(|A|+|B|)) in fact, digest §3.5); a wrong p̂ "
-                 "of any sensible size meets it too"),
+                 "minimum is below 4n by construction (≈ √(|A||B|/(|A|+|B|)) in fact, derived here, not in the "
+                 "paper); a wrong p̂ of any sensible size meets it too"),
         holds("Lemma 4.5's sufficient condition (the paper expects it when all important tokens share α_s): "
               "p̂ has the largest margin among selections containing every important token",
               float(summary["mu"].min()), bool((summary["mu"] > 0).all()), theory="μ > 0",

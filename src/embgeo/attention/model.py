@@ -1,11 +1,11 @@
 """Attention models of *Attention with Trained Embeddings Provably Selects Important Tokens*.
 
-Paper file ``attention-trained-embeddings.txt``; digest ``notes/attention-trained-embeddings.md``.
+Paper file ``attention-trained-embeddings.txt``; readings where it is silent: ``docs/papers/attention/readings.rst``.
 
 * :class:`OneLayerAttention`: model (1), ``f(X) = Σ_i softmax_i(pᵀE_{x_i}) · E_{x_i}ᵀv``, with
   the ⟨cls⟩ embedding p as the only query (the softmax runs over the T context tokens; cls is not a
   key), token embeddings E (|S|, d) and the head v. Computed through the per-vocabulary scalars
-  ``a = E p`` and ``b = E v`` (digest §1.3): no (B, T, d) tensor is built.
+  ``a = E p`` and ``b = E v`` (Lemma A.1 rewritten, derived here): no (B, T, d) tensor is built.
 * :func:`one_layer_forward_naive`: the same model through the (B, T, d) gather ``E[X]``; a
   reference for tests only.
 * :func:`one_layer_gradients`: the exact gradients of the loss (2) (Lemma A.1) in the efficient
@@ -18,7 +18,7 @@ Conventions: a batch is ``X`` (B, T) integer token ids, padded with ``pad_id`` (
 convention, :mod:`embgeo.attention`; None: no padding). Positions equal to ``pad_id`` get
 attention weight exactly 0 (they are replaced by id 0 before the gather, so ``pad_id`` may lie
 outside ``[0, |S|)``). Every sequence needs at least one real token. Labels ``y`` are ±1. Models
-default to float64 (implicit-bias runs; digest §7.1.2).
+default to float64 (our choice for implicit-bias runs: as ‖p_t‖ → ∞, float32 attention weights underflow to 0).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def logistic_loss(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _init(n_tokens: int, dim: int, seed: int, dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """E⁰ (|S|, d) and p⁰ (d,) i.i.d. 𝒩(0, I/d); v (d,) a uniformly random unit vector (digest §1.4)."""
+    """E⁰ (|S|, d) and p⁰ (d,) i.i.d. 𝒩(0, I/d); v (d,) a uniformly random unit vector (Sec. 4.1)."""
     gen = torch.Generator().manual_seed(check_seed(seed))
     E = torch.randn(n_tokens, dim, generator=gen, dtype=dtype) / math.sqrt(dim)
     p = torch.randn(dim, generator=gen, dtype=dtype) / math.sqrt(dim)
@@ -126,7 +126,7 @@ class OneLayerAttention(nn.Module):
         Vocabulary size |S| and embedding dimension d.
     train_v : bool
         If False (the theory, eq. 2), v is a fixed buffer; if True it is a parameter (the
-        experiments train "all the parameters", digest §1.5).
+        experiments train "all the parameters", Sec. 5).
     seed : int
         Init seed: E⁰, p⁰ ~ 𝒩(0, I/d) i.i.d., v uniform on the unit sphere.
     dtype : torch dtype
@@ -183,7 +183,7 @@ def one_layer_gradients(E: torch.Tensor, p: torch.Tensor, v: torch.Tensor, X: To
     """Exact gradients of the loss (2) of model (1) (Lemma A.1), without autograd and without 𝐄_X.
 
     With a_s = pᵀE_s, b_s = vᵀE_s, q the attention (B, T), f the output (B,), g = 1/(1+exp(y f))
-    and Ê the mean over the n = B sequences (digest §1.3)::
+    and Ê the mean over the n = B sequences (Lemma A.1 in a_s, b_s; the rewriting is derived here)::
 
         ∂L/∂b_s = −Ê[y g Σ_i 1{x_i=s} q_i]
         ∂L/∂a_s = −Ê[y g Σ_i 1{x_i=s} q_i (b_{x_i} − f)]
@@ -238,7 +238,7 @@ class TwoLayerAttention(nn.Module):
 
     Layer 1 is self-attention of the tokens with queries = keys = values = 𝐄_X (no W's, no 1/√d,
     row-wise softmax over the real keys only), plus a skip connection and a LayerNorm over d
-    (PyTorch default: learnable affine, eps 1e-5; the paper does not say, digest §4.4). Layer 2
+    (PyTorch default: learnable affine, eps 1e-5; the paper does not say, our choice). Layer 2
     is model (1) on the contextual embeddings E′_X with the cls query p. The cls token is not part
     of layer 1. Memory: (B, T, d) and (B, T, T) tensors.
 
@@ -264,7 +264,7 @@ class TwoLayerAttention(nn.Module):
         """``E p`` and ``E v`` (|S|,) of the raw input embeddings, the quantities plotted in Fig. 1.
 
         The contextual E′_X depends on the sequence, so a per-token scalar can only come from the
-        rows of E; the paper's Fig. 1 axes name E_s [inference, digest §4.1].
+        rows of E; the paper's Fig. 1 axes name E_s [our inference, not stated in the paper].
         """
         return self.E @ self.p, self.E @ self.v
 

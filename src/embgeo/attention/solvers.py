@@ -1,7 +1,7 @@
 """Structured solver behind :func:`embgeo.attention.theory.max_margin_selection` (problem (12)).
 
-Paper: ``shared/papers/attention-trained-embeddings.txt``, eq. (12); digest
-``shared/notes/attention-trained-embeddings.md`` §3.3, §3.5, §3.7.
+Paper: ``shared/papers/attention-trained-embeddings.txt``, eqs. (10)–(12), Lemmas 4.2, 4.5, C.7 and C.8;
+the solver itself is our construction, not the paper's (``docs/internals/attention-solver.rst``).
 
 Problem (12) for a given selection, with E (V × d) the token embeddings::
 

@@ -1,7 +1,7 @@
 """Theory of "Attention with Trained Embeddings Provably Selects Important Tokens": every quantity exactly.
 
 Paper: ``shared/papers/attention-trained-embeddings.txt`` (Wu, Shevchenko, Oymak, Mondelli 2025);
-digest with errata: ``shared/notes/attention-trained-embeddings.md`` §3.3 and §3.5.
+Sec. 4.2 (eqs. 10–12, Theorem 4.3, Lemmas 4.2, 4.4, 4.5) and App. C; errata in ``docs/papers/attention/readings.rst``.
 
 Step 1 (Lemma 4.1), pure numpy:
 
@@ -92,7 +92,7 @@ def lemma41_alpha(X: ArrayLike, y: ArrayLike, n_tokens: int, *, pad_id: int | No
     [inference: at initialization the attention is ≈ 1/T_k, so the step-1 gradient weights each
     sequence by its own length]. For equal lengths it equals eq. (3), i.e.
     :func:`embgeo.attention.data.signed_frequency`; with padding that function normalises by the
-    total token count instead (the digest's reading of eq. 3 for variable lengths).
+    total token count instead (our reading of eq. 3 for variable lengths; the paper's all have length T).
 
     ``X`` (n, T) int token ids padded with ``pad_id``; ``y`` (n,) in ±1. Every sequence needs a
     real token. Cost O(nT).
@@ -582,7 +582,7 @@ def compare_selections(E: ArrayLike, X: ArrayLike, important: Sequence[Iterable[
     **Erratum (Lemma 4.5).** The statement prints ‖p̂′‖₂ < (1 − μ)‖p̂‖₂; its proof uses
     ‖p̂‖/‖p̂′‖ = 1 − μ < 1 and the prose says the important-only direction "has a larger margin".
     The intended condition, checked here, is ‖p̂‖₂ ≤ (1 − μ)‖p̂′‖₂ for every other feasible
-    selection, with μ > 0 (digest §3.5).
+    selection, with μ > 0 (our reading of the proof in App. C.4; ``docs/papers/attention/readings.rst``).
 
     Parameters
     ----------

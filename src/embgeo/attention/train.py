@@ -76,7 +76,8 @@ def one_step(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, e
 
     ``p¹ = p⁰ − η0 ∇_p L(E⁰, p⁰)``, ``E¹_s = E⁰_s − η0 ∇_{E_s} L(E⁰, p⁰)``; the gradients are the
     exact ones of :func:`~embgeo.attention.model.one_layer_gradients`. With ``keep_p0`` the
-    cls embedding stays at p⁰ (digest §7.1.5). ``X`` (n, T) padded with ``pad_id``, ``y`` (n,) ±1.
+    cls embedding stays at p⁰ (our option, not the paper's: ``docs/papers/attention/readings.rst``).
+    ``X`` (n, T) padded with ``pad_id``, ``y`` (n,) ±1.
 
     Returns
     -------
@@ -114,7 +115,7 @@ def two_stage(model: OneLayerAttention, X: Tokens, y: ArrayLike | torch.Tensor, 
     ``model`` must hold the initialization (E⁰, p⁰ ~ 𝒩(0, I/d), unit v fixed) and is updated in
     place: afterwards ``model.E`` = E¹ and ``model.p`` = p after ``steps`` GD steps from p¹.
     Stage 2 step: ``p ← p − lr ∇_p L(E¹, p)``, or with ``normalized`` ``p ← p − lr ∇/‖∇‖``.
-    Gradient flow is approximated by small ``lr`` (digest §7.1.4); use float64.
+    Gradient flow is approximated by small ``lr`` (Sec. 4.2: "small enough step size"); use float64.
 
     Parameters
     ----------

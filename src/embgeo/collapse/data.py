@@ -1,7 +1,7 @@
 """The feature-collapse data model: concepts, words, latent sequences and sentences.
 
-Paper: ``feature-collapse.txt`` Sec. 2 ("data model"); digest ``feature-collapse.md`` §1 and §4
-(Assumption 1 / A). The vocabulary has n_c concepts of s_c words each; word (α, β) (β-th word
+Paper: ``feature-collapse.txt`` Sec. 2 ("data model"), Sec. 3 and App. A.3 (notation), Assumption 1
+(Sec. 3.1, eq. 6) / Assumption A (App. B.1). The vocabulary has n_c concepts of s_c words each; word (α, β) (β-th word
 of concept α) has the 0-based id α·s_c + β. Every concept uses the same within-concept law μ
 (``freqs``). Class k is defined by a latent sequence z_k ∈ [n_c]^L, and a sentence of class k
 draws, independently at each position ℓ, a word of concept z_{k,ℓ} with law μ:
@@ -238,7 +238,7 @@ def sample_sentences(latent: np.ndarray, freqs: np.ndarray, per_class: int,
 def generate(n_concepts: int = 3, words_per_concept: int = 400, length: int = 15, n_classes: int = 1000,
              freqs: str | tuple | ArrayLike = "uniform", n_train_per_class: int = 5, n_test_per_class: int = 5,
              latent: str = "random", seed: int | np.random.Generator = 0) -> CollapseData:
-    """Sample a feature-collapse data set (paper Sec. 2, digest §1.2).
+    """Sample a feature-collapse data set (paper Sec. 2 and App. A.3).
 
     Parameters
     ----------
@@ -294,7 +294,7 @@ def generate(n_concepts: int = 3, words_per_concept: int = 400, length: int = 15
 
 @dataclass(frozen=True)
 class SymmetryReport:
-    """Deviation of latent sequences from Assumption 1 (digest §4, "Assumption 1 / A").
+    """Deviation of latent sequences from Assumption 1 (Sec. 3.1, eq. 6; Assumption A in App. B.1).
 
     Attributes
     ----------

@@ -1,7 +1,7 @@
 """Scalar collapse metrics of trained weights, compared with the configurations of Theorems 1-3.
 
 Paper: ``feature-collapse.txt``. The paper measures collapse by PCA scatters, their singular
-values and the mean ± std of the embedding norms; the other metrics here are ours (digest §6.5),
+values and the mean ± std of the embedding norms; the other metrics here are ours (not in the paper),
 each 0 (or 1) exactly at the theory's configurations:
 
 * :func:`variance_ratio` — within-group over between-group variance (0 at full collapse: every

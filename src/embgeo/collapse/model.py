@@ -1,11 +1,11 @@
-"""The networks h and h* of the feature-collapse paper (eqs. 1-2, App. A.1; digest §2).
+"""The networks h and h* of the feature-collapse paper (eqs. 1-2, App. A.1).
 
     h_{W,U}(x)  = U Vec[W ζ(x)]          (no LayerNorm)
     h*_{W,U}(x) = U Vec[φ(W ζ(x))]       (parameter-free LayerNorm φ on each word vector)
 
 Storage convention: the embedding table ``W`` is (n_w, d), so its *rows* are the paper's
 columns w_(α,β); ``U`` is (K, L·d) and the concatenation puts word ℓ in entries ℓd..(ℓ+1)d, so
-``U.reshape(K, L, d)[k, ℓ]`` is the paper's block u_{k,ℓ} (digest §7.1 item 11).
+``U.reshape(K, L, d)[k, ℓ]`` is the paper's block u_{k,ℓ} (App. A.1, eqs. 16-17: Vec's column order).
 Lemma L: h*_{W,U} = h_{φ(W),U} (φ applied row-wise to the table).
 """
 

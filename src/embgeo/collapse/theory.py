@@ -1,7 +1,7 @@
 """Closed-form theory of the feature-collapse paper, computed exactly in float64.
 
-Paper: ``feature-collapse.txt`` (Laurent, von Brecht, Bresson, arXiv:2305.16162 v1); digest with the
-rebuilt formulas: ``notes/feature-collapse.md`` §1-4, pitfalls §7.1. Notation: n_c concepts of s_c words
+Paper: ``feature-collapse.txt`` (Laurent, von Brecht, Bresson, arXiv:2305.16162 v1), Sec. 3 and Apps. A-G;
+formulas garbled in the text are rebuilt from the lemmas each docstring names. Notation: n_c concepts of s_c words
 each (n_w = n_c s_c words), sentences of L words, K classes with latent variables z_k ∈ [n_c]^L,
 within-concept word frequencies μ_β, weight decay λ, γ = 1/(n_c − 1).
 
@@ -28,7 +28,7 @@ Contents:
 * Assumption B (App. B.2) and Theorem D (App. C, the sharp lower bound of the unregularized risk):
   :func:`assumption_b`, :func:`theorem_d_g`, :func:`bilinear_form`, :func:`theorem_d`.
 
-Everything involving n_c^L or (1 + (n_c − 1)e^{−a})^L is evaluated in log space (digest §7.1.1).
+Everything involving n_c^L or (1 + (n_c − 1)e^{−a})^L is evaluated in log space (our choice, against overflow).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _check_latents(Z, n_concepts: int) -> np.ndarray:
     return arr
 
 
-# -- log-space building blocks (digest §7.1.1) -----------------------------------------------
+# -- log-space building blocks (against overflow of n_c^L) ------------------------------------
 
 def _log_q(n_classes: int, n_concepts: int, length: int) -> float:
     """log(K/n_c^L) = log K − L log n_c, never forming n_c^L."""
@@ -279,7 +279,8 @@ class Type2Constants:
 def type2_constants(n_concepts: int, length: int, n_classes: int, dim: int, weight_decay: float) -> Type2Constants:
     """Theorem 3 constants τ*, c for network h* (LayerNorm); independent of μ.
 
-    Digest example: d = 100, K = 1000, L = 15, n_c = 3, λ = 1e-3 → τ* ≈ 11.947, c ≈ 0.09755.
+    Example (computed here; the paper prints no value): d = 100, K = 1000, L = 15, n_c = 3, λ = 1e-3 → τ* ≈ 11.947,
+    c ≈ 0.09755.
     """
     n_c, L, K, d, lam = _check_type2(n_concepts, length, n_classes, dim, weight_decay)
     eta, log_q = _eta_star(n_c, L, K, d), _log_q(K, n_c, L)
@@ -572,8 +573,8 @@ def predicted_pca_singular_values(constants: Type1Constants | Type2Constants | T
                                   *, n_words: int | None = None) -> PCASingularValues:
     """Top singular values of centred W (or φ(W)) and of the K·L vectors u_{k,ℓ} at a collapse point.
 
-    [inference, digest §4.1] Words sit on n_c equiangular directions, each concept equally often
-    (Lemma B(ii) for the u's), so both matrices have n_c − 1 equal non-zero singular values:
+    [inference, derived here, not printed in the paper] Words sit on n_c equiangular directions, each concept
+    equally often (Lemma B(ii) for the u's), so both matrices have n_c − 1 equal non-zero singular values:
     * Type1Constants: √(τ/(n_c − 1)) for W and U (n_c = 3: √(τ/2) ≈ 34.84 in Fig. 3);
     * Type2Constants: √(d n_w/(n_c − 1)) for φ(W) (needs ``n_words``), c√(KL/(n_c − 1)) for U;
     * Type3Magnitudes (K = n_c^L): √(n_c Σ r_β²/(n_c − 1)) for W, c√(n_c^L L/(n_c − 1)) for U.
@@ -830,7 +831,7 @@ def theorem_d_g(x: ArrayLike, n_concepts: int, length: int, n_classes: int) -> f
 
     |S_r| = (K/n_c^L) C(L, r)(n_c − 1)^r and θ_r = n_c r/((n_c − 1)L) are Lemma B's (i) and (iii). The OCR of
     eq. (49) lost the exponent; this is the reading rebuilt from Lemma E, 𝔐(r) = (θ_r/K)⟨Ū, WQᵀZ⟩_F, so that
-    Lemma D's log(1 + Σ_r |S_r| e^{−𝔐(r)}) is g(−⟨Ū, WQᵀZ⟩_F) (digest §4, Theorem D). With a = −n_c x/((n_c − 1)LK)
+    Lemma D's log(1 + Σ_r |S_r| e^{−𝔐(r)}) is g(−⟨Ū, WQᵀZ⟩_F) (App. C, Theorem D). With a = −n_c x/((n_c − 1)LK)
     the sum is q((1 + (n_c − 1)e^{−a})^L − 1), q = K/n_c^L, evaluated in log space as H's bracket. Strictly
     increasing; g(0) = log K.
     """

@@ -1,4 +1,4 @@
-"""Training h / h* with the paper's protocol (digest §5.1), with a hand-written SGD step.
+"""Training h / h* with the paper's protocol (Sec. 2 and the official notebooks), with a hand-written SGD step.
 
 Protocol (official notebooks): plain SGD (no momentum), constant lr 0.1, minibatches of 100
 from a fresh random permutation each epoch, mean cross-entropy over the batch, weight decay per
@@ -122,7 +122,7 @@ def train(model: CollapseNet, data: CollapseData, epochs: int, *, lr: float = 0.
           weight_decay_W: float = 1e-3, weight_decay_U: float = 1e-3, seed: int = 0, log_every: int = 1,
           checkpoint: str | PathLike | None = None, progress: bool = True, threads: int | None = None,
           device: str | torch.device | None = None) -> Trace:
-    """Train ``model`` (in place) on ``data.train_x/train_y`` with the paper's SGD protocol (digest §5.1).
+    """Train ``model`` (in place) on ``data.train_x/train_y`` with the paper's SGD protocol (Sec. 2).
 
     Parameters
     ----------

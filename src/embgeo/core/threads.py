@@ -1,4 +1,4 @@
-"""Explicit thread counts for torch and BLAS (DESIGN.md, "Threads").
+"""Explicit thread counts for torch and BLAS: one thread unless the caller or the environment says otherwise.
 
 On a 2-core machine with another busy process, PyTorch with 2 threads was measured ~9x slower
 than with 1 (10k GD steps: 131 s with 2 threads against 8 s with one; 1000 threads were 350x

@@ -336,9 +336,9 @@ def synthetic(m: int = 50, V: int = 10, d: int = 60, support_size: int = 6, *, a
 
     Each context gets a support of ``support_size`` tokens drawn uniformly without
     replacement, probabilities on it from Dirichlet(alpha) (alpha=1: uniform on the simplex;
-    the digest shows this matches the printed 𝓗 ≈ 1.445 nats while e.g. normalised uniforms do
-    not), and an embedding with i.i.d. N(0, embedding_scale²) entries (the paper does not state
-    the distribution or scale; N(0, 1) is our reading).
+    our reading: this matches App. A.2's printed 𝓗 ≈ 1.445 nats while e.g. normalised uniforms do
+    not, ``docs/papers/ntp/readings.rst``), and an embedding with i.i.d. N(0, embedding_scale²)
+    entries (the paper does not state the distribution or scale; N(0, 1) is our reading).
 
     With ``n_samples=None`` (default) π̂ is uniform and p̂ the drawn distributions, so every
     S_j equals ``support_size`` as the paper states. With ``n_samples=n`` the n training
@@ -427,7 +427,7 @@ def synthetic_large(m: int = 20_000, V: int = 5_000, d: int = 64, mean_support: 
 
 
 #: Support pattern of the Fig. 1-2 toy, 0-based (the paper's words 1..5 are tokens 0..4).
-#: The captions cannot all hold (digest, Fig. 1 "Inconsistency"); this pattern keeps "word 3
+#: The captions of Figs. 1 and 2 cannot all hold (``docs/papers/ntp/readings.rst``); this pattern keeps "word 3
 #: only follows A" and "words 1 and 5 share a support pattern" (they follow B and C).
 TOY2D_SUPPORTS = ((1, 2, 3), (0, 1, 4), (0, 3, 4))
 

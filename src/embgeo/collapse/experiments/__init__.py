@@ -3,14 +3,15 @@
 Printed numbers carried as claims: the accuracy table (uniform 100/100, Zipf large 100/100,
 Zipf small 45/100; also gathered by ``collapse-accuracy`` from the other runs), the norms
 1.41 ± 0.13 vs 1.42214 (K=1000) and 0.61 ± 0.06 vs 0.61602 (K=50), and the PCA singular values
-34.9 / 34.7 / 0.001 (W) and 34.9 / 34.6 / 0.0003 (U) of Fig. 3; from the authors' saved runs (digest,
-appendix), Fig. 4b's test-accuracy peak (~66% at epoch 400) and decline (to 43.7% at epoch 3000).
+34.9 / 34.7 / 0.001 (W) and 34.9 / 34.6 / 0.0003 (U) of Fig. 3; from the authors' saved runs (the outputs
+kept in their notebooks, github.com/xbresson/feature_collapse, cited in Sec. 1.3), Fig. 4b's test-accuracy peak
+(~66% at epoch 400) and decline (to 43.7% at epoch 3000).
 
 Collapse is claimed as the paper states it: to *points* (Figs. 3, 4a right, φ(W) of 4c: within/between
 variance ratio and norm spread), to *directions* (Fig. 4a/4b left, Theorem 2: the spread of every
 word's direction within its concept; Fig. 4b in the figure's PCA plane), on an *equiangular frame*
 (Figs. 3, 4a: 1 − σ2/σ1), or not at all (Fig. 4b right). Every tolerance comes from the paper's printed
-precision, the authors' saved runs (the digest's appendix) or a spread over seeds, and says so (all in
+precision, the authors' saved runs (their notebooks' outputs) or a spread over seeds, and says so (all in
 :mod:`~embgeo.collapse.experiments.standards`): ``PAPER_NORM_SPREAD`` (the paper's own "1.41 ± 0.13" and
 "0.61 ± 0.06"), ``NORM_REL_TOL``, ``SIGMA_TAU_TOL``, ``EQUIANGULAR_GAP``, ``FIG4B_SIGMA``, ``FIG4C_PLANARITY`` and
 ``FIG4C_SCALE_TOL`` (with ``fig4c_scale_tolerance``'s spread over seeds). Off the paper's sizes, the numbers that

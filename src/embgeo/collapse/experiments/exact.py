@@ -86,8 +86,8 @@ def theorem_d_claims(at_type1: list[TheoremD], at_random: list[TheoremD], Z: np.
     """
     rel_eq = max(abs(t.gap) / t.risk for t in at_type1)
     rel_gap = min(t.gap / t.risk for t in at_random)
-    where = ("g(x) = log(1 + Σ_r |S_r| e^(θ_r x/K)), θ_r/K from Lemma E (the exponent rebuilt, digest §4); R_0 the "
-             "exact unregularized risk (eq. 45)")
+    where = ("g(x) = log(1 + Σ_r |S_r| e^(θ_r x/K)), θ_r/K from Lemma E (eq. 49's exponent, lost in the text, "
+             "rebuilt); R_0 the exact unregularized risk (eq. 45)")
 
     def in_n(points: list[TheoremD]) -> str:
         return f"in 𝒩 to ‖Σ_k Ū_k‖/‖U‖ ≤ {max(t.u_sum for t in points):.1g}"

@@ -52,7 +52,7 @@ from embgeo.lab.registry import Result, finished
 
 @dataclass
 class SGDConfig:  # noqa: D101 - documented below
-    """One training run of h or h* on the paper's data model (digest §5.1 protocol).
+    """One training run of h or h* on the paper's data model (Sec. 2 protocol, official notebooks' settings).
 
     The defaults are the quick scale; the ``paper`` presets set the paper's sizes. ``paper_numbers``
     adds the claims that compare with the printed numbers (only meaningful at the paper's sizes).
@@ -203,8 +203,9 @@ def _pca_claims(cfg: SGDConfig, const: Type1Constants, model: CollapseNet, data:
         if cfg.paper_numbers:  # the printed σ3, at its printed precision
             claims.append(close(f"PCA σ3 of {name} (Fig. 3)", float(s[2]), paper[2], paper[2] / 2, paper=paper[2],
                                 theory=0.0, note="the authors' own saved notebook run (same settings, 1200 epochs) "
-                                                 "ends at σ3 = 0.184 for W and for U (digest, appendix), 180-600× "
-                                                 "the printed values, which come from a run that is not published"))
+                                                 "ends at σ3 = 0.184 for W and for U (the output kept in their Fig. 3 "
+                                                 "notebook), 180-600× the printed values, which come from a run that "
+                                                 "is not published"))
         claims += point_collapse_claims(f"h: {what}", X, labels)
         claims += equiangular_claims(cfg, [(f"h: {what}", X)])[0]  # Fig. 3's presets: paper sizes or fully sampled
     return claims
@@ -236,14 +237,15 @@ def run_uniform(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
     trace = pd.concat([df.assign(net="h"), df_ln.assign(net="h*")], ignore_index=True)
     return Result(claims, figs, trace, [note, f"h* is trained for {ln_epochs} epochs (Fig. 4c's 500 at paper scale, "
                                               "a third of h's at quick scale): LayerNorm escapes the "
-                                              "small-initialization plateau at once (digest §7.1)."])
+                                              "small-initialization plateau at once (the Fig. 4c notebook's "
+                                              "saved log)."])
 
 
 def _train_hstar(cfg: SGDConfig, epochs: int, ctx: RunContext = DETACHED):
     """h* on the same data as ``cfg``: LayerNorm, no weight decay on W (Fig. 4c's settings).
 
     The official notebooks have no h* run on uniform or large Zipf data, whose accuracies the
-    paper's table prints; the digest (§5) infers Fig. 4c's settings. Returns (cfg, data, model, frame).
+    paper's table prints; Fig. 4c's settings are our reading for them. Returns (cfg, data, model, frame).
     """
     ln_cfg = SGDConfig(**{**cfg.__dict__, "layernorm": True, "weight_decay_W": 0.0, "epochs": epochs})
     return (ln_cfg, *_train(ln_cfg, ctx))
@@ -292,7 +294,7 @@ def run_zipf_large(cfg: SGDConfig, ctx: RunContext = DETACHED) -> Result:
 
 
 #: Epochs of the h* run beside h in Fig. 4b off the paper's sizes (``epochs_hstar`` None): the quick Fig. 4c
-#: preset's 50 (LayerNorm escapes the small-initialization plateau at once, digest §7.1).
+#: preset's 50 (LayerNorm escapes the small-initialization plateau at once: the Fig. 4c notebook's saved log).
 FIG4B_HSTAR_EPOCHS = 50
 
 

@@ -70,12 +70,13 @@ def norm_tolerance(seed: int | None = None) -> tuple[float, str]:
     spread = std / 0.61602
     return PRINTED_NORM_TOL + 2 * spread, f"{spread:.2%} (the standard deviation over seeds {seeds}"
 
-#: Fig. 4b's test-accuracy curve in the authors' saved notebook run (digest, appendix): epoch -> %.
+#: Fig. 4b's test-accuracy curve in the authors' saved notebook run (github.com/xbresson/feature_collapse): epoch -> %.
 #: A re-run of their code peaked at 66.3% at epoch 400 and reached 46.4% at epoch 2200.
 AUTHORS_FIG4B = {1: 0.3, 100: 7.8, 200: 52.1, 300: 63.7, 400: 65.5, 500: 63.9, 600: 61.2, 800: 56.5, 1000: 52.7,
                  1200: 50.5, 1400: 48.5, 1600: 46.7, 1800: 45.8, 2000: 45.3, 2200: 44.8, 3000: 43.7}
-#: The authors' two runs read at the same epochs (digest, appendix): the saved run and the re-run, at the peak
-#: (epoch 400) and at epoch 2200, the last the re-run reports.
+#: Two runs of the authors' code read at the same epochs: their saved run (their Fig. 4b notebook) and a CPU
+#: re-run of that notebook with seed 0 (not by the authors, and not published: these two numbers are all there is
+#: of it), at the peak (epoch 400) and at epoch 2200, the last the re-run reports.
 AUTHORS_FIG4B_PAIRS = {400: (65.5, 66.3), 2200: (44.8, 46.4)}
 #: Run-to-run standard deviation of a Fig. 4b test accuracy, pooled over those pairs: a pair's variance is
 #: (a − b)²/2, so σ = √(mean of (a − b)²/2) = 0.89 points (the binomial error of one accuracy on the 5000 test
@@ -94,7 +95,7 @@ AUTHORS_SIGMA_GAPS = {"Fig. 3 printed W": (34.9, 34.7), "Fig. 3 printed U": (34.
                       "Fig. 3 saved W": (35.05, 34.46), "Fig. 3 saved U": (35.07, 34.48),
                       "Fig. 4a saved W": (24.24, 24.20), "Fig. 4a saved U": (24.34, 24.30)}
 EQUIANGULAR_GAP = max(1 - b / a for a, b in AUTHORS_SIGMA_GAPS.values())
-#: Fig. 4c's u_{k,ℓ} in the authors' saved run (digest, appendix): PCA singular values 8.387 / 8.377 / 0.115.
+#: Fig. 4c's u_{k,ℓ} in the authors' saved run (their Fig. 4c notebook): PCA singular values 8.387 / 8.377 / 0.115.
 #: Their σ3/σ1 = 0.0137 is how flat the authors' collapsed u are (the standard of the planarity claim), and
 #: their σ1, σ2 lie 0.72% and 0.84% below Theorem 3's τ*/√2 = 8.448 (K·L = 15,000 blocks of norm c = τ*/√(KL)
 #: on an equilateral triangle: σ1² + σ2² = KL·c²): the tolerance of the scale claim.

@@ -668,7 +668,7 @@ def run_gd(cfg: GDConfig, ctx: RunContext = DETACHED) -> Result:
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7), layout="constrained")
     figures.training_panels({f"GD η={cfg.lr:g}": df}, entropy(data), axes)
     notes = [f"Smoothness L = {L:.3f}: η = {cfg.lr:g} vs 1/(2L) = {1 / (2 * L):.3f} (the proofs' condition) and "
-             f"2/L = {2 / L:.3f} (monotone descent). The paper does not state the embedding scale (digest §8)."]
+             f"2/L = {2 / L:.3f} (monotone descent). The paper (App. A.2) does not state the embedding scale."]
     return Result(claims, {"fig4_gd": fig}, df, notes)
 
 

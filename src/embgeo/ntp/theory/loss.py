@@ -88,7 +88,7 @@ def gradient(data: NTPData, W: ArrayLike) -> np.ndarray:
 
 
 def smoothness(data: NTPData) -> float:
-    """A smoothness constant of CE: L = ½ λ_max(Σ_j π̂_j h̄_j h̄_jᵀ) (digest §8; softmax Hessian ≤ ½ I).
+    """A smoothness constant of CE: L = ½ λ_max(Σ_j π̂_j h̄_j h̄_jᵀ) (derived here: softmax Hessian ≤ ½ I).
 
     GD with step η ≤ 1/(2L) satisfies the paper's step condition (Lemma 3); η < 2/L still
     decreases the loss monotonically.

@@ -292,7 +292,7 @@ def ridge_path(data: NTPData, lambdas: ArrayLike, *, gtol: float = 1e-10, max_it
     gtol : float
         Tolerance on max |∇CE(W) + λW| (L-BFGS-B's criterion); ``converged`` uses the same test.
     max_iter : int
-        L-BFGS-B iterations per λ (small λ needs thousands, digest §8); a
+        L-BFGS-B iterations per λ (small λ needs thousands; our observation, not the paper's); a
         :class:`ConvergenceWarning` is issued if the tolerance is not met.
     reference : None | False | dict
         As in :func:`train`.

@@ -303,7 +303,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
         warnings.warn(StepSizeWarning(
             f"lr={lr:.4g} exceeds 2/L = {2.0 / L:.4g} (L = smoothness(data) = {L:.4g}): above 2/L gradient descent "
             f"is not guaranteed to decrease the loss, and the theory assumes lr <= 1/(2L) = {0.5 / L:.4g} "
-            "(Lemma 3). The paper's eta=0.5 presumes an embedding scale it does not state (digest §8); choose lr "
+            "(Lemma 3). The paper's eta=0.5 (App. A.2) presumes an embedding scale it does not state; choose lr "
             "from L (lr=None) or rescale the embeddings."), stacklevel=2)
     check_bool("reduce_unseen", reduce_unseen)
     check_bool("expand", expand)
