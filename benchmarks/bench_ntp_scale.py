@@ -169,8 +169,9 @@ def _run_text(params, out_dir: Path) -> dict:
         return {"total": total, "error": proc.stderr.strip().splitlines()[-1]}
     s = json.loads((out_dir / "run" / "summary.json").read_text())
     child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return {"total": total, "peak_child": child, "t_w_star": s["seconds"]["w_star"],
-            "t_svm": s["seconds"]["separability_and_svm"],
+    t = s["seconds"]  # W* = F + the memory plan + the compatibility stage less its dim F
+    return {"total": total, "peak_child": child, "t_w_star": t["memory"] + t["compatibility"] - t["dim_F"],
+            "t_svm": t["svm"],
             "sizes": f"{n} words, m={s['m']}, V={s['V']}, d={s['d']}, n={s['n_samples']}",
             "compat": f"compatible {s['compatible']} ({s['compatibility_method']})",
             "sep": f"separable {s['separable']} ({s['separability_method']})", "svm": s["svm_status"]}

@@ -228,6 +228,8 @@ def bigrams(cases: list[str], threads: int, before_seconds: float, before_gib: f
                 print(f"  now    {now}")
                 continue
             st = now["stages"]
+            # the analysis's stages (ntp analyze's summary.json): W* = F + the plan + the compatibility stage less dim F
+            st = {**st, "w_star": st["memory"] + st["compatibility"] - st["dim_F"], "separability_and_svm": st["svm"]}
             dim = now["dim_F"] if now["dim_F"] is not None else f"in {now['dim_F_bounds']} (bounds)"
             print(f"  now    {now['total']:.1f} s wall (load {st['load']:.1f}, W* {st['w_star']:.2f}, dim F "
                   f"{st['dim_F']:.1f}, separability + NTP-SVM {st['separability_and_svm']:.2f}); dim F {dim}; "

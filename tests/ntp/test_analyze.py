@@ -1,7 +1,7 @@
 """embgeo.ntp.analysis.analyze.analyze, directly: its result fields against the theory functions called
-independently."""
+independently, without a model's W (``ntp analyze``; with one, ``ntp probe``: tests/ntp/test_probe*.py)."""
 
-import contextlib
+import json
 
 import numpy as np
 import pytest
@@ -9,50 +9,48 @@ import scipy.sparse as sp
 
 from embgeo.errors import TooLargeError
 from embgeo.ntp import NTPData, synthetic, theory
-from embgeo.ntp.analysis.analyze import STAGES, Analysis, analyze
+from embgeo.ntp.analysis.analyze import MODEL_STAGES, STAGES, Analysis, MemoryPlan, analyze
 
 
 @pytest.mark.parametrize("case", [(12, 6, 15, 3, 0), (8, 10, 6, 3, 1)], ids=["rank=m", "rank<m"])
 def test_fields_are_the_theory_objects(case):
     m, V, d, S, seed = case
     data = synthetic(m, V, d, S, seed=seed)
-    seen, entered = [], []
-
-    @contextlib.contextmanager
-    def bar():
-        entered.append(True)
-        yield lambda iteration, info: None
-
-    res = analyze(data, report=lambda stage, a: seen.append((stage, a)), svm_progress=bar)
-    assert isinstance(res, Analysis) and res.data is data
-    assert [stage for stage, _ in seen] == list(STAGES) and all(a is res for _, a in seen)
-    assert entered == [True]
+    seen, began = [], []
+    res = analyze(data, report=lambda stage, a: seen.append((stage, a)), started=began.append,
+                  solver_progress=lambda iteration, info: None)
+    assert isinstance(res, Analysis) and res.data is data and res.W is None
+    ran = [stage for stage in STAGES if stage not in MODEL_STAGES]  # without W: no geometry, no alignment
+    assert [stage for stage, _ in seen] == ran == began and all(a is res for _, a in seen)
+    assert np.isnan(res.ce) and np.isnan(res.kl_gap) and not res.alignment and not res.logits
     assert res.entropy == theory.entropy(data)
     # F and W*
-    assert res.dim_F == theory.subspace(data).dim and res.dim_F_bounds is None and res.dim_F_note == ""
+    assert res.dim_F == theory.subspace(data).dim and res.dim_F_bounds is None
     compat = theory.is_compatible(data)
-    assert res.compatibility_error is None
+    assert res.errors == {}
     assert res.compatibility.compatible == compat.compatible
     np.testing.assert_array_equal(res.compatibility.W, compat.W)
     # separability and W^mm
     svm = theory.ntp_svm(data)
-    assert res.svm_error is None and res.ran_svm
+    assert res.ran_svm and res.separability is res.svm.separability
     assert res.svm.status == svm.status == "optimal"
     assert bool(res.svm.separability) and res.svm.separability.method == svm.separability.method
     np.testing.assert_array_equal(res.svm.W, svm.W)
     assert res.svm.margin == svm.margin
     # memory plan and times
-    assert res.plan["parts"] == theory.estimate_memory(data)
-    assert res.plan["equality_system"] == res.subspace.system_bytes() and res.plan["equality_system_built"]
-    assert res.plan["peak_measured"] > 0 and res.plan["peak_estimate"] > res.plan["process"]
-    assert set(res.seconds) == {"w_star", "dim_F", "separability_and_svm"} and min(res.seconds.values()) >= 0
-    # the JSON-ready summary
-    summary = res.summary()
+    assert isinstance(res.plan, MemoryPlan) and res.plan.parts == theory.estimate_memory(data) == res.memory
+    assert res.plan.equality_system == res.subspace.system_bytes() and res.plan.equality_system_built
+    assert res.plan.peak_measured > 0 and res.plan.peak_estimate > res.plan.process
+    assert set(res.seconds) == {*ran, "dim_F"} and min(res.seconds.values()) >= 0
+    # the JSON-ready summary: strict JSON
+    summary = res.to_dict()
+    assert json.loads(json.dumps(summary, allow_nan=False)) == summary
     assert summary["dim_F"] == res.dim_F and summary["dim_F_perp"] == V * d - res.dim_F
     assert summary["compatible"] is compat.compatible and summary["w_star_norm"] == np.linalg.norm(compat.W)
     assert summary["separable"] is True and summary["svm_status"] == "optimal"
     assert summary["ntp_margin"] == svm.margin and summary["w_mm_norm"] == np.linalg.norm(svm.W)
     assert summary["svm_residuals"] == svm.residuals and "parts" not in summary["memory"]
+    assert summary["ce_nats"] is None and summary["separability_verdict"] == "True"
 
 
 def test_full_supports_have_no_svm_and_no_error():
@@ -60,8 +58,10 @@ def test_full_supports_have_no_svm_and_no_error():
     P = rng.random((4, 3)) + 0.1
     data = NTPData(rng.standard_normal((4, 5)), sp.csr_matrix(P / P.sum(axis=1, keepdims=True)))
     res = analyze(data)
-    assert res.svm is None and res.svm_error is None and not res.ran_svm
-    assert res.summary()["svm_status"] is None and res.summary()["separable"] is None
+    assert res.svm is None and res.separability is None and not res.ran_svm
+    assert set(res.errors) == {"separability"} and "no separability constraints" in res.errors["separability"]
+    summary = res.to_dict()
+    assert summary["svm_status"] is None and summary["separable"] is None and summary["separability_verdict"] == "n/a"
 
 
 def test_undecided_stages_say_why_instead_of_raising(monkeypatch):
@@ -71,10 +71,10 @@ def test_undecided_stages_say_why_instead_of_raising(monkeypatch):
     def refuse(*args, **kw):
         raise SolverError("no time")
 
-    monkeypatch.setattr(module, "ntp_svm", refuse)  # what analyze calls
+    monkeypatch.setattr(module.theory, "ntp_svm", refuse)  # what analyze calls
     res = analyze(synthetic(8, 10, 6, 3, seed=1))
-    assert res.svm is None and res.svm_error == "no time"
-    assert res.summary()["svm_status"] == "undecided"
+    assert res.svm is None and res.errors["svm"] == "no time" and res.separable is None
+    assert res.to_dict()["svm_status"] == "undecided" and res.separability_verdict == "undecided"
 
 
 def test_answers_beyond_the_budget_are_refused_before_any_solver(monkeypatch):
@@ -85,4 +85,48 @@ def test_answers_beyond_the_budget_are_refused_before_any_solver(monkeypatch):
     stages = []
     with pytest.raises(TooLargeError, match="W\\* and W\\^mm are V × d"):
         analyze(data, report=lambda stage, a: stages.append(stage))
-    assert stages == ["entropy"]
+    assert stages == ["loss"]
+
+
+def test_one_analysis_for_data_alone_and_for_a_model():
+    """Issue 40 §2: ``ntp analyze`` (data alone) and ``ntp probe`` (data and a head W) are one analysis: the same
+    verdicts and objects — W^mm from the two solvers (the default, and the ALM warm-started from W) agrees within
+    their certified error bounds — and one summary shape (the same keys; strict JSON). What only a model has is NaN /
+    empty without one."""
+    data = synthetic(10, 8, 7, 2, seed=0)  # rank H = d < m, separable: a solver decides it
+    W = np.random.default_rng(1).standard_normal((data.V, data.d))
+    alone, model = analyze(data), analyze(data, W)
+    assert model.W is W or np.array_equal(model.W, W)
+    assert bool(alone.compatibility) == bool(model.compatibility) and alone.dim_F == model.dim_F
+    assert alone.separable == model.separable is True
+    eps = alone.svm.residuals["error_bound"] + model.svm.residuals["error_bound"]
+    assert np.linalg.norm(alone.w_mm - model.w_mm) <= 2 * eps * np.linalg.norm(alone.w_mm)
+    assert abs(alone.svm.margin - model.svm.margin) <= 2 * eps * alone.svm.margin
+    a, m = alone.to_dict(), model.to_dict()
+    assert set(a) == set(m) and json.loads(json.dumps(m, allow_nan=False)) == m
+    assert a["ce_nats"] is None and m["ce_nats"] == pytest.approx(theory.cross_entropy(data, W), rel=1e-12)
+    assert not alone.alignment and set(model.alignment) >= {"rows_cos_mm", "subspace_error", "margin"}
+    assert set(model.seconds) - set(alone.seconds) == {"geometry", "separability", "alignment"}
+
+
+def test_save_writes_the_certificates_for_data_and_for_a_model(tmp_path):
+    """One writer: both write summary.json, the certificates and π̂; the figure and the per-context arrays only with
+    a model; the dense answers only when asked. The certificate's verdicts are summary.json's, and a not-separable
+    verdict lists its Farkas matrix: off-support weights ≤ 0 summing to −1 (Def. 2's certificate)."""
+    rng = np.random.default_rng(0)
+    P = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=float))
+    data = NTPData(np.array([[1.0], [2.0], [3.0], [4.0]]), P)  # d = 1, token 0 next at both ends: not separable
+    alone = analyze(data)
+    assert alone.separable is False
+    written = alone.save(tmp_path / "a")
+    assert {"summary.json", "certificate.txt", "certificate.json", "weights.npy"} <= set(written)
+    assert not {"probe.png", "W_mm.npy", "H.npy"} & set(written)
+    doc = json.loads((tmp_path / "a" / "certificate.json").read_text())
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert doc["separability"]["verdict"] is summary["separable"] is False
+    off = [e["weight"] for e in doc["separability"]["entries"] if not e["in_support"]]
+    assert off and max(off) <= 0 and sum(off) == pytest.approx(-1.0, abs=1e-9)
+    model = analyze(data, rng.standard_normal((3, 1)))
+    written = model.save(tmp_path / "m", save_arrays=True)
+    assert {"probe.png", "context_margins.npy", "certificate.json", "H.npy", "W.npy"} <= set(written)
+    assert json.loads((tmp_path / "m" / "certificate.json").read_text())["separability"]["verdict"] is False

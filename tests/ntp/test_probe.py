@@ -24,11 +24,10 @@ from embgeo.ntp.analysis.probe import (
     count_contexts,
     hidden_states,
     load_causal_lm,
-    logit_structure_factored,
     probe,
     probe_model,
 )
-from embgeo.ntp.measure.geometry import logit_structure
+from embgeo.ntp.measure.geometry import logit_structure, logit_structure_factored
 from embgeo.ntp.measure.metrics import cosine
 
 transformers = pytest.importorskip("transformers")
@@ -260,7 +259,7 @@ def test_on_a_fitted_one_next_token_text_the_measurements_are_the_multiclass_svm
                                         rel=1e-10)
     assert res.logits["contexts_ranked_right"] == 1.0 and res.logits["margin"] > 0
     assert math.isnan(res.logits["support_residual"])  # no log-odds to fit: NaN, written as null (strict JSON)
-    assert json.loads(json.dumps(res.summary(), allow_nan=False))["logits"]["support_residual"] is None
+    assert json.loads(json.dumps(res.to_dict(), allow_nan=False))["logits"]["support_residual"] is None
 
 
 # -- the logits' structure without the logit matrix ---------------------------------------------------
@@ -296,7 +295,7 @@ def test_a_gpt2_sized_vocabulary(tmp_path, tokenizer, tweets):
     res = probe_model(tmp_path / "m", tmp_path / "t.txt", context_length=2, progress=False, max_contexts=FEW,
                       units="lines", sample="first")
     assert res.W.shape == (50257, 16) and res.data.V == 50257 and not res.errors
-    assert res.summary()["V"] == 50257 and res.token_labels[-1].startswith("<row 50256")
+    assert res.to_dict()["V"] == 50257 and res.token_labels[-1].startswith("<row 50256")
     assert res.frequency["tokens_seen"] <= 250 and res.arrays["row_norms"].shape == (50257,)
     assert bool(res.compatibility) and bool(res.separability) and res.svm.status == "optimal"  # rank H = m
     assert res.w_star.shape == res.w_mm.shape == (50257, 16) and math.isfinite(res.alignment["cos_corrected"])
@@ -416,7 +415,7 @@ def test_rest_singular_values_from_the_smaller_gram_match_an_svd(m, V):
     given as WᵀW) moves them."""
     import scipy.sparse as sp
 
-    from embgeo.ntp.analysis.probe import _rest_singular_values
+    from embgeo.ntp.measure.geometry import rest_singular_values as _rest_singular_values
 
     rng = np.random.default_rng(0)
     H, W = rng.standard_normal((m, 8)), rng.standard_normal((V, 8))

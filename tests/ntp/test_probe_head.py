@@ -16,7 +16,8 @@ import torch
 
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
-from embgeo.ntp.analysis.probe import measure, probe, train_head
+from embgeo.ntp.analysis.analyze import analyze as measure
+from embgeo.ntp.analysis.probe import probe, train_head
 from embgeo.ntp.measure.metrics import Reference, compute_reference, constrained_alignment, cosine, equal_rows_bound
 from embgeo.ntp.training.train import train
 
@@ -155,7 +156,7 @@ def test_trained_head_equals_train_on_the_same_H(tiny_probe):
     res = tiny_probe
     assert res.separable and bool(res.compatibility) and res.svm.W is not None
     ht = train_head(res, ["gd", "ngd", "adam"], steps=60)
-    assert res.summary()["head_training"]["settings"]["steps"] == 60 and "train_head" in res.seconds
+    assert res.to_dict()["head_training"]["settings"]["steps"] == 60 and "train_head" in res.seconds
     F = res.compatibility  # the reference the probe used, as a full Reference
     from embgeo.ntp import theory
 
@@ -178,12 +179,13 @@ def test_trained_head_equals_train_on_the_same_H(tiny_probe):
     gd = ht["runs"]["gd"]["claims"]
     assert gd["loss"]["status"] == "trend toward" and gd["subspace"]["status"] in ("trend toward", "no trend")
     assert ht["runs"]["adam"]["claims"]["direction"]["status"] == "not covered"
-    assert json.loads(json.dumps(res.summary(), allow_nan=False))["head_training"]["runs"]["gd"]["rows"]
+    assert json.loads(json.dumps(res.to_dict(), allow_nan=False))["head_training"]["runs"]["gd"]["rows"]
 
 
 def test_not_separable_data_make_the_claims_not_applicable():
     data = _data(m=20, V=12, seen=8, d=2, S=2, seed=3)
-    res = measure(data, np.zeros((12, 2)) + 0.1, head_training={"optimizers": ["gd"], "steps": 10})
+    res = measure(data, np.zeros((12, 2)) + 0.1)
+    train_head(res, optimizers=["gd"], steps=10)
     assert res.separable is False
     claims = res.head_training["runs"]["gd"]["claims"]
     assert {v["status"] for v in claims.values()} == {"not applicable"}

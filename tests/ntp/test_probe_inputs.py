@@ -16,10 +16,10 @@ import torch
 from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError, MissingDependencyError, SolverError
 from embgeo.ntp import synthetic
+from embgeo.ntp.analysis.analyze import analyze as measure
 from embgeo.ntp.analysis.probe import (
     count_contexts,
     cut_stream,
-    measure,
     model_dtype,
     probe,
     probe_model,
@@ -273,10 +273,10 @@ def test_dense_arrays_only_with_save_arrays(tmp_path):
 
 def _measured(capsys) -> tuple:
     """measure() on separable data (rank H = m) with the CLI's printing as its report: (result, printed)."""
-    from embgeo.ntp.cli import _print_probe_stage
+    from embgeo.ntp.cli import _print_stage
 
     res = measure(synthetic(8, 6, 12, 2, seed=1), np.random.default_rng(0).normal(size=(6, 12)),
-                  report=_print_probe_stage)
+                  report=_print_stage)
     return res, capsys.readouterr().out
 
 
@@ -290,7 +290,7 @@ def test_the_ntp_svm_decides_separability_and_print_and_summary_agree(monkeypatc
 
     monkeypatch.setattr(probe_module.theory, "is_separable", undecided)
     res, out = _measured(capsys)
-    assert res.summary()["separable"] is True and res.summary()["separability_verdict"] == "True"
+    assert res.to_dict()["separable"] is True and res.to_dict()["separability_verdict"] == "True"
     verdicts = [s for s in out.splitlines() if s.startswith("separable ")]
     assert len(verdicts) == 1 and verdicts[0].startswith("separable    True") and "NTP-SVM" in verdicts[0]
     assert "not decided by the direct routes" in out and "--separability-method lp" in out and "method='lp'" not in out
@@ -305,7 +305,7 @@ def test_undecided_separability_is_null_and_printed_undecided(monkeypatch, capsy
     monkeypatch.setattr(probe_module.theory, "is_separable", fail)
     monkeypatch.setattr(probe_module.theory, "ntp_svm", fail)
     res, out = _measured(capsys)
-    summary = json.loads(json.dumps(res.summary(), allow_nan=False))
+    summary = json.loads(json.dumps(res.to_dict(), allow_nan=False))
     assert summary["separable"] is None and summary["separability_verdict"] == "undecided"
     verdicts = [s for s in out.splitlines() if s.startswith("separable ")]
     assert len(verdicts) == 1 and verdicts[0].startswith("separable    undecided: out of time")
@@ -381,7 +381,7 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     minutes without one on a real LM), with the numbers it reports; on a terminal it is a bar, not lines."""
     from embgeo.ntp import cli
 
-    hooks = cli._probe_hooks(plain=True)
+    hooks = cli._hooks(plain=True)
     hooks["solver_progress"](3, {"gap": 0.5, "working_set": 10, "rho": 100.0, "note": "text is not shown"})
     hooks["solver_progress"](4, {"gap": 0.25})  # within 10 s of the first: no line
     out = capsys.readouterr().out.splitlines()

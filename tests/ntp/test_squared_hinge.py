@@ -215,7 +215,7 @@ def test_measure_takes_every_separability_route():
     """measure (the probe's analysis) decides Def. 2 by any route it is given, with the same verdict; an unknown
     route is refused."""
     from embgeo.errors import InputError
-    from embgeo.ntp.analysis.probe import measure
+    from embgeo.ntp.analysis.analyze import analyze as measure
 
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))

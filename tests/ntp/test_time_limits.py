@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from embgeo.core.status import Status
-from embgeo.ntp import ntp_svm, synthetic
+from embgeo.ntp import ntp_svm, synthetic, theory
 from embgeo.ntp.solvers import separability_lp as L
 from embgeo.ntp.solvers import svm_alm as A
 from embgeo.ntp.solvers import svm_dual as D
@@ -418,7 +418,7 @@ def test_the_probe_leaves_its_solvers_to_say_not_run(monkeypatch):
 
     from embgeo.errors import SolverError
     from embgeo.ntp import theory
-    from embgeo.ntp.analysis.probe import measure
+    from embgeo.ntp.analysis.analyze import analyze as measure
 
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))
@@ -442,10 +442,10 @@ def test_the_probe_with_no_time_for_its_solvers(clock, monkeypatch):
     """A limit spent by the stages before them (a fake clock: the loss's pass costs 1 s of a 0.5 s limit; a real 1 ms
     could be left over on a fast machine) leaves separability and the NTP-SVM undecided, each saying its limit was
     spent, and the cheap measurements still reported."""
-    from embgeo.ntp.analysis import probe
-    from embgeo.ntp.analysis.probe import measure
+    from embgeo.ntp.analysis.analyze import analyze as measure
+    from embgeo.ntp.measure import alignment as probe_align
 
-    spy(monkeypatch, clock, probe, "_blockwise_kl", cost=1.0)
+    spy(monkeypatch, clock, probe_align, "blockwise_kl", cost=1.0)
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))
     res = measure(data, W, max_seconds=0.5)
@@ -498,22 +498,26 @@ def test_equality_factorization_stops_before_the_null_space_and_the_cholesky(clo
 
 def test_the_probe_gives_the_exact_solve_its_deadline(clock, monkeypatch):
     """A compatibility stage whose factorization would begin past the solvers' deadline is undecided and says so;
-    W* and dim F are then absent, the alignment (under the whole limit, also spent) reports that it could not
+    W* is then absent (dim F comes from the tokens' rank bounds where they meet), the alignment (under the whole
+    limit, also spent) reports that it could not
     project, and the probe's other numbers are there. Without a limit, the same data give W*."""
-    from embgeo.ntp.analysis import probe
+    from embgeo.ntp.analysis.analyze import analyze as measure
+    from embgeo.ntp.measure import alignment as probe_align
     from embgeo.ntp.solvers import equality as E
 
     data = synthetic(12, 10, 6, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))
-    spy(monkeypatch, clock, probe, "_blockwise_kl", cost=1.0)
+    spy(monkeypatch, clock, probe_align, "blockwise_kl", cost=1.0)
     spy(monkeypatch, clock, E.EqualitySystem, "_bucket", cost=1.0)
-    res = probe.measure(data, W, max_seconds=1.5)
+    res = measure(data, W, max_seconds=1.5)
     assert "the exact equality solve (W*, F)" in res.errors["compatibility"]
     assert "max_seconds spent" in res.errors["compatibility"]
-    assert res.compatibility is None and res.dim_F is None and "max_seconds spent" in res.errors["alignment"]
+    assert res.compatibility is None and "max_seconds spent" in res.errors["alignment"]
     assert len(clock.at("_bucket")) == 1  # begun at 1 s, before the deadline; nothing after it
+    # dim F without the exact solve: the tokens' rank bounds meet here, and give the exact count
+    assert res.dim_F == theory.subspace(data).dim and "dim_F" not in res.errors
     assert np.isfinite(res.kl_gap)
-    assert probe.measure(data, W).compatibility is not None  # the control: no limit, W* computed
+    assert measure(data, W).compatibility is not None  # the control: no limit, W* computed
 
 
 def test_the_probe_keeps_for_the_alignment_what_its_passes_measure(clock, monkeypatch):
@@ -521,17 +525,18 @@ def test_the_probe_keeps_for_the_alignment_what_its_passes_measure(clock, monkey
     those cost 1 s of a 1.5 s limit the solvers begin nothing ('max_seconds spent'), and the logits' structure and the
     NTP-margin are there, measured before the solvers; negative control: at 0.1 s the same limit leaves them time and
     they decide the data (separable: d > m)."""
-    from embgeo.ntp.analysis import probe
+    from embgeo.ntp.analysis.analyze import analyze as measure
+    from embgeo.ntp.measure import alignment as probe_align
 
     data = synthetic(12, 10, 16, 2, seed=3)
     W = np.random.default_rng(0).standard_normal((data.V, data.d))
-    spy(monkeypatch, clock, probe, "_alignment", cost=1.0)
-    res = probe.measure(data, W, max_seconds=1.5)
+    spy(monkeypatch, clock, probe_align, "alignment", cost=1.0)
+    res = measure(data, W, max_seconds=1.5)
     assert "max_seconds spent" in res.errors["separability"] and res.separability is None
     assert res.logits is not None and np.isfinite(res.alignment["margin"])
-    assert len(clock.at("_alignment")) == 2  # the stand-in before the solvers, the real one after
+    assert len(clock.at("alignment")) == 2  # the stand-in before the solvers, the real one after
     monkeypatch.undo()
     monkeypatch.setattr(time, "perf_counter", clock)
-    spy(monkeypatch, clock, probe, "_alignment", cost=0.1)
-    res = probe.measure(data, W, max_seconds=1.5)
+    spy(monkeypatch, clock, probe_align, "alignment", cost=0.1)
+    res = measure(data, W, max_seconds=1.5)
     assert "separability" not in res.errors and res.separability

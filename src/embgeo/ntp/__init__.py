@@ -14,7 +14,8 @@ The package in layers, each importing only those below it (a test holds the rule
    diagram, figures);
 5. :mod:`embgeo.ntp.training`: GD / NGD / Adam / SGD (:mod:`~embgeo.ntp.training.train`), Theorem 1's paths
    (:mod:`~embgeo.ntp.training.regpath`), learned embeddings (:mod:`~embgeo.ntp.training.learned`);
-6. :mod:`embgeo.ntp.analysis`: the pipelines behind ``ntp analyze`` and ``ntp probe``;
+6. :mod:`embgeo.ntp.analysis`: the one analysis behind ``ntp analyze`` and ``ntp probe`` (a probe adds contexts of a
+   text and a model's hidden states);
 7. :mod:`embgeo.ntp.experiments`: the paper's experiments and claims; :mod:`embgeo.ntp.cli`: the paper's own
    commands, ``embgeo ntp analyze`` and ``embgeo ntp probe`` (registered through the ``embgeo.commands`` entry
    point).

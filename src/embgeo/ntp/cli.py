@@ -137,32 +137,29 @@ def _print_data(data, source: str, info: dict, seconds: float) -> None:
 
 
 def ntp_analyze(args: argparse.Namespace) -> dict:
-    """Compute every theory object of the NTP paper on one dataset (:func:`embgeo.ntp.analysis.analyze.analyze`), print
-    each stage as it finishes, and write them to --out.
+    """Compute every theory object of the NTP paper on one dataset (:func:`embgeo.ntp.analysis.analyze.analyze`, the
+    analysis ``ntp probe`` also makes), print each stage as it finishes, and write them to --out.
 
     --out was checked writable before anything was loaded (:func:`check_out_dir`). The analysis runs in a
     worker thread so that Ctrl-C stops the command at once whatever the solvers are doing (LAPACK and HiGHS
-    would otherwise hold the interrupt until they return).
+    would otherwise hold the interrupt until they return). Returns summary.json's contents.
     """
-    from embgeo.ntp.analysis.analyze import analyze
+    from embgeo.ntp.analysis.analyze import Analysis, analyze
 
     t_load = time.perf_counter()
     data, source, info = _analyze_data(args)
     t_load = time.perf_counter() - t_load
     _print_data(data, source, info, t_load)
-    result = _interruptible(lambda: analyze(data, args.max_seconds, report=_print_stage, svm_progress=_svm_bar))
-    summary = {"source": source, "m": data.m, "V": data.V, "d": data.d, "n_samples": data.n_samples,
-               "entropy_nats": result.entropy, **result.summary(),
-               "seconds": {"load": t_load, **result.seconds}, "input": info}
-    t = summary["seconds"]
-    print(f"time         load {t['load']:.2f} s, W* {t['w_star']:.2f} s, dim F {t['dim_F']:.2f} s, separability + "
-          f"NTP-SVM {t['separability_and_svm']:.2f} s; total {sum(t.values()):.2f} s")
-    plan = summary["memory"]
-    print(f"memory       peak {_gib(plan['peak_measured'])} measured (estimated {_gib(plan['peak_estimate'])} for the "
-          "stages that ran)")
+    result = Analysis(data, meta={"source": source}, input=info, seconds={"load": t_load})
+    hooks = _hooks(plain=not sys.stdout.isatty())
+    hooks.pop("on_batch", None)
+    hooks.pop("progress", None)
+    _interruptible(lambda: analyze(data, max_seconds=args.max_seconds, result=result, **hooks))
+    _print_totals(result)
     if args.out:
-        _write_analysis(Path(args.out), data, summary, result)
-    return summary
+        written = result.save(args.out, save_arrays=True)  # W*, W^mm: V × d, small at the sizes analyze accepts
+        print(f"written      {args.out}/" + ", ".join(written))
+    return result.to_dict()
 
 
 def _interruptible(fn, *args):
@@ -205,84 +202,21 @@ def _leave_now(status: int) -> None:
     os._exit(status)
 
 
-def _print_stage(stage: str, result) -> None:
-    """One stage of :func:`embgeo.ntp.analysis.analyze.analyze`, printed as it finishes (flushed: the next can be
-    long)."""
-    s = result.seconds
-    if stage == "entropy":
-        print(f"entropy      H = {result.entropy:.6f} nats")
-    elif stage == "memory":
-        _print_plan(result.data, result.plan)
-    elif stage == "compatibility":
-        _print_compat(result.compatibility, result.compatibility_error, s["w_star"])
-    elif stage == "dimension":
-        if result.dim_F is not None:
-            print(f"subspace F   dim F = {result.dim_F}, dim F_perp = {result.subspace.ambient_dim - result.dim_F} "
-                  f"({s['dim_F']:.2f} s)")
-        else:
-            low, high = result.dim_F_bounds
-            print(f"subspace F   {low} <= dim F <= {high} ({result.dim_F_note}; {s['dim_F']:.2f} s)")
-    elif stage == "separability":
-        _print_svm(result.data, result.svm, result.svm_error, s["separability_and_svm"])
-
-
-def _print_plan(data, plan: dict) -> None:
-    """The memory the analysis will take, printed before any solver runs."""
+def _print_plan(data, plan) -> None:
+    """The memory the analysis will take (its :class:`~embgeo.ntp.analysis.analyze.MemoryPlan`), printed before any
+    solver runs."""
     from embgeo.core.validate import DENSE_BUDGET_BYTES
 
-    system, room, svm = plan["equality_system"], plan["available"], plan["svm"]
-    why = "" if plan["equality_system_built"] else (
+    system, room, svm = plan.equality_system, plan.available, plan.svm
+    why = "" if plan.equality_system_built else (
         f" — above the {_gib(DENSE_BUDGET_BYTES)} budget" if system > DENSE_BUDGET_BYTES
         else f" — above the {_gib(room)} this process can still allocate") + \
         ": not built, dim F bounded, W* only from certificates"
-    print(f"memory       peak ≈ {_gib(plan['peak_estimate'])}: the process now {_gib(plan['process'])} + F's exact "
+    print(f"memory       peak ≈ {_gib(plan.peak_estimate)}: the process now {_gib(plan.process)} + F's exact "
           f"system {_gib(system)}{why}; the NTP-SVM, only if no certificate decides separability, up to {_gib(svm)} "
           "more", flush=True)
-    if plan["process"] + svm > room and not data.support_sizes.min() == data.V:
+    if plan.process + svm > room and not data.support_sizes.min() == data.V:
         print(f"             (the NTP-SVM's bound is above the {_gib(room)} left: if it runs it may be refused)")
-
-
-def _svm_bar():
-    """A progress bar of the NTP-SVM on a terminal only (disable=None), as a context manager yielding the
-    solver's ``progress`` callback; piped output gets the result lines."""
-    import contextlib
-
-    from tqdm import tqdm
-
-    @contextlib.contextmanager
-    def bar_progress():
-        with tqdm(desc="NTP-SVM", unit="step", leave=False, mininterval=1.0, disable=None) as bar:
-            def progress(iteration, state):
-                bar.update(iteration - bar.n)
-                bar.set_postfix(gap=f"{state['gap']:.1e}", working_set=state["working_set"], refresh=False)
-            yield progress
-
-    return bar_progress()
-
-
-def _print_compat(compat, error: str | None, seconds: float) -> None:
-    if compat is None:
-        print(f"compatible   undecided: {error} ({seconds:.2f} s)")
-    elif compat:
-        print(f"compatible   True: W* solves the log-odds equations (4) to {compat.residual:.1e}; "
-              f"||W*|| = {np.linalg.norm(compat.W):.6f} ({seconds:.2f} s)")
-    else:
-        print(f"compatible   False ({compat.method}): every W leaves a residual of (4) >= {compat.residual:.2e}; "
-              f"certificate norm {compat.certificate_norm:.1e} ({seconds:.2f} s)")
-
-
-def _print_svm(data, svm, error: str | None, seconds: float | None = None) -> None:
-    took = "" if seconds is None else f" ({seconds:.2f} s)"
-    if svm is None:
-        print("separable    " + (f"undecided: {error}" if error else "n/a (every support is the whole vocabulary)")
-              + took)
-        return
-    sep = svm.separability
-    if not sep:
-        print(_not_separable_line(sep) + took)
-        return
-    print(f"separable    True ({sep.method})")
-    print(_margin_line(svm) + took)
 
 
 def _not_separable_line(sep) -> str:
@@ -308,43 +242,6 @@ def _gib(nbytes: float) -> str:
     return gib(nbytes)
 
 
-def _write_analysis(out: Path, data, summary: dict, result) -> None:
-    """summary.json, W_star.npy / W_mm.npy when they exist, vocabulary.txt and contexts.txt when tokens and
-    contexts have names, and the certificates (certificate.txt to read, certificate.json in full)."""
-    compat, svm = result.compatibility, result.svm
-    out.mkdir(parents=True, exist_ok=True)
-    written = ["summary.json"]
-    if compat:
-        np.save(out / "W_star.npy", compat.W)
-        written.append("W_star.npy")
-    if svm is not None and svm.W is not None:
-        np.save(out / "W_mm.npy", svm.W)
-        written.append("W_mm.npy")
-    if data.token_labels is not None:  # row z of W*, W^mm is the token on line z + 1
-        (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in data.token_labels), encoding="utf-8")
-        written.append("vocabulary.txt")
-    if data.contexts is not None:  # row j of the embeddings (--embeddings FILE.npy) is the context on line j + 1
-        (out / "contexts.txt").write_text("".join(f"{_context_text(data, j)}\n" for j in range(data.m)),
-                                          encoding="utf-8")
-        written.append("contexts.txt")
-    from embgeo.ntp.analysis.certificates import certificates
-
-    text, doc = certificates(data, compat, svm, _context_text)
-    (out / "certificate.txt").write_text(text, encoding="utf-8")
-    (out / "certificate.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    written += ["certificate.txt", "certificate.json"]
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"written      {out}/" + ", ".join(written))
-
-
-def _context_text(data, j: int) -> str:
-    """Context j as its tokens (names when known), space-separated; ``context j`` for data without tokens."""
-    if data.contexts is None:
-        return f"context {j}"
-    names = data.token_labels
-    return " ".join(names[v] if names is not None else str(v) for v in data.contexts[j])
-
-
 def ntp_probe(args: argparse.Namespace) -> None:
     """The NTP geometry of a causal LM checkpoint on a text (:func:`embgeo.ntp.analysis.probe.probe_model`), printed
     stage by stage; --out gets summary.json, vocabulary.txt, the figure and the small arrays (the dense H, W,
@@ -363,7 +260,7 @@ def ntp_probe(args: argparse.Namespace) -> None:
     head = _head_options(args)
     from embgeo.ntp.analysis.probe import probe_model, train_head  # torch and transformers: after the checks above
 
-    hooks = _probe_hooks(plain=not sys.stdout.isatty())
+    hooks = _hooks(plain=not sys.stdout.isatty())
     result = _interruptible(lambda: probe_model(
         args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
         max_contexts=args.max_contexts, sample=args.sample, seed=args.seed, units=args.units,
@@ -371,6 +268,7 @@ def ntp_probe(args: argparse.Namespace) -> None:
         max_seconds=args.max_seconds, separability_method=args.separability_method, **hooks))
     if head is not None:
         _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started")))
+    _print_totals(result)
     if args.out:
         written = result.save(args.out, save_arrays=args.save_arrays)
         print(f"written      {args.out}/" + ", ".join(written))
@@ -401,10 +299,10 @@ def _head_options(args: argparse.Namespace) -> dict | None:
 SOLVER_LINE_SECONDS = 10.0
 
 
-def _probe_hooks(plain: bool) -> dict:
-    """The callbacks of ``ntp probe``: ``report`` (the stage's lines), ``solver_progress`` (a bar on a terminal), and
-    where output is not a terminal (``plain``) ``started``, ``on_batch`` and ``solver_progress``: progress lines,
-    flushed (the solver's at most every SOLVER_LINE_SECONDS)."""
+def _hooks(plain: bool) -> dict:
+    """The callbacks of ``ntp probe`` and ``ntp analyze``: ``report`` (the stage's lines), ``solver_progress`` (a bar
+    on a terminal), and where output is not a terminal (``plain``) ``started``, ``on_batch`` and ``solver_progress``:
+    progress lines, flushed (the solver's at most every SOLVER_LINE_SECONDS)."""
     from tqdm import tqdm
 
     t0 = time.perf_counter()
@@ -433,7 +331,7 @@ def _probe_hooks(plain: bool) -> dict:
     def report(stage, result):
         if "bar" in bars:
             bars.pop("bar").close()
-        _print_probe_stage(stage, result)
+        _print_stage(stage, result)
         if plain:
             say(f"{stage} done in {result.seconds.get(stage, 0.0):.2f} s")
 
@@ -473,8 +371,10 @@ def _check_probe_context_length(model: str, k: int | None) -> None:
                          f"({Path(model) / 'config.json'}); use k <= {window}")
 
 
-def _print_probe_stage(stage: str, r) -> None:
-    """One stage of ``ntp probe`` as lines in the style of ``ntp analyze`` (flushed: the next can be long)."""
+def _print_stage(stage: str, r) -> None:
+    """One stage of the analysis (:func:`embgeo.ntp.analysis.analyze.analyze`, ``ntp analyze`` and ``ntp probe``
+    alike) as lines, with its time (flushed: the next can be long)."""
+    sec = r.seconds.get(stage, 0.0)
     if stage == "contexts":
         _print_probe_plan(r)
     elif stage == "hidden":
@@ -482,34 +382,45 @@ def _print_probe_stage(stage: str, r) -> None:
               f"{r.meta.get('dtype', '?')} and kept in float64, in {r.seconds['hidden']:.2f} s", flush=True)
     elif stage == "loss":
         print(f"entropy      𝓗 = {r.entropy:.6f} nats")
-        print(f"model loss   CE = {r.ce:.6f} nats, CE - 𝓗 = {r.kl_gap:.6e} nats (a KL; {r.kl_gap / r.entropy:.3g} × 𝓗)"
-              if r.entropy > 0 else f"model loss   CE = {r.ce:.6f} nats, CE - 𝓗 = {r.kl_gap:.6e} nats (a KL)",
-              flush=True)
+        if r.W is not None:
+            share = f"; {r.kl_gap / r.entropy:.3g} × 𝓗" if r.entropy > 0 else ""
+            print(f"model loss   CE = {r.ce:.6f} nats, CE - 𝓗 = {r.kl_gap:.6e} nats (a KL{share})")
+        sys.stdout.flush()
+    elif stage == "memory":
+        _print_plan(r.data, r.plan)
     elif stage == "compatibility":
         comp = r.compatibility
+        took = f" ({sec - r.seconds.get('dim_F', 0.0):.2f} s)"
         if comp is None:
-            print(f"compatible   undecided: {_cli_advice(r.errors['compatibility'])}")
+            print(f"compatible   undecided: {_cli_advice(r.errors['compatibility'])}{took}")
         elif comp:
             print(f"compatible   True: W* solves the log-odds equations (4) to {comp.residual:.1e}; "
-                  f"||W*|| = {np.linalg.norm(comp.W):.6f}")
+                  f"||W*|| = {np.linalg.norm(comp.W):.6f}{took}")
         else:
             print(f"compatible   False ({comp.method}): every W leaves a residual of (4) >= {comp.residual:.2e}; "
-                  f"certificate norm {comp.certificate_norm:.1e}")
-        print(f"subspace F   dim F = {r.dim_F}" if r.dim_F is not None
-              else f"subspace F   dim F not computed ({_cli_advice(r.errors.get('dim_F', ''))})", flush=True)
+                  f"certificate norm {comp.certificate_norm:.1e}{took}")
+        took = f"{r.seconds.get('dim_F', 0.0):.2f} s"
+        if r.dim_F is not None:
+            print(f"subspace F   dim F = {r.dim_F}, dim F_perp = {r.subspace.ambient_dim - r.dim_F} ({took})",
+                  flush=True)
+        else:
+            low, high = r.dim_F_bounds if r.dim_F_bounds is not None else ("?", "?")
+            print(f"subspace F   {low} <= dim F <= {high} ({_cli_advice(r.errors.get('dim_F', ''))}; {took})",
+                  flush=True)
     elif stage == "separability":
         if r.separable is None and r.svm is None and not _svm_skipped(r):  # the NTP-SVM decides next
             print(f"separability not decided by the direct routes ({_cli_advice(r.errors['separability'])}); the "
-                  "NTP-SVM decides it next", flush=True)
+                  f"NTP-SVM decides it next ({sec:.2f} s)", flush=True)
         else:
-            print(_separable_line(r), flush=True)
+            print(f"{_separable_line(r)} ({sec:.2f} s)", flush=True)
     elif stage == "svm":
-        if "separability" in r.errors and not _svm_skipped(r):  # the verdict the NTP-SVM settled
-            print(_separable_line(r))
+        if "separability" not in r.seconds or "separability" in r.errors:  # the verdict the NTP-SVM settled
+            print(_separable_line(r) + ("" if r.svm is not None and r.svm.W is not None else f" ({sec:.2f} s)"))
         if r.svm is not None and r.svm.W is not None:
-            print(_margin_line(r.svm), flush=True)
-        elif "svm" in r.errors:
+            print(f"{_margin_line(r.svm)} ({sec:.2f} s)", flush=True)
+        elif "svm" in r.errors and r.W is not None:
             print(f"NTP-SVM      undecided: {_cli_advice(r.errors['svm'])}", flush=True)
+        sys.stdout.flush()
     elif stage == "alignment":
         _print_probe_alignment(r)
     elif stage == "geometry":
@@ -518,19 +429,31 @@ def _print_probe_stage(stage: str, r) -> None:
         _print_probe_head(r)
 
 
+def _print_totals(r) -> None:
+    """The time of every stage and the measured memory peak beside the plan's estimate, after the analysis."""
+    t = r.seconds
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in t.items() if k != "dim_F")
+    total = sum(v for k, v in t.items() if k != "dim_F")  # dim_F is part of the compatibility stage
+    print(f"time         {parts}; total {total:.2f} s")
+    if r.plan is not None and r.plan.peak_measured is not None:
+        print(f"memory       peak {_gib(r.plan.peak_measured)} measured (estimated {_gib(r.plan.peak_estimate)} for "
+              "the stages that ran)", flush=True)
+
+
 def _svm_skipped(r) -> bool:
     """Whether the NTP-SVM does not run: every support is the whole vocabulary (no constraints (6b))."""
     return bool(np.all(r.data.support_sizes == r.data.V))
 
 
 def _separable_line(r) -> str:
-    """The separability verdict, from :attr:`ProbeResult.separable` — the value summary.json writes."""
+    """The separability verdict, from :attr:`~embgeo.ntp.analysis.analyze.Analysis.separable` — the value
+    summary.json writes — with why it is undecided (the direct routes', then the NTP-SVM's reason)."""
     sep = r.separability
     if r.separable is None:
-        why = _cli_advice(r.errors.get("separability", ""))
+        why = [_cli_advice(r.errors["separability"])] if "separability" in r.errors else []
         if "svm" in r.errors:
-            why += f"; the NTP-SVM: {_cli_advice(r.errors['svm'])}"
-        return f"separable    {r.separability_verdict}: {why}"
+            why.append(("the NTP-SVM: " if why else "") + _cli_advice(r.errors["svm"]))
+        return f"separable    {r.separability_verdict}: {'; '.join(why)}"
     if not r.separable:
         return _not_separable_line(sep)
     own = " — the model's own W separates H" if "candidate" in sep.method else ""

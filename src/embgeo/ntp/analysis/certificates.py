@@ -23,11 +23,12 @@ import scipy.sparse as sp
 TEXT_ENTRIES = 100
 
 
-def certificates(data, compat, svm, context_text: Callable[[object, int], str]) -> tuple[str, dict]:
+def certificates(data, compat, sep, svm, context_text: Callable[[object, int], str]) -> tuple[str, dict]:
     """(text, JSON document) of the compatibility and separability certificates of ``data``.
 
-    ``compat``: a Compatibility or None (undecided); ``svm``: an NTPSVM or None (undecided, or every support
-    the whole vocabulary); ``context_text(data, j)`` names context j.
+    ``compat``: a Compatibility or None (undecided); ``sep``: a Separability or None (undecided, or every support
+    the whole vocabulary); ``svm``: the NTPSVM when it ran (its support vectors certify separability, with W^mm),
+    else None; ``context_text(data, j)`` names context j.
     """
     def token(v: int) -> str:
         return data.token_labels[v] if data.token_labels is not None else str(v)
@@ -45,14 +46,15 @@ def certificates(data, compat, svm, context_text: Callable[[object, int], str]) 
         return {"in_support": bool(support[j, v] > 0)}
 
     doc: dict = {}
-    lines = ["# Certificates of embgeo ntp analyze (paper: NTP implicit bias, Defs. 1-3). Columns: context "
-             "(its tokens, or its row), token, weight; the largest weights first."]
+    lines = ["# Certificates of the NTP analysis (embgeo ntp analyze / ntp probe; paper: NTP implicit bias, Defs. "
+             "1-3). Columns: context (its tokens, or its row), token, weight; the largest weights first."]
     if compat is None:
         doc["compatibility"] = {"verdict": "undecided"}
         lines += ["", "## compatibility (Def. 1): undecided (see summary.json)"]
     elif compat:
         doc["compatibility"] = {"verdict": True, "method": compat.method, "residual": compat.residual}
-        lines += ["", f"## compatibility (Def. 1): True ({compat.method}): W* (W_star.npy) solves the log-odds "
+        lines += ["", f"## compatibility (Def. 1): True ({compat.method}): W* (W_star.npy where the dense arrays are "
+                      "written) solves the log-odds "
                       f"equations (4) to {compat.residual:.1e}; nothing conflicts"]
     else:
         items = entries(compat.certificate)
@@ -63,11 +65,10 @@ def certificates(data, compat, svm, context_text: Callable[[object, int], str]) 
                   "to 0 in every context,", "# Σ_j λ_(j,v) h_j ≈ 0 for every token v (norm "
                   f"{compat.certificate_norm:.1e}) and Σ λ log p = -1; every W misses (4) by >= {compat.residual:.2e}."]
         lines += _rows(items, ("context", "token", "weight"))
-    if svm is None:
+    if sep is None:
         doc["separability"] = {"verdict": "undecided"}
         lines += ["", "## separability (Def. 2): undecided or not applicable (see summary.json)"]
-    elif not svm.separability:
-        sep = svm.separability
+    elif not sep:
         items = entries(sep.certificate, flag) if sep.certificate is not None else entries(-sep.farkas, flag)
         doc["separability"] = {"verdict": False, "method": sep.method, "perp_norm": sep.residuals.get("perp_norm"),
                                "entries": items}
@@ -77,6 +78,11 @@ def certificates(data, compat, svm, context_text: Callable[[object, int], str]) 
                   "are ties. Every W that ties the supports gives", "# sum mu_(j,v) * margin_(j,v) ~ 0, so not "
                   f"every margin can be positive (residual {sep.residuals.get('perp_norm', float('nan')):.1e})."]
         lines += _rows(items, ("context", "token", "in_support", "weight"))
+    elif svm is None or svm.W is None:  # separable (the model's W or a route certified it); W^mm was not found
+        doc["separability"] = {"verdict": True, "method": sep.method, "svm_status": None if svm is None else
+                               svm.status, "entries": []}
+        lines += ["", f"## separability (Def. 2): True ({sep.method}); W^mm not found (see summary.json), so no "
+                      "support vectors to list"]
     else:
         mult = svm.multipliers
         active = svm.active
@@ -87,7 +93,8 @@ def certificates(data, compat, svm, context_text: Callable[[object, int], str]) 
         items.sort(key=lambda e: -abs(e["weight"]) if e["weight"] == e["weight"] else 0.0)
         doc["separability"] = {"verdict": True, "method": svm.separability.method, "svm_status": svm.status,
                                "margin": svm.margin, "entries": items}
-        lines += ["", f"## separability (Def. 2): True ({svm.separability.method}); W^mm in W_mm.npy, NTP-margin "
+        lines += ["", f"## separability (Def. 2): True ({svm.separability.method}); W^mm in W_mm.npy where the dense "
+                      "arrays are written; NTP-margin "
                       f"{svm.margin:.6g} ({svm.status})",
                   "# The pairs (context j, token v not following j) whose margin is exactly 1 at W^mm (the support "
                   "vectors), with their dual weights mu:"]

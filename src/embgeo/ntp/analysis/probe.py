@@ -15,7 +15,9 @@ the logits' structure and the rows' norms against token frequency.
   prefix up to the model's window) and their next-token counts;
 * :func:`hidden_states`: H from any causal model given as a callable ``hidden(tokens) -> states``, so
   any PyTorch model (or any framework behind a torch-facing callable) can be probed;
-* :func:`probe`: the whole measurement from ``(hidden, W, sequences)``, a :class:`ProbeResult`;
+* :func:`probe`: the whole measurement from ``(hidden, W, sequences)``: the contexts, H, and the one analysis of
+  the paper's objects that ``ntp analyze`` also makes (:func:`embgeo.ntp.analysis.analyze.analyze`, an
+  :class:`~embgeo.ntp.analysis.analyze.Analysis`);
 * :func:`load_causal_lm`, :func:`hf_hidden`, :func:`probe_model`: a Hugging Face checkpoint folder or a GGUF
   file (``transformers``, with ``gguf`` and ``accelerate`` for GGUF: the ``lm`` extra), read from disk only,
   never downloaded;
@@ -31,7 +33,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
@@ -41,38 +43,22 @@ import torch
 
 from embgeo.core.deadline import time_left
 from embgeo.core.device import device_label, resolve_device
-from embgeo.core.validate import (
-    DENSE_BUDGET_BYTES,
-    as_float_array,
-    available_memory_bytes,
-    check_dense_size,
-    check_float,
-    check_positive_int,
-)
-from embgeo.errors import InputError, MissingDependencyError, ShapeError, SolverError, TooLargeError
+from embgeo.core.validate import as_float_array, check_float, check_positive_int
+from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
 from embgeo.ntp import theory
+from embgeo.ntp.analysis.analyze import Analysis, analyze, stage_done
+from embgeo.ntp.analysis.analyze import check_memory as _check_memory
 from embgeo.ntp.data import NTPData, first_seen_rows
-from embgeo.ntp.measure.geometry import effective_rank_of, numerical_rank_of
+from embgeo.ntp.measure.alignment import blockwise_kl
+from embgeo.ntp.measure.geometry import BLOCK_BYTES, GRAM_MAX, context_margins
 from embgeo.ntp.measure.metrics import (
     ReducedProblem,
-    constrained_alignment,
-    cosine,
-    equal_rows_bound,
     reduced_reference,
-    token_split,
 )
-from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
 HiddenFn = Callable[[torch.Tensor], torch.Tensor]
-
-#: Largest side of the Gram matrix (m × m or V × V) whose eigenvalues give the singular values of the
-#: logits' off-support part R (:func:`logit_structure_factored`); above it those ranks are not computed.
-GRAM_MAX = 5000
-
-#: Rows of the logits H Wᵀ formed at once in the block passes (bounds the (rows, V) temporaries).
-_BLOCK_BYTES = 64 * 1024**2
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -420,182 +406,6 @@ def _check_causal(hidden: HiddenFn, first: torch.Tensor, in_batch: torch.Tensor,
 
 # -- the measurement -------------------------------------------------------------------------------
 
-@dataclass
-class ProbeResult:
-    """Everything :func:`probe` / :func:`measure` found for one model on one text.
-
-    Attributes
-    ----------
-    data : NTPData or None
-        H (m, d) as ``data.embeddings``, p̂ and π̂ (None until the forward passes are done).
-    W : (V, d) float64, the head's weight (with the bias as a last column when it was appended).
-    contexts : ProbeContexts or None
-    meta : dict — the model, device, dtype, mode, window, options.
-    memory : dict — bytes estimated before the forward passes (:func:`memory_estimate`).
-    estimate : dict — seconds estimated before the forward passes (:func:`time_estimate`).
-    entropy, ce, kl_gap : float — 𝓗, CE(W) (eq. 2) and CE − 𝓗 computed as a KL (nats).
-    compatibility : theory.Compatibility or None — Def. 1, with W*(H) when compatible.
-    dim_F : int or None
-    separability : theory.Separability or None — Def. 2, the model's W tried first as the certificate.
-    svm : theory.NTPSVM or None — Def. 3, warm-started from the model's W.
-    alignment : dict — :func:`_alignment`: on the constrained rows (``rows_cos_mm``, ``rows_cos_corrected`` with
-        their certified bands ``_lo``/``_hi``, ``star_cos``, ``subspace_error``), the never-next block apart
-        (``unseen_share``, ...), the old all-rows ``cos_mm``/``cos_corrected`` beside their bounds
-        ``cos_mm_bound``/``cos_corrected_bound``, ``margin`` the normalized NTP-margin of P_⊥(W),
-        ``svm_error_bound`` ε, norms. NaN where an object does not exist (``errors`` or the compatibility /
-        separability results say why).
-    head_training : dict — :func:`train_head`'s runs (empty unless it ran).
-    logits : dict — :func:`logit_structure_factored`'s scalars.
-    arrays : dict — per-context and per-token arrays (singular values of the logits, in-support centred
-        logits and log p̂, per-context margins, row norms of W, token frequencies).
-    frequency : dict — row norms of W against the tokens' next-token frequency.
-    errors : dict — stage → why it was not decided (time limit, memory budget).
-    seconds : dict — time per stage.
-    token_labels : list of str or None — the name of each row of W.
-    """
-
-    data: NTPData | None
-    W: np.ndarray
-    contexts: ProbeContexts | None = None
-    meta: dict = field(default_factory=dict)
-    memory: dict = field(default_factory=dict)
-    entropy: float = math.nan
-    ce: float = math.nan
-    kl_gap: float = math.nan
-    compatibility: theory.Compatibility | None = None
-    dim_F: int | None = None
-    separability: theory.Separability | None = None
-    svm: theory.NTPSVM | None = None
-    alignment: dict = field(default_factory=dict)
-    logits: dict = field(default_factory=dict)
-    arrays: dict = field(default_factory=dict)
-    frequency: dict = field(default_factory=dict)
-    errors: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)
-    token_labels: list[str] | None = None
-    estimate: dict = field(default_factory=dict)
-    head_training: dict = field(default_factory=dict)
-
-    @property
-    def w_star(self) -> np.ndarray | None:
-        """W*(H) (V, d), when the data are compatible."""
-        return self.compatibility.W if self.compatibility else None
-
-    @property
-    def w_mm(self) -> np.ndarray | None:
-        """W^mm(H) (V, d) (the best certified point; see ``svm.residuals['error_bound']``), when separable."""
-        return None if self.svm is None else self.svm.W
-
-    @property
-    def separable(self) -> bool | None:
-        """The one separability verdict (Def. 2) that is printed and written: True, False, or None (undecided).
-
-        Decided by :func:`~embgeo.ntp.theory.is_separable` or, when that stopped undecided, by the NTP-SVM (a
-        feasible point certifies separability, a Farkas matrix the opposite)."""
-        return None if self.separability is None else bool(self.separability)
-
-    @property
-    def separability_verdict(self) -> str:
-        """"True", "False" or "undecided": :attr:`separable` as a word (the CLI prints it, summary.json has it)."""
-        return "undecided" if self.separable is None else str(self.separable)
-
-    def summary(self) -> dict:
-        """A JSON-ready dict of every scalar (NaN as None)."""
-        comp, sep, svm = self.compatibility, self.separability, self.svm
-        data = self.data
-        out = {
-            "meta": self.meta,
-            "input": None if self.contexts is None else self.contexts.info,
-            "m": None if data is None else data.m, "V": int(self.W.shape[0]), "d": int(self.W.shape[1]),
-            "memory_estimate_bytes": self.memory, "time_estimate_seconds": self.estimate,
-            "entropy_nats": self.entropy, "ce_nats": self.ce, "kl_gap_nats": self.kl_gap,
-            "compatible": None if comp is None else bool(comp),
-            "compatibility_residual": None if comp is None else comp.residual,
-            "compatibility_method": None if comp is None else comp.method,
-            "compatibility_certificate_norm": None if comp is None else comp.certificate_norm,
-            "w_star_norm": None if not comp else float(np.linalg.norm(comp.W)),
-            "dim_F": self.dim_F,
-            "separable": self.separable, "separability_verdict": self.separability_verdict,
-            "separability_method": None if sep is None else sep.method,
-            "separability_residuals": None if sep is None else sep.residuals,
-            "svm_status": None if svm is None else svm.status,
-            "ntp_margin_of_w_mm": None if svm is None or svm.W is None else svm.margin,
-            "svm_residuals": None if svm is None or svm.W is None else svm.residuals,
-            "alignment": self.alignment, "logits": self.logits, "frequency": self.frequency,
-            "errors": self.errors, "seconds": self.seconds, "head_training": self.head_training,
-        }
-        return _jsonable(out)
-
-    def save(self, out: str | PathLike, *, save_arrays: bool = False) -> list[str]:
-        """Write summary.json, vocabulary.txt, the figure (PNG + PDF), the small arrays and, with ``save_arrays``,
-        the dense matrices to ``out``.
-
-        Always: ``summary.json``; ``vocabulary.txt`` (line z names row z of W); ``probe.png``/``probe.pdf``;
-        ``weights.npy`` π̂ (m,); the per-context and per-token vectors of ``self.arrays``; with a probe,
-        ``next_token_counts.npz`` (sparse (m, V) counts n_{j,z}) and ``contexts.npz`` (``tokens`` concatenated,
-        ``offsets`` (m + 1,)). Only with ``save_arrays=True`` (``--save-arrays``): the dense matrices ``H.npy``
-        (m, d), ``W.npy`` (V, d) and ``W_star.npy``, ``W_mm.npy`` (V, d) where they exist — at V = 49,152,
-        d = 576 each V × d one is 226 MB. Returns the names written.
-        """
-        import json
-
-        import matplotlib.pyplot as plt
-
-        from embgeo.ntp.measure.figures import probe_figure
-
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-
-        def npy(name: str, arr) -> None:
-            np.save(out / f"{name}.npy", arr)
-            written.append(f"{name}.npy")
-
-        if self.data is not None:
-            npy("weights", self.data.weights)
-        if save_arrays:
-            if self.data is not None:
-                npy("H", self.data.embeddings)
-            npy("W", self.W)
-            if self.w_star is not None:
-                npy("W_star", self.w_star)
-            if self.w_mm is not None:
-                npy("W_mm", self.w_mm)
-        for name, arr in self.arrays.items():
-            npy(name, arr)
-        if self.contexts is not None:
-            ctx = self.contexts
-            sp.save_npz(out / "next_token_counts.npz", ctx.counts)
-            tokens = [ctx.tokens(j) for j in range(ctx.m)]
-            np.savez(out / "contexts.npz", tokens=np.concatenate(tokens),
-                     offsets=np.concatenate([[0], np.cumsum([t.size for t in tokens])]))
-            written += ["next_token_counts.npz", "contexts.npz"]
-        if self.token_labels is not None:
-            (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in self.token_labels), encoding="utf-8")
-            written.append("vocabulary.txt")
-        if self.data is not None:
-            fig = probe_figure(self)
-            for ext in ("png", "pdf"):
-                fig.savefig(out / f"probe.{ext}", dpi=120, bbox_inches="tight")
-            plt.close(fig)
-            written += ["probe.png", "probe.pdf"]
-        (out / "summary.json").write_text(json.dumps(self.summary(), indent=2) + "\n")
-        return ["summary.json", *written]
-
-
-def _jsonable(value):
-    """NaN/inf → None, numpy scalars → Python, recursively (summary.json is strict JSON)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, plan: dict | None = None) -> dict:
     """Bytes the probe needs at most, by part, before any forward pass (probs (m, V) sparse, width d).
 
@@ -612,7 +422,7 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     mem = dict(theory.estimate_memory(NTPData(np.zeros((m, d)), probs)))
     mem.pop("total")
     side = min(m, V)
-    mem.update(hidden_states=8 * m * d, head=8 * V * d, logit_blocks=6 * _BLOCK_BYTES,
+    mem.update(hidden_states=8 * m * d, head=8 * V * d, logit_blocks=6 * BLOCK_BYTES,
                rest_gram=3 * 8 * side * side if side <= GRAM_MAX else 0)
     if model is not None and plan is not None:
         b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
@@ -655,7 +465,8 @@ def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, dev
 def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample: int = 64,
                min_seconds: float = 0.05) -> dict:
     """Seconds per context of the probe's two kinds of pass over the logits, timed on this machine with the code
-    that runs them: ``loss`` — :func:`_blockwise_kl`; ``margins`` — :func:`_context_margins` (the alignment's
+    that runs them: ``loss`` — :func:`~embgeo.ntp.measure.alignment.blockwise_kl`; ``margins`` —
+    :func:`~embgeo.ntp.measure.geometry.context_margins` (the alignment's
     NTP-margin is the same kernel on P_⊥(W)); both on the first ``sample`` contexts' supports and the real W (V, d)
     with random embeddings (H is not known before the forward passes; the cost does not depend on its values); and
     ``fixed`` — :func:`_fixed_seconds`, the seconds of the structure pass that do not grow with m."""
@@ -664,8 +475,8 @@ def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample:
     w = np.asarray(weights[:k], dtype=np.float64)
     H = np.random.default_rng(0).standard_normal((k, W.shape[1]))
     part = NTPData(H, rows, w / w.sum())
-    loss = _seconds_per_call(lambda: _blockwise_kl(part, W), min_seconds) / k
-    margins = _seconds_per_call(lambda: _context_margins(H, W, part), min_seconds) / k
+    loss = _seconds_per_call(lambda: blockwise_kl(part, W), min_seconds) / k
+    margins = _seconds_per_call(lambda: context_margins(H, W, part), min_seconds) / k
     return {"loss": loss, "margins": margins, "fixed": _fixed_seconds(W, min_seconds)}
 
 
@@ -675,7 +486,8 @@ FIXED_SAMPLE_ROWS = 4096
 
 def _fixed_seconds(W: np.ndarray, min_seconds: float) -> float:
     """Seconds of the work after the solvers that does not grow with m: the structure pass's QR factor of W and
-    WᵀW (:func:`logit_structure_factored`), O(V d²) each — timed on FIXED_SAMPLE_ROWS rows of W and scaled to V
+    WᵀW (:func:`~embgeo.ntp.measure.geometry.logit_structure_factored`), O(V d²) each — timed on FIXED_SAMPLE_ROWS
+    rows of W and scaled to V
     (both are linear in the rows). Issue 38: on a GPT-2-sized head (V = 50,257, d = 768) they were ~3 s that the
     per-context rates left out. SciPy's statistics module (the structure pass's Spearman) is imported here too,
     so that its one-off second falls before the solvers."""
@@ -696,7 +508,8 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
     ``logit_passes``: the LOGIT_PASSES passes over the m × V logits — the loss's and two of the margins' (the
     alignment's NTP-margin, the logits' structure) — and the structure's fixed O(V d²) work (``rates["fixed"]``,
     :func:`_fixed_seconds`); ``after_solvers``: the part of them that runs after the exact equality solve (the
-    margins' two and the fixed work: :func:`measure` keeps that time when it gives the exact solve its deadline, and
+    margins' two and the fixed work: :func:`~embgeo.ntp.analysis.analyze.analyze` keeps that time when it gives the
+    exact solve its deadline, and
     times the passes again before the iterative solvers); ``solvers``: what ``max_seconds`` leaves after those
     (inf without a limit; 0 when nothing: then separability and the NTP-SVM will not run); ``total``: their sum;
     ``limit``: max_seconds. The exact equality solve (W*, dim F) is not in it; it begins no step past the solvers'
@@ -712,230 +525,13 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
 
 
 def check_memory(memory: dict, V: int, d: int) -> None:
-    """Refuse, before any work, a V × d answer above the dense budget or an estimate above the memory left."""
-    one_w = 8 * V * d
-    if one_w > DENSE_BUDGET_BYTES:
-        raise TooLargeError(f"W, W* and W^mm are V × d = {V} × {d} float64 matrices of {one_w / 1024**3:.2f} GiB each "
-                            f"(budget {DENSE_BUDGET_BYTES / 1024**3:.2f} GiB)")
-    room = available_memory_bytes()
-    if memory["total"] - memory.get("model", 0) > room:  # the model is already loaded: not in `room`
-        raise TooLargeError(f"the probe's exact paths need up to {memory['total'] / 1024**3:.2f} GiB but this process "
-                            f"can allocate only {room / 1024**3:.2f} GiB more: use fewer contexts (max_contexts, "
-                            "--max-contexts)")
+    """Refuse, before any forward pass, a V × d answer above the dense budget or an estimate above the memory left
+    (:func:`embgeo.ntp.analysis.analyze.check_memory`, the analysis's one guard; the model is already loaded, so its
+    parameters are not counted against the room)."""
+    _check_memory(V, d, memory["total"] - memory.get("model", 0), "the probe's exact paths",
+                  "use fewer contexts (max_contexts, --max-contexts)")
 
 
-def _stage(result: ProbeResult, report, name: str, t0: float, started=None, following: str | None = None) -> float:
-    """Record the stage's time, tell ``report``, then ``started(following)``; returns the clock for the next stage."""
-    now = time.perf_counter()
-    result.seconds[name] = now - t0
-    if report is not None:
-        report(name, result)
-    if started is not None and following is not None:
-        started(following)
-    return time.perf_counter()
-
-
-def measure(data: NTPData, W, *, max_seconds: float | None = None,
-            report: Callable[[str, ProbeResult], object] | None = None,
-            solver_progress: Callable[[int, dict], object] | None = None,
-            result: ProbeResult | None = None, separability_method: str = "auto",
-            started: Callable[[str], object] | None = None, head_training: dict | None = None,
-            after_solvers: float = 0.0) -> ProbeResult:
-    """The NTP paper's objects for the embeddings H = ``data.embeddings`` (m, d) and the decoder W (V, d).
-
-    In order (``started(stage)`` is called before each and ``report(stage, result)`` after it, for printing):
-    ``"loss"``: 𝓗, CE(W) − 𝓗 as a KL (:func:`theory.kl_gap`, over row blocks of the logits) and CE(W) (eq. 2)
-    as 𝓗 + KL;
-    ``"compatibility"``: Def. 1 (W*(H) or the certificate that (4) has no solution) and dim F (eq. 5);
-    ``"geometry"``: the logits' structure (:func:`logit_structure_factored`) and the rows' norms against token
-    frequency — with P_F(W) and the normalized NTP-margin of P_⊥(W) (:func:`_alignment_prep`), which need no solver
-    either, so that all of it is done, and timed, before the solvers start;
-    ``"separability"``: Def. 2 — with ``separability_method="auto"`` W is tried first as the certificate
-    (``candidate=W``: exact when P_⊥(W) has all margins > 0), then the cheap routes, the LP when small, else the
-    dual for a quarter of the time (at most 60 s) and the squared hinge for the rest; ``"hinge"``, ``"dual"`` or
-    ``"lp"`` is that route alone (:func:`theory.is_separable`; the LP at the memory of the whole constraint system);
-    ``"svm"``: W^mm(H) (Def. 3) by the augmented Lagrangian warm-started from W, when separable or undecided —
-    when separability was undecided, the NTP-SVM's outcome decides it (``result.separability``, the one verdict
-    :attr:`ProbeResult.separable` printed and written);
-    ``"alignment"``: W against W* and W^mm on the constrained rows, the never-next block apart, the old all-rows
-    cosines beside their bounds, and the NTP-margin computed before (:func:`_alignment`); with
-    ``head_training`` (a dict of :func:`train_head`'s keyword arguments), ``"train_head"``: a linear head trained
-    from zero on H (:func:`train_head`).
-
-    ``max_seconds`` bounds the whole measurement. The exact equality solve of the compatibility stage begins no step
-    of its factorization past the limit less ``after_solvers`` (the caller's estimate of the passes after it); the
-    iterative solvers (separability's, the NTP-SVM) together get what is left of the limit less the seconds that
-    the alignment's passes with W^mm take — measured before they start, on W standing in for W^mm (the same row
-    passes) — so that the whole ends within the limit. They call ``solver_progress(iteration, info)``
-    (``info["gap"]``: the relative duality gap); a problem one of them cannot decide, or that the memory budget
-    refuses, leaves its objects None and says why in ``result.errors`` (never an exception: the rest is measured).
-    A stage the exact solve cannot finish in its time says so in ``result.errors``.
-    """
-    if not isinstance(data, NTPData):
-        raise InputError(f"data: expected an embgeo.ntp.NTPData, got {type(data).__name__}")
-    W = as_float_array("W", W, ndim=2)
-    if W.shape != (data.V, data.d):
-        raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}) to match the data, got {W.shape}")
-    if max_seconds is not None:  # 0 is allowed: the stages before spent the caller's limit, the solvers are not run
-        max_seconds = check_float("max_seconds", max_seconds, positive=False)
-    if separability_method not in theory.SEPARABILITY_METHODS:
-        raise InputError(f"separability_method: expected one of {', '.join(theory.SEPARABILITY_METHODS)}, got "
-                         f"{separability_method!r}")
-    res = result if result is not None else ProbeResult(data, W)
-    res.data, res.W = data, W
-    if started is not None:
-        started("loss")
-    t = time.perf_counter()
-    # the solvers stop early enough for the passes after them (``after_solvers`` seconds, estimated by the caller)
-    deadline = None if max_seconds is None else t + max(max_seconds - after_solvers, 0.0)
-    wall = None if max_seconds is None else t + max_seconds  # the whole measurement's
-
-    res.entropy = theory.entropy(data)
-    res.kl_gap = _blockwise_kl(data, W)
-    res.ce = res.entropy + res.kl_gap  # a sum of two non-negative terms: exact to rounding, one pass fewer
-    t = _stage(res, report, "loss", t, started, "compatibility")
-
-    F = theory.subspace(data)
-    F.deadline = deadline  # the exact solve behind W*, dim F and every projection begins no step past it
-    try:
-        res.compatibility = theory.is_compatible(data, F)
-    except (SolverError, TooLargeError) as exc:
-        res.errors["compatibility"] = str(exc)
-    try:
-        res.dim_F = F.dim
-    except (SolverError, TooLargeError) as exc:
-        res.errors["dim_F"] = str(exc)
-    t = _stage(res, report, "compatibility", t, started, "geometry")
-
-    # What needs no solver's output runs before the solvers — P_F(W), the NTP-margin of P_⊥(W) and the logits'
-    # structure — and what the alignment does with W^mm is timed on W standing in for it: the solvers then get the
-    # limit less measured seconds, not estimated ones (issue 38: the estimate had left out the m × m Gram and the row
-    # passes, and the probe ended 18 % past its limit at m = 2000).
-    F.deadline = wall  # unless the compatibility stage built it, the projection needs the solve
-    prep = _alignment_prep(data, W, F, res)
-    if prep.error is not None:
-        res.errors["alignment"] = prep.error
-    res.logits, arrays = logit_structure_factored(data.embeddings, W, data)
-    res.frequency, freq_arrays = _frequency(data, W)
-    res.arrays = {**arrays, **freq_arrays}
-    if wall is not None:
-        begun = time.perf_counter()
-        _alignment(data, W, res.w_star, W, 0.0, prep)
-        deadline = wall - (time.perf_counter() - begun)  # the solvers end in time for the alignment's passes
-    F.deadline = deadline
-    t = _stage(res, report, "geometry", t, started, "separability")
-
-    full = bool(np.all(data.support_sizes == data.V))
-    if full:
-        res.errors["separability"] = "every support is the whole vocabulary: no separability constraints (6b)"
-    else:
-        try:
-            how = {"candidate": W} if separability_method == "auto" else {"method": separability_method}
-            res.separability = theory.is_separable(data, F, max_seconds=time_left(deadline), progress=solver_progress,
-                                                   **how)
-        except (SolverError, TooLargeError) as exc:
-            res.errors["separability"] = str(exc)
-    t = _stage(res, report, "separability", t, started, "svm")
-
-    if not full and (res.separability is None or res.separability):
-        try:
-            # The ALM at every rank: it is the solver the warm start W reaches (the dual route ignores it), and on
-            # a trained model's H (separable by W itself) it was 50-100x faster than the dual even with rank H = m.
-            res.svm = theory.ntp_svm(data, subspace_=F, separability=res.separability, warm_start=W, method="alm",
-                                     max_seconds=time_left(deadline), progress=solver_progress)
-        except (SolverError, TooLargeError) as exc:
-            res.errors["svm"] = str(exc)
-        if res.separability is None and res.svm is not None:
-            res.separability = res.svm.separability  # the NTP-SVM decided it: the one verdict from here on
-    t = _stage(res, report, "svm", t, started, "alignment")
-
-    eps = math.nan if res.svm is None or res.svm.W is None else float(res.svm.residuals.get("error_bound", math.nan))
-    res.alignment = _alignment(data, W, res.w_star, res.w_mm, eps, prep)
-    _stage(res, report, "alignment", t)
-    if head_training is not None:
-        train_head(res, **head_training, report=report, started=started)
-    return res
-
-
-def _blockwise_kl(data: NTPData, W: np.ndarray) -> float:
-    """CE(W) − 𝓗 of eq. (2) as Σ_j π̂_j KL(p̂_j ‖ 𝕊(W h̄_j)) (:func:`theory.kl_gap`), over row blocks of contexts
-    (never an m × V array)."""
-    rows = max(1, _BLOCK_BYTES // (8 * data.V))
-    kl = 0.0
-    for s in range(0, data.m, rows):
-        e = min(s + rows, data.m)
-        w = data.weights[s:e]
-        kl += float(w.sum()) * theory.kl_gap(NTPData(data.embeddings[s:e], data.probs[s:e], w / w.sum()), W)
-    return kl
-
-
-@dataclass
-class AlignmentPrep:
-    """The alignment's parts that need no solver: P_F(W) (V, d) when W* exists, the normalized NTP-margin of P_⊥(W),
-    and the error that stopped either (SolverError / TooLargeError text)."""
-
-    PFW: np.ndarray | None = None
-    margin: float = math.nan
-    error: str | None = None
-
-
-def _alignment_prep(data: NTPData, W: np.ndarray, F: theory.Subspace, res: ProbeResult) -> AlignmentPrep:
-    """P_F(W) (when W* exists) and the NTP-margin of P_⊥(W) (:func:`theory.ntp_margin`), before the solvers."""
-    prep = AlignmentPrep()
-    try:
-        prep.PFW = None if res.w_star is None else F.project(W)
-        if not np.all(data.support_sizes == data.V):
-            prep.margin = theory.ntp_margin(data, W, F, perp=None if prep.PFW is None else W - prep.PFW)
-    except (SolverError, TooLargeError) as exc:  # SolverError: the limit was reached before F's exact solve
-        prep.error = str(exc)
-    return prep
-
-
-def _alignment(data: NTPData, W: np.ndarray, w_star: np.ndarray | None, w_mm: np.ndarray | None, eps: float,
-               prep: AlignmentPrep) -> dict:
-    """Where W sits relative to W*(H) and W^mm(H) (Thm. 2: P_F(W) → W*, W/‖W‖ → W^mm/‖W^mm‖), on the rows the
-    theory constrains.
-
-    Why not all V rows. A token that is never a next token in the data ("unseen": ~46k of SmolLM2's 49,152 at
-    m = 2000) plays the same role in every constraint of Defs. 1-3, so W^mm's unseen rows are equal and W*'s are
-    zero (:mod:`embgeo.ntp.measure.metrics`, (i)); the softmax ignores W → W + 1cᵀ (ii), and W^mm has zero column sums,
-    so after that shift its unseen rows are ~0. A pretrained head's unseen rows differ from one another (about 90 % of
-    ‖W‖² at SmolLM2's size), and that part is orthogonal to every matrix with equal unseen rows and zero column sums:
-    cos(W, W^mm) ≤ ``cos_mm_bound`` = ‖P(W)‖/‖W‖ (:func:`embgeo.ntp.measure.metrics.equal_rows_bound`, ≈ ‖W_seen‖/‖W‖ ≈
-    0.06-0.1), whatever the model — a statistic that cannot come out otherwise. It is kept, with its bound beside it.
-
-    What is reported instead (:func:`embgeo.ntp.measure.metrics.constrained_alignment`): T(W), the seen rows and the
-    mean unseen row, centred by their unweighted mean — invariant under W → W + 1cᵀ, and in the geometry of all pairwise
-    row differences (the logit differences Defs. 1-3 constrain), each token once and the unseen block once:
-    ``rows_cos_mm`` = cos(T W, T W^mm), ``rows_dist_mm``, ``rows_cos_corrected`` = cos(T(W − W*), T W^mm), each
-    with the interval ``_lo``/``_hi`` that holds for the true W^mm when the NTP-SVM certifies only
-    ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖ (ε = ``svm_error_bound``; carried through T as ``rows_error_bound``); ``star_cos`` =
-    cos(P_F(W), W*) and ``subspace_error`` = ‖P_F(W) − W*‖/‖W*‖ (already shift-free: 1cᵀ ⊥ F). The unseen block
-    apart: ``unseen_share`` (of ‖W‖²), ``unseen_share_centred``, ``unseen_spread_share``, and the mean unseen row's
-    logit against the in-support and seen rows (``unseen_logit_vs_support``, ``unseen_logit_vs_seen``; the same for
-    W^mm as ``unseen_logit_vs_support_mm``). The old all-rows ``cos_mm``, ``cos_corrected`` (± 2ε) with
-    ``cos_mm_bound``, ``cos_corrected_bound``; ``margin``: the normalized NTP-margin of P_⊥(W)
-    (``prep``, :func:`_alignment_prep`). ``w_star``, ``w_mm`` (V, d) or None; ``eps``: W^mm's certified relative error
-    (NaN when none).
-    """
-    out = {"cos_mm": math.nan, "cos_corrected": math.nan, "subspace_error": math.nan, "margin": prep.margin,
-           "svm_error_bound": eps, "norm_W": float(np.linalg.norm(W)),
-           "norm_w_star": math.nan if w_star is None else float(np.linalg.norm(w_star)),
-           "norm_w_mm": math.nan if w_mm is None else float(np.linalg.norm(w_mm)),
-           "cos_corrected_bound": math.nan, "unseen_logit_vs_support_mm": math.nan}
-    seen, unseen = token_split(data)
-    star = None if prep.PFW is None else w_star  # W* with P_F(W) only: the projection is not made again here
-    out.update(constrained_alignment(data, W, w_star=star, w_mm=w_mm, error_bound=eps if eps == eps else 0.0,
-                                     PFW=prep.PFW))
-    if w_mm is not None:
-        from embgeo.ntp.measure.metrics import unseen_block
-
-        out["unseen_logit_vs_support_mm"] = unseen_block(data, w_mm, seen, unseen)["unseen_logit_vs_support"]
-        if w_star is not None:
-            D = W - w_star
-            out["cos_corrected"] = cosine(D, w_mm)
-            out["cos_corrected_bound"] = equal_rows_bound(D, seen, unseen)
-    return out
 
 
 #: The optimizers ``train_head`` accepts (those of :func:`embgeo.ntp.training.train.train` that run on the full loss).
@@ -946,8 +542,8 @@ HEAD_COLUMNS = ("step", "ce", "kl_gap", "norm", "subspace_error", "rows_cos_corr
                 "rows_cos_corrected_hi", "rows_cos_mm", "cos_corrected")
 
 
-def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: int = 1000, lr: float | None = None,
-               *, record_every="log", report: Callable[[str, ProbeResult], object] | None = None,
+def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int = 1000, lr: float | None = None,
+               *, record_every="log", report: Callable[[str, Analysis], object] | None = None,
                started: Callable[[str], object] | None = None) -> dict:
     """Train a linear head from zero on the model's fixed H and watch Theorem 2 happen (or not): stage "train_head".
 
@@ -956,7 +552,8 @@ def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: 
     row for the never-next tokens — exact, since from zero those rows stay equal; no V × d matrix), ``lr`` its
     default when None (1/(2L) for gd, 0.01 for ngd and adam). Recorded on the log grid ``record_every``:
     CE − 𝓗 (a KL), ‖P_F(W_t) − W*‖/‖W*‖ and cos(T(W_t − W*), T W^mm) on the constrained rows with its certified
-    band (:func:`_alignment`), plus ‖W_t‖ and the all-rows cos(W_t − W*, W^mm) (which IS meaningful here: W_t's
+    band (:func:`~embgeo.ntp.measure.alignment.alignment`), plus ‖W_t‖ and the all-rows cos(W_t − W*, W^mm) (which IS
+    meaningful here: W_t's
     unseen rows are equal).
 
     Theorem 2's prediction (GD, compatible and separable data): CE − 𝓗 → 0, P_F(W_t) → W*, and W_t/‖W_t‖ →
@@ -1015,11 +612,11 @@ def train_head(result: ProbeResult, optimizers: Sequence[str] = ("gd",), steps: 
                                                                "unseen_tokens": problem.n_unseen},
                      "svm_error_bound": eps, "applicability": why},
         "runs": runs}
-    _stage(result, report, "train_head", t)
+    stage_done(result, report, "train_head", t)
     return result.head_training
 
 
-def _head_applicability(result: ProbeResult) -> dict:
+def _head_applicability(result: Analysis) -> dict:
     """Per claim of Theorem 2: None (applicable) or why not."""
     sep, comp = result.separable, result.compatibility
     if sep is False:
@@ -1077,118 +674,6 @@ def _head_claims(optimizer: str, rows: list[dict], why: dict) -> dict:
     return out
 
 
-def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
-                             gram_max: int = GRAM_MAX) -> tuple[dict, dict]:
-    """The measures of :func:`embgeo.ntp.measure.geometry.logit_structure` for L = H Wᵀ without forming L (m, V).
-
-    H (m, d), W (V, d). ``‖L‖_F² = ⟨HᵀH, WᵀW⟩``; the singular values of L are those of R_H R_Wᵀ (d × d) from
-    the QR factors of H and W; the logits on the supports are Σ_j S_j dot products; the margin
-    min_j (min_{z∈S_j} L_jz − max_{v∉S_j} L_jv) comes from one pass over row blocks of L. The off-support
-    part R = L − S (S: the row-centred in-support logits) is not low rank; its singular values come from the
-    Gram R Rᵀ (m × m) or RᵀR (V × V), built from H, W and the sparse S, when its side is ≤ ``gram_max``
-    (else ``effective_rank_rest`` and ``rank_rest`` are None). ``on_support_energy`` [our addition]:
-    Σ_{z∈S_j} L_jz² / ‖L‖_F², the share of the logits' energy on the supports.
-
-    Returns (scalars, arrays): arrays ``logit_singular_values``, ``rest_singular_values`` (when computed),
-    ``support_logits_centred`` and ``support_log_probs_centred`` (CSR order of p̂), ``context_margins`` (m,).
-    Cost O((m + V) d² + m V d), memory O((m + V) d) plus the blocks and the Gram.
-    """
-    m, V = data.m, data.V
-    P, S = data.probs, data.support_sizes
-    rows, cols = np.repeat(np.arange(m), S), P.indices
-    logits = row_dots(W, H, cols, rows)  # w_zᵀ h_j on the supports
-    logp = np.log(P.data)
-    logits_c = logits - (np.bincount(rows, weights=logits, minlength=m) / S)[rows]
-    logp_c = logp - (np.bincount(rows, weights=logp, minlength=m) / S)[rows]
-    pi = data.weights[rows]
-    num = math.sqrt(float(np.sum(pi * (logits_c - logp_c) ** 2)))
-    den = math.sqrt(float(np.sum(pi * logp_c**2)))
-    multi = bool(np.any(S > 1))
-    HtH, WtW = H.T @ H, W.T @ W  # (d, d) each; the rest's Gram reuses them (WᵀW is O(V d²))
-    norm2 = float(np.sum(HtH * WtW))
-    s_L = np.linalg.svd(np.linalg.qr(H, mode="r") @ np.linalg.qr(W, mode="r").T, compute_uv=False)
-    margins = _context_margins(H, W, data)
-    has_off = S < V
-    margin = float(margins[has_off].min()) if has_off.any() else math.nan
-    norm_L = math.sqrt(norm2)
-    scalars = {
-        "support_residual": num / den if multi and den > 0 else math.nan,
-        "support_residual_abs": num if multi else math.nan,
-        "margin": margin,
-        "margin_normalized": margin / norm_L if norm_L > 0 else math.nan,
-        "contexts_ranked_right": float(np.mean(margins[has_off] > 0)) if has_off.any() else math.nan,
-        "sparse_energy": float(np.sum(logits_c**2)) / norm2 if norm2 > 0 else math.nan,
-        "on_support_energy": float(np.sum(logits**2)) / norm2 if norm2 > 0 else math.nan,
-        "effective_rank": effective_rank_of(s_L),
-        "effective_rank_rest": None, "rank_rest": None,
-    }
-    arrays = {"logit_singular_values": s_L, "support_logits_centred": logits_c, "support_log_probs_centred": logp_c,
-              "context_margins": margins}
-    if min(m, V) <= gram_max:
-        s_R = _rest_singular_values(H, W, sp.csr_matrix((logits_c, P.indices, P.indptr), shape=(m, V)), (HtH, WtW))
-        scalars.update(effective_rank_rest=effective_rank_of(s_R), rank_rest=numerical_rank_of(s_R, 1e-6))
-        arrays["rest_singular_values"] = s_R
-    return scalars, arrays
-
-
-def _context_margins(H: np.ndarray, W: np.ndarray, data: NTPData) -> np.ndarray:
-    """min_{z∈S_j} L_jz − max_{v∉S_j} L_jv per context (m,), +inf where S_j = V; L in row blocks."""
-    P = data.probs
-    out = np.full(data.m, np.inf)
-    block = max(1, _BLOCK_BYTES // (8 * data.V))
-    for s in range(0, data.m, block):
-        e = min(s + block, data.m)
-        Z = H[s:e] @ W.T
-        rows = np.repeat(np.arange(e - s), data.support_sizes[s:e])
-        cols = P.indices[P.indptr[s]:P.indptr[e]]
-        lowest_in = np.full(e - s, np.inf)
-        np.minimum.at(lowest_in, rows, Z[rows, cols])
-        Z[rows, cols] = -np.inf
-        out[s:e] = lowest_in - Z.max(axis=1)
-    return out
-
-
-def _rest_singular_values(H: np.ndarray, W: np.ndarray, Sc: sp.csr_matrix,
-                          grams: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Singular values of R = H Wᵀ − Sc (descending) from the smaller of the Grams R Rᵀ, RᵀR; ``grams`` (HᵀH, WᵀW)
-    when the caller has them (WᵀW costs O(V d²)).
-
-    R Rᵀ = H (WᵀW) Hᵀ − (Sc W) Hᵀ − H (Sc W)ᵀ + Sc Scᵀ (and the same with the roles of H and W swapped);
-    each of the four terms is at most (‖L‖_F + ‖Sc‖_F)² ≤ 4‖L‖_F² (Sc is centred entries of L), so G and its
-    eigenvalues carry an absolute rounding error of about n·ε·4‖L‖_F² (n the Gram's side): singular values
-    below √(4 n ε)·‖L‖_F (≈ 2e-7‖L‖_F at n = 5000) cannot be told from rounding and are set to 0.
-    """
-    m, V = Sc.shape
-    HtH, WtW = grams if grams is not None else (H.T @ H, W.T @ W)
-    if m <= V:
-        A, B, S, GA, GB = H, W, Sc, HtH, WtW
-    else:
-        A, B, S, GA, GB = W, H, sp.csr_matrix(Sc.T), WtW, HtH
-    n = A.shape[0]
-    check_dense_size("the Gram of the logits' off-support part", (n, n))
-    cross = (S @ B) @ A.T
-    G = A @ GB @ A.T - cross - cross.T + (S @ S.T).toarray()
-    ev = np.linalg.eigvalsh((G + G.T) / 2)[::-1]
-    norm_L2 = float(np.sum(GA * GB))
-    ev[ev < 4 * n * np.finfo(float).eps * norm_L2] = 0.0
-    return np.sqrt(ev)
-
-
-def _frequency(data: NTPData, W: np.ndarray) -> tuple[dict, dict]:
-    """Row norms ‖w_v‖ against the next-token frequency f_v = Σ_j π̂_j p̂_{j,v} (Spearman over tokens with f_v > 0)."""
-    from scipy.stats import spearmanr
-
-    freq = np.asarray(data.probs.T @ data.weights).ravel()
-    norms = np.linalg.norm(W, axis=1)
-    seen = freq > 0
-    rho = math.nan
-    if seen.sum() >= 3 and np.ptp(freq[seen]) > 0 and np.ptp(norms[seen]) > 0:
-        rho = float(spearmanr(norms[seen], freq[seen]).statistic)
-    scalars = {"tokens_seen": int(seen.sum()), "spearman_norm_frequency": rho,
-               "mean_norm_seen": float(norms[seen].mean()),
-               "mean_norm_unseen": float(norms[~seen].mean()) if (~seen).any() else math.nan}
-    return scalars, {"row_norms": norms, "token_frequency": freq}
-
 
 # -- the probe -------------------------------------------------------------------------------------
 
@@ -1196,12 +681,13 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
           prefixes: bool = False, window: int | None = None, max_contexts: int | None = None,
           sample: str = "random", seed: int = 0, batch_size: int = 32, device: str | torch.device = "cpu", bias=None,
           token_labels: Sequence[str] | None = None, max_seconds: float | None = DEFAULT_MAX_SECONDS,
-          progress: bool = True, report: Callable[[str, ProbeResult], object] | None = None,
+          progress: bool = True, report: Callable[[str, Analysis], object] | None = None,
           solver_progress: Callable[[int, dict], object] | None = None, meta: dict | None = None,
           model: dict | None = None, separability_method: str = "auto",
           started: Callable[[str], object] | None = None,
-          on_batch: Callable[[int, int], object] | None = None) -> ProbeResult:
-    """The NTP geometry of any causal model on token sequences: contexts, H, W and :func:`measure`.
+          on_batch: Callable[[int, int], object] | None = None) -> Analysis:
+    """The NTP geometry of any causal model on token sequences: contexts, H, W and the one analysis,
+    :func:`~embgeo.ntp.analysis.analyze.analyze`.
 
     Parameters
     ----------
@@ -1230,14 +716,14 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     max_seconds : float or None
         Time limit of the whole probe from this call (default :data:`DEFAULT_MAX_SECONDS`; None: none): the
         forward passes stop with :class:`~embgeo.errors.TooLargeError` past it, and the iterative solvers
-        (separability, the NTP-SVM) share what is left (:func:`measure`).
+        (separability, the NTP-SVM) share what is left (:func:`~embgeo.ntp.analysis.analyze.analyze`).
     report, started : callable, optional
         ``started(stage)`` before each stage and ``report(stage, result)`` after it: "contexts" (sizes, the
-        memory and time estimates), "hidden", then :func:`measure`'s.
+        memory and time estimates), "hidden", then :func:`~embgeo.ntp.analysis.analyze.analyze`'s.
     model : dict, optional
         :func:`model_info` of the model behind ``hidden``, for the memory and time estimates.
     separability_method : "auto" | "hinge" | "dual" | "lp"
-        See :func:`measure`.
+        See :func:`~embgeo.ntp.analysis.analyze.analyze`.
     on_batch : callable, optional
         ``on_batch(done, total)`` after each forward pass.
 
@@ -1261,8 +747,8 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     d_theory = d + (bias is not None)
     batch_size = check_positive_int("batch_size", batch_size)
     dev = resolve_device(device)
-    res = ProbeResult(None, W, contexts, meta=dict(meta or {}), token_labels=None if token_labels is None
-                      else [str(s) for s in token_labels])
+    res = Analysis(None, W, contexts, meta=dict(meta or {}), input=contexts.info,
+                   token_labels=None if token_labels is None else [str(s) for s in token_labels])
     res.meta.update(mode=contexts.mode, context_length=contexts.context_length, window=contexts.window,
                     max_contexts=max_contexts, sample=sample, seed=seed, batch_size=batch_size,
                     head_bias="appended as a coordinate of h" if bias is not None else "none",
@@ -1273,7 +759,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     rates = {"forward": forward_rate(hidden, contexts, batch_size, dev, d), **pass_rates(probs, weights, W_theory)}
     res.estimate = time_estimate(plan, contexts.m, max_seconds, rates)
     check_memory(res.memory, V, d_theory)
-    t = _stage(res, report, "contexts", t, started, "hidden")
+    t = stage_done(res, report, "contexts", t, started, "hidden")
 
     H = hidden_states(hidden, contexts, d=d, batch_size=batch_size, device=dev, progress=progress,
                       on_batch=on_batch, deadline=deadline)
@@ -1282,8 +768,8 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     W = W_theory
     data = NTPData(H, probs, weights, token_labels=res.token_labels)
     res.data, res.W = data, W
-    t = _stage(res, report, "hidden", t)
-    return measure(data, W, max_seconds=time_left(deadline), report=report, solver_progress=solver_progress, result=res,
+    t = stage_done(res, report, "hidden", t)
+    return analyze(data, W, max_seconds=time_left(deadline), report=report, solver_progress=solver_progress, result=res,
                    after_solvers=res.estimate["after_solvers"],
                    separability_method=separability_method, started=started)
 
@@ -1528,10 +1014,10 @@ def probe_model(model: str | PathLike, text: str | PathLike | Sequence[str], *, 
                 prefixes: bool = False, max_contexts: int | None = None, sample: str = "random", seed: int = 0,
                 units: str = "paragraphs", batch_size: int = 32, device: str | torch.device = "cpu",
                 dtype: str | None = None, head_bias: str = "refuse", max_seconds: float | None = DEFAULT_MAX_SECONDS,
-                progress: bool = True, report: Callable[[str, ProbeResult], object] | None = None,
+                progress: bool = True, report: Callable[[str, Analysis], object] | None = None,
                 solver_progress: Callable[[int, dict], object] | None = None, separability_method: str = "auto",
                 started: Callable[[str], object] | None = None,
-                on_batch: Callable[[int, int], object] | None = None) -> ProbeResult:
+                on_batch: Callable[[int, int], object] | None = None) -> Analysis:
     """:func:`probe` a causal LM — a Hugging Face folder or a GGUF file ``model`` — on ``text`` (a file or a list
     of lines) read as ``units`` (:func:`read_units`: paragraphs, lines or one stream).
 

@@ -149,7 +149,7 @@ def next_token_examples(data: NTPData, contexts: Iterable[int], axes: np.ndarray
 
 
 def probe_figure(result) -> plt.Figure:
-    """A language model's geometry on a text (:class:`embgeo.ntp.analysis.probe.ProbeResult`), three panels.
+    """A language model's geometry on a text (:class:`embgeo.ntp.analysis.analyze.Analysis` of a model), three panels.
 
     (a) ‖w_v‖ against the next-token frequency f_v (log scale; tokens never seen as a next token apart, at
     the left edge); (b) the in-support logits against the log-odds, both centred per context (eq. (4) is the

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from embgeo.core.validate import as_float_array, check_dense_size, check_float, check_positive_int, check_seed
@@ -33,12 +34,13 @@ from embgeo.errors import InputError, ShapeError, SolverError
 from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData, check_ntp_data
 from embgeo.ntp.measure.metrics import REFERENCE_METRICS, Reference, reference_metrics
+from embgeo.ntp.solvers.constraints import row_dots
 
 #: Largest dense logit matrix L (m, V) that :func:`logit_structure` accepts, in bytes.
 LOGIT_BUDGET_BYTES = 2 * 1024**3
 
-#: Rows of L handled at once when scanning for off-support maxima (bounds the temporary copy).
-_BLOCK_BYTES = 64 * 1024**2
+#: Bytes of logits (a block of rows of L, or of H Wᵀ) formed at once in the block passes (bounds the temporaries).
+BLOCK_BYTES = 64 * 1024**2
 
 
 # -- support groups --------------------------------------------------------------------------
@@ -290,7 +292,7 @@ def _support_entries(L: np.ndarray, data: NTPData) -> tuple[np.ndarray, np.ndarr
 def _support_margin(L: np.ndarray, data: NTPData) -> float:
     """min_j (min_{z∈S_j} L_jz − max_{v∉S_j} L_jv) over contexts with S_j < V; NaN if there are none."""
     P = data.probs
-    block = max(1, _BLOCK_BYTES // (8 * data.V))
+    block = max(1, BLOCK_BYTES // (8 * data.V))
     best = math.inf
     for s in range(0, data.m, block):
         e = min(s + block, data.m)
@@ -467,3 +469,121 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
 def _positive(seconds: float | None) -> float | None:
     """A time budget for a solver: None stays None, a spent budget becomes a token 1 ms."""
     return None if seconds is None else max(seconds, 1e-3)
+
+
+#: Largest side of the Gram matrix (m × m or V × V) whose eigenvalues give the singular values of the
+#: logits' off-support part R (:func:`logit_structure_factored`); above it those ranks are not computed.
+GRAM_MAX = 5000
+
+
+def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
+                             gram_max: int = GRAM_MAX) -> tuple[dict, dict]:
+    """The measures of :func:`embgeo.ntp.measure.geometry.logit_structure` for L = H Wᵀ without forming L (m, V).
+
+    H (m, d), W (V, d). ``‖L‖_F² = ⟨HᵀH, WᵀW⟩``; the singular values of L are those of R_H R_Wᵀ (d × d) from
+    the QR factors of H and W; the logits on the supports are Σ_j S_j dot products; the margin
+    min_j (min_{z∈S_j} L_jz − max_{v∉S_j} L_jv) comes from one pass over row blocks of L. The off-support
+    part R = L − S (S: the row-centred in-support logits) is not low rank; its singular values come from the
+    Gram R Rᵀ (m × m) or RᵀR (V × V), built from H, W and the sparse S, when its side is ≤ ``gram_max``
+    (else ``effective_rank_rest`` and ``rank_rest`` are None). ``on_support_energy`` [our addition]:
+    Σ_{z∈S_j} L_jz² / ‖L‖_F², the share of the logits' energy on the supports.
+
+    Returns (scalars, arrays): arrays ``logit_singular_values``, ``rest_singular_values`` (when computed),
+    ``support_logits_centred`` and ``support_log_probs_centred`` (CSR order of p̂), ``context_margins`` (m,).
+    Cost O((m + V) d² + m V d), memory O((m + V) d) plus the blocks and the Gram.
+    """
+    m, V = data.m, data.V
+    P, S = data.probs, data.support_sizes
+    rows, cols = np.repeat(np.arange(m), S), P.indices
+    logits = row_dots(W, H, cols, rows)  # w_zᵀ h_j on the supports
+    logp = np.log(P.data)
+    logits_c = logits - (np.bincount(rows, weights=logits, minlength=m) / S)[rows]
+    logp_c = logp - (np.bincount(rows, weights=logp, minlength=m) / S)[rows]
+    pi = data.weights[rows]
+    num = math.sqrt(float(np.sum(pi * (logits_c - logp_c) ** 2)))
+    den = math.sqrt(float(np.sum(pi * logp_c**2)))
+    multi = bool(np.any(S > 1))
+    HtH, WtW = H.T @ H, W.T @ W  # (d, d) each; the rest's Gram reuses them (WᵀW is O(V d²))
+    norm2 = float(np.sum(HtH * WtW))
+    s_L = np.linalg.svd(np.linalg.qr(H, mode="r") @ np.linalg.qr(W, mode="r").T, compute_uv=False)
+    margins = context_margins(H, W, data)
+    has_off = S < V
+    margin = float(margins[has_off].min()) if has_off.any() else math.nan
+    norm_L = math.sqrt(norm2)
+    scalars = {
+        "support_residual": num / den if multi and den > 0 else math.nan,
+        "support_residual_abs": num if multi else math.nan,
+        "margin": margin,
+        "margin_normalized": margin / norm_L if norm_L > 0 else math.nan,
+        "contexts_ranked_right": float(np.mean(margins[has_off] > 0)) if has_off.any() else math.nan,
+        "sparse_energy": float(np.sum(logits_c**2)) / norm2 if norm2 > 0 else math.nan,
+        "on_support_energy": float(np.sum(logits**2)) / norm2 if norm2 > 0 else math.nan,
+        "effective_rank": effective_rank_of(s_L),
+        "effective_rank_rest": None, "rank_rest": None,
+    }
+    arrays = {"logit_singular_values": s_L, "support_logits_centred": logits_c, "support_log_probs_centred": logp_c,
+              "context_margins": margins}
+    if min(m, V) <= gram_max:
+        s_R = rest_singular_values(H, W, sp.csr_matrix((logits_c, P.indices, P.indptr), shape=(m, V)), (HtH, WtW))
+        scalars.update(effective_rank_rest=effective_rank_of(s_R), rank_rest=numerical_rank_of(s_R, 1e-6))
+        arrays["rest_singular_values"] = s_R
+    return scalars, arrays
+
+
+def context_margins(H: np.ndarray, W: np.ndarray, data: NTPData) -> np.ndarray:
+    """min_{z∈S_j} L_jz − max_{v∉S_j} L_jv per context (m,), +inf where S_j = V; L in row blocks."""
+    P = data.probs
+    out = np.full(data.m, np.inf)
+    block = max(1, BLOCK_BYTES // (8 * data.V))
+    for s in range(0, data.m, block):
+        e = min(s + block, data.m)
+        Z = H[s:e] @ W.T
+        rows = np.repeat(np.arange(e - s), data.support_sizes[s:e])
+        cols = P.indices[P.indptr[s]:P.indptr[e]]
+        lowest_in = np.full(e - s, np.inf)
+        np.minimum.at(lowest_in, rows, Z[rows, cols])
+        Z[rows, cols] = -np.inf
+        out[s:e] = lowest_in - Z.max(axis=1)
+    return out
+
+
+def rest_singular_values(H: np.ndarray, W: np.ndarray, Sc: sp.csr_matrix,
+                          grams: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Singular values of R = H Wᵀ − Sc (descending) from the smaller of the Grams R Rᵀ, RᵀR; ``grams`` (HᵀH, WᵀW)
+    when the caller has them (WᵀW costs O(V d²)).
+
+    R Rᵀ = H (WᵀW) Hᵀ − (Sc W) Hᵀ − H (Sc W)ᵀ + Sc Scᵀ (and the same with the roles of H and W swapped);
+    each of the four terms is at most (‖L‖_F + ‖Sc‖_F)² ≤ 4‖L‖_F² (Sc is centred entries of L), so G and its
+    eigenvalues carry an absolute rounding error of about n·ε·4‖L‖_F² (n the Gram's side): singular values
+    below √(4 n ε)·‖L‖_F (≈ 2e-7‖L‖_F at n = 5000) cannot be told from rounding and are set to 0.
+    """
+    m, V = Sc.shape
+    HtH, WtW = grams if grams is not None else (H.T @ H, W.T @ W)
+    if m <= V:
+        A, B, S, GA, GB = H, W, Sc, HtH, WtW
+    else:
+        A, B, S, GA, GB = W, H, sp.csr_matrix(Sc.T), WtW, HtH
+    n = A.shape[0]
+    check_dense_size("the Gram of the logits' off-support part", (n, n))
+    cross = (S @ B) @ A.T
+    G = A @ GB @ A.T - cross - cross.T + (S @ S.T).toarray()
+    ev = np.linalg.eigvalsh((G + G.T) / 2)[::-1]
+    norm_L2 = float(np.sum(GA * GB))
+    ev[ev < 4 * n * np.finfo(float).eps * norm_L2] = 0.0
+    return np.sqrt(ev)
+
+
+def row_norms_frequency(data: NTPData, W: np.ndarray) -> tuple[dict, dict]:
+    """Row norms ‖w_v‖ against the next-token frequency f_v = Σ_j π̂_j p̂_{j,v} (Spearman over tokens with f_v > 0)."""
+    from scipy.stats import spearmanr
+
+    freq = np.asarray(data.probs.T @ data.weights).ravel()
+    norms = np.linalg.norm(W, axis=1)
+    seen = freq > 0
+    rho = math.nan
+    if seen.sum() >= 3 and np.ptp(freq[seen]) > 0 and np.ptp(norms[seen]) > 0:
+        rho = float(spearmanr(norms[seen], freq[seen]).statistic)
+    scalars = {"tokens_seen": int(seen.sum()), "spearman_norm_frequency": rho,
+               "mean_norm_seen": float(norms[seen].mean()),
+               "mean_norm_unseen": float(norms[~seen].mean()) if (~seen).any() else math.nan}
+    return scalars, {"row_norms": norms, "token_frequency": freq}
