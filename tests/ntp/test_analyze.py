@@ -18,7 +18,7 @@ def test_fields_are_the_theory_objects(case):
     data = synthetic(m, V, d, S, seed=seed)
     seen, began = [], []
     res = analyze(data, report=lambda stage, a: seen.append((stage, a)), started=began.append,
-                  solver_progress=lambda iteration, info: None)
+                  solver_progress=lambda event: None)
     assert isinstance(res, Analysis) and res.data is data and res.W is None
     ran = [stage for stage in STAGES if stage not in MODEL_STAGES]  # without W: no geometry, no alignment
     assert [stage for stage, _ in seen] == ran == began and all(a is res for _, a in seen)
@@ -130,3 +130,24 @@ def test_save_writes_the_certificates_for_data_and_for_a_model(tmp_path):
     written = model.save(tmp_path / "m", save_arrays=True)
     assert {"probe.png", "context_margins.npy", "certificate.json", "H.npy", "W.npy"} <= set(written)
     assert json.loads((tmp_path / "m" / "certificate.json").read_text())["separability"]["verdict"] is False
+
+
+def test_solvers_report_typed_progress_events():
+    """Issue 40 §3: every iterative solver reports one ProgressEvent type — the ALM, the dual and the squared hinge
+    each with its name, a step count that does not go down within a run, and its numbers by name (the gap where
+    the solver has one: finite once a feasible point is certified, NaN for the hinge)."""
+    from embgeo.ntp.solvers.outcome import ProgressEvent
+
+    data = synthetic(30, 10, 12, 2, seed=1)  # rank H = d < m, separable: every solver runs
+    for solver, call in [("alm", lambda p: theory.ntp_svm(data, method="alm", progress=p)),
+                         ("dual", lambda p: theory.ntp_svm(data, method="dual", progress=p)),
+                         ("hinge", lambda p: theory.is_separable(data, method="hinge", progress=p))]:
+        events = []
+        call(events.append)
+        assert events and all(isinstance(e, ProgressEvent) and e.solver == solver for e in events), solver
+        steps = [e.iteration for e in events]
+        assert steps == sorted(steps) and all(isinstance(v, (int, float)) for e in events for v in e.values.values())
+        if solver == "hinge":
+            assert all(np.isnan(e.gap) for e in events) and "phi" in events[-1].values
+        else:
+            assert np.isfinite(events[-1].gap) and "working_set" in events[-1].values

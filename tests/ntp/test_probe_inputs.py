@@ -381,14 +381,17 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     minutes without one on a real LM), with the numbers it reports; on a terminal it is a bar, not lines."""
     from embgeo.ntp import cli
 
+    from embgeo.ntp.solvers.outcome import ProgressEvent
+
     hooks = cli._hooks(plain=True)
-    hooks["solver_progress"](3, {"gap": 0.5, "working_set": 10, "rho": 100.0, "note": "text is not shown"})
-    hooks["solver_progress"](4, {"gap": 0.25})  # within 10 s of the first: no line
+    hooks["solver_progress"](ProgressEvent("alm", 3, 0.5, {"working_set": 10, "rho": 100.0}))
+    hooks["solver_progress"](ProgressEvent("alm", 4, 0.25))  # within 10 s of the first: no line
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1 and out[0].startswith("progress     solver step 3: gap 0.5, working_set 10, rho 100")
+    assert len(out) == 1 and out[0].startswith("progress     NTP-SVM (augmented Lagrangian) step 3: gap 0.5, "
+                                               "working_set 10, rho 100")
     monkeypatch.setattr(cli, "SOLVER_LINE_SECONDS", 0.0)
-    hooks["solver_progress"](5, {"phi": 12.5})
-    assert "solver step 5: phi 12.5" in capsys.readouterr().out
+    hooks["solver_progress"](ProgressEvent("hinge", 5, values={"phi": 12.5}))
+    assert "squared hinge step 5: phi 12.5" in (out := capsys.readouterr().out) and "gap" not in out  # NaN: none
 
 
 def test_time_estimate_from_timed_kernels(monkeypatch):

@@ -816,7 +816,7 @@ def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max():
     opt = replace(A.DEFAULT_OPTIONS, STALL_OUTER=2, RHO_MAX=100.0)
     rhos = []
     res = ntp_svm(synthetic(8, 10, 6, 3, seed=1), method="alm", tol=1e-300, alm_options=opt,
-                  progress=lambda i, info: rhos.append(info["rho"]))
+                  progress=lambda e: rhos.append(e.values["rho"]))
     assert res.status == "optimal_inaccurate"
     assert rhos[0] < opt.RHO_MAX  # the run reached RHO_MAX on its way ...
     assert sum(r == opt.RHO_MAX for r in rhos) >= opt.STALL_OUTER + 1  # ... and stalled only after the window there
@@ -840,7 +840,7 @@ def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch
     monkeypatch.setattr(A.SVMALM, "_newton_direction", turned)
     data = synthetic(8, 10, 6, 3, seed=1)
     rhos = []
-    res = ntp_svm(data, method="alm", progress=lambda i, info: rhos.append(info["rho"]))
+    res = ntp_svm(data, method="alm", progress=lambda e: rhos.append(e.values["rho"]))
     assert max(rhos) == 100.0  # never past the cap (the outer step at 1000 was undone)
     assert res.status == "optimal" and res.residuals["duality_gap"] <= 1e-10
     status, W_ref = ref_ntp_svm(data)
@@ -897,7 +897,7 @@ def test_alm_where_no_schur_complement_can_be_factored_still_certifies(monkeypat
     opt = replace(A.DEFAULT_OPTIONS, CG_CONTEXTS=0, CG_MAXITER=3)
     data = planted(60, 12, 5, seed=0)
     seen = []
-    res = ntp_svm(data, method="alm", max_seconds=60, progress=lambda i, info: seen.append(info["inexact_solves"]),
+    res = ntp_svm(data, method="alm", max_seconds=60, progress=lambda e: seen.append(e.values["inexact_solves"]),
                   alm_options=opt)
     assert seen[-1] > 0  # the inexact directions were taken
     assert res.status in ("optimal", "optimal_inaccurate", "time_limit") and res.W is not None
@@ -915,7 +915,7 @@ def test_alm_stops_where_inexact_directions_let_the_violation_grow(monkeypatch):
     monkeypatch.setattr(A, "_fits_dense", lambda c: False)
     data = planted(60, 12, 5, seed=0)
     seen = []
-    res = ntp_svm(data, method="alm", progress=lambda i, info: seen.append(info),
+    res = ntp_svm(data, method="alm", progress=lambda e: seen.append(e.values),
                   alm_options=replace(A.DEFAULT_OPTIONS, CG_CONTEXTS=0, CG_MAXITER=3))
     assert res.status == "optimal_inaccurate" and res.W is not None
     assert "beyond this solver at m = 60 contexts (12 token groups, rank 5" in res.note

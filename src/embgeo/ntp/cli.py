@@ -298,6 +298,9 @@ def _head_options(args: argparse.Namespace) -> dict | None:
 #: ``ntp probe`` off a terminal: a solver's progress line at most this often (seconds).
 SOLVER_LINE_SECONDS = 10.0
 
+#: The solvers' names in progress lines and bars (a ProgressEvent's ``solver``).
+SOLVER_NAMES = {"alm": "NTP-SVM (augmented Lagrangian)", "dual": "NTP-SVM dual", "hinge": "squared hinge"}
+
 
 def _hooks(plain: bool) -> dict:
     """The callbacks of ``ntp probe`` and ``ntp analyze``: ``report`` (the stage's lines), ``solver_progress`` (a bar
@@ -311,22 +314,25 @@ def _hooks(plain: bool) -> dict:
     def say(text: str) -> None:
         print(f"progress     {text} ({time.perf_counter() - t0:.1f} s since the start)", flush=True)
 
-    def solver_progress(iteration, state):
+    def solver_progress(event):  # a ProgressEvent (embgeo.ntp.solvers.outcome)
         if plain:  # a line at most every SOLVER_LINE_SECONDS: a logged solver stage is not silent for minutes
             now = time.perf_counter()
             if now - bars.get("said", -np.inf) >= SOLVER_LINE_SECONDS:
                 bars["said"] = now
                 shown = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                                  for k, v in state.items() if isinstance(v, (int, float)))
-                say(f"solver step {iteration}: {shown}")
+                                  for k, v in {"gap": event.gap, **event.values}.items()
+                                  if isinstance(v, (int, float)) and v == v)
+                say(f"{SOLVER_NAMES.get(event.solver, event.solver)} step {event.iteration}: {shown}")
             return
         bar = bars.get("bar")
-        if bar is None or iteration < bar.n:  # a new solver starts counting from 0
+        if bar is None or event.solver != bars.get("solver") or event.iteration < bar.n:  # a new solver
             if bar is not None:
                 bar.close()
-            bar = bars["bar"] = tqdm(desc="solver", unit="step", leave=False, mininterval=1.0, disable=None)
-        bar.update(iteration - bar.n)
-        bar.set_postfix(gap=f"{state.get('gap', float('nan')):.1e}", refresh=False)
+            bars["solver"] = event.solver
+            bar = bars["bar"] = tqdm(desc=SOLVER_NAMES.get(event.solver, event.solver), unit="step", leave=False,
+                                     mininterval=1.0, disable=None)
+        bar.update(event.iteration - bar.n)
+        bar.set_postfix(gap=f"{event.gap:.1e}", refresh=False)
 
     def report(stage, result):
         if "bar" in bars:

@@ -36,6 +36,7 @@ from embgeo.ntp import theory
 from embgeo.ntp.data import NTPData
 from embgeo.ntp.measure import alignment as _align
 from embgeo.ntp.measure.geometry import logit_structure_factored, row_norms_frequency
+from embgeo.ntp.solvers.outcome import ProgressFn
 
 #: The stages of :func:`analyze`, in order, as passed to its ``report`` and ``started`` callbacks.
 STAGES = ("loss", "memory", "compatibility", "geometry", "separability", "svm", "alignment")
@@ -337,7 +338,7 @@ class Analysis:
 def analyze(data: NTPData, W=None, *, max_seconds: float | None = None,
             report: Callable[[str, Analysis], object] | None = None,
             started: Callable[[str], object] | None = None,
-            solver_progress: Callable[[int, dict], object] | None = None,
+            solver_progress: ProgressFn | None = None,
             separability_method: str = "auto", after_solvers: float = 0.0,
             result: Analysis | None = None) -> Analysis:
     """The NTP paper's objects for the embeddings H = ``data.embeddings`` (m, d) and, when given, a decoder W (V, d).
@@ -367,8 +368,9 @@ def analyze(data: NTPData, W=None, *, max_seconds: float | None = None,
     of its factorization past the limit less ``after_solvers`` (the caller's estimate of the passes after it); the
     iterative solvers (separability's, the NTP-SVM) together get what is left of the limit less the seconds that
     the alignment's passes with W^mm take — measured before they start, on W standing in for W^mm — so that the
-    whole ends within the limit. They call ``solver_progress(iteration, info)`` (``info["gap"]``: the relative
-    duality gap). ``result``: an :class:`Analysis` to fill (a probe's, with its contexts and estimates).
+    whole ends within the limit. They call ``solver_progress(event)`` (a
+    :class:`~embgeo.ntp.solvers.outcome.ProgressEvent`: the solver, its step, the relative duality gap and its other
+    numbers). ``result``: an :class:`Analysis` to fill (a probe's, with its contexts and estimates).
 
     Raises :class:`~embgeo.errors.TooLargeError` before any solver when the answers (V × d each) exceed the dense
     budget or the memory this process can still allocate; :class:`~embgeo.errors.InputError` /

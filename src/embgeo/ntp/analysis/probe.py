@@ -55,6 +55,7 @@ from embgeo.ntp.measure.metrics import (
     ReducedProblem,
     reduced_reference,
 )
+from embgeo.ntp.solvers.outcome import ProgressFn
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
@@ -682,7 +683,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
           sample: str = "random", seed: int = 0, batch_size: int = 32, device: str | torch.device = "cpu", bias=None,
           token_labels: Sequence[str] | None = None, max_seconds: float | None = DEFAULT_MAX_SECONDS,
           progress: bool = True, report: Callable[[str, Analysis], object] | None = None,
-          solver_progress: Callable[[int, dict], object] | None = None, meta: dict | None = None,
+          solver_progress: ProgressFn | None = None, meta: dict | None = None,
           model: dict | None = None, separability_method: str = "auto",
           started: Callable[[str], object] | None = None,
           on_batch: Callable[[int, int], object] | None = None) -> Analysis:
@@ -1015,7 +1016,7 @@ def probe_model(model: str | PathLike, text: str | PathLike | Sequence[str], *, 
                 units: str = "paragraphs", batch_size: int = 32, device: str | torch.device = "cpu",
                 dtype: str | None = None, head_bias: str = "refuse", max_seconds: float | None = DEFAULT_MAX_SECONDS,
                 progress: bool = True, report: Callable[[str, Analysis], object] | None = None,
-                solver_progress: Callable[[int, dict], object] | None = None, separability_method: str = "auto",
+                solver_progress: ProgressFn | None = None, separability_method: str = "auto",
                 started: Callable[[str], object] | None = None,
                 on_batch: Callable[[int, int], object] | None = None) -> Analysis:
     """:func:`probe` a causal LM — a Hugging Face folder or a GGUF file ``model`` — on ``text`` (a file or a list

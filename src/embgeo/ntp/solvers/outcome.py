@@ -1,9 +1,12 @@
 """The outcome of the NTP-SVM's solvers (the dual and the augmented Lagrangian): one type, in a module of its own
-so that neither solver imports the other for it."""
+so that neither solver imports the other for it; and the one progress event every iterative solver of the NTP
+package reports (:class:`ProgressEvent`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,3 +51,28 @@ class SVMOutcome:
         certificate can be trusted — not a gap of 0 (which certified ‖W − W^mm‖ ≤ 0 there, while W was 2.5e-7 from
         cvxpy + Clarabel's point)."""
         return abs(self.primal - self.dual) / self.primal if np.isfinite(self.primal) else np.inf
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One report of an iterative solver to its ``progress`` callback (``progress(event)``).
+
+    solver : which solver reports: "alm" (the augmented Lagrangian), "dual" (the NTP-SVM dual), "hinge" (the squared
+        hinge of the separability route).
+    iteration : its step count: the ALM's outer steps, the dual's iterations, the hinge's steps (each solver counts
+        from its own start, so a count that goes down means a new solver).
+    gap : the relative duality gap of the best certified point (inf before one was found; NaN for the hinge, which
+        has no dual).
+    values : the solver's other numbers, by name — the ALM's ``working_set``, ``rounds``, ``rho``,
+        ``factorizations``, ``violation``, ``cg_solves``, ``inexact_solves``; the dual's ``restricted_margin``,
+        ``dual``, ``working_set``, ``rounds``; the hinge's ``phi`` and ``seconds``.
+    """
+
+    solver: str
+    iteration: int
+    gap: float = math.nan
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
+#: The type of a solver's ``progress`` callback.
+ProgressFn = Callable[[ProgressEvent], object]

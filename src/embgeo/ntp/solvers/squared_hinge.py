@@ -42,6 +42,7 @@ import scipy.sparse as sp
 from scipy.linalg.blas import daxpy
 
 from embgeo.core.validate import check_options
+from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn
 
 
 @dataclass(frozen=True)
@@ -320,7 +321,7 @@ class LBFGS:
 
 
 def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable[[np.ndarray, np.ndarray], bool]
-             | None = None, progress: Callable[[int, dict], object] | None = None,
+             | None = None, progress: ProgressFn | None = None,
              start: tuple[np.ndarray, np.ndarray] | None = None, single: bool = False,
              max_steps: int | None = None, slow: tuple[int, float] | None = None,
              working: bool = False) -> HingeRun:
@@ -338,8 +339,8 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
     steps). A refresh that finds φ_W = 0 and no new pair near violation ends the run with φ = 0.
 
     ``check`` is called every CHECK_EVERY steps (e.g. the separating certificate; skipped at its turn until
-    CHECK_SPACING times its last duration has passed); ``progress(step, info)`` likewise, with info = {"phi": φ,
-    "seconds": elapsed}.
+    CHECK_SPACING times its last duration has passed); ``progress(event)`` likewise, a
+    :class:`~embgeo.ntp.solvers.outcome.ProgressEvent` with ``values`` {"phi": φ, "seconds": elapsed}.
     """
     m, G, r = hp.shape
     t0 = time.perf_counter()
@@ -392,7 +393,7 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
             stop = "stalled"
         elif (refresh if ws is not None else steps % hp.opt.CHECK_EVERY == 0):
             if progress is not None:
-                progress(steps, {"phi": f, "seconds": time.perf_counter() - t0})
+                progress(ProgressEvent("hinge", steps, values={"phi": f, "seconds": time.perf_counter() - t0}))
             if check is not None and time.perf_counter() >= next_check:
                 c0 = time.perf_counter()
                 if check(*split(z)):

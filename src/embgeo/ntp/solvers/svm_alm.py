@@ -63,7 +63,7 @@ from embgeo.core.status import Status
 from embgeo.core.validate import check_dense_size
 from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.solvers.constraints import group_dots, row_chunk, row_dots
-from embgeo.ntp.solvers.outcome import SVMOutcome
+from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn, SVMOutcome
 from embgeo.ntp.solvers.scan import Scan, scan_off_support
 
 
@@ -1123,11 +1123,12 @@ class SVMALM:
 
     def solve(self, *, tol: float = 1e-10, max_outer: int = 500, max_seconds: float | None = None,
               X0: np.ndarray | None = None, dual: tuple | None = None,
-              progress: Callable[[int, dict], object] | None = None) -> SVMOutcome:
+              progress: ProgressFn | None = None) -> SVMOutcome:
         """Outer steps until the certified relative gap is ≤ ``tol``, or a stop (``max_seconds``,
         ``max_outer``, a stall); the best certified point found is returned either way (in the caller's
-        units; ``X`` None only when no feasible point was found). ``progress(outer, info)`` after every
-        outer step with the certified gap, the working set, ρ and the factorizations so far.
+        units; ``X`` None only when no feasible point was found). ``progress(event)`` after every
+        outer step (a :class:`~embgeo.ntp.solvers.outcome.ProgressEvent`: the certified gap; the working set, ρ and
+        the factorizations so far).
 
         Beyond this solver's size: where T cannot be factored (its c × c array beyond the dense budget or half the
         memory left) the Newton directions come from conjugate gradients, and when an inner loop's directions were
@@ -1202,9 +1203,9 @@ class SVMALM:
         best.rounds, best.working_set = outer, len(st.wg)
         run.history.append(best.gap)
         if progress is not None:
-            progress(outer, {"gap": best.gap, "working_set": len(st.wg), "rounds": outer, "rho": st.rho,
-                             "factorizations": self.factorizations, "violation": violation,
-                             "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves})
+            progress(ProgressEvent("alm", outer, best.gap, {
+                "working_set": len(st.wg), "rounds": outer, "rho": st.rho, "factorizations": self.factorizations,
+                "violation": violation, "cg_solves": self.cg_solves, "inexact_solves": self.inexact_solves}))
         if self._stops(run, tol, same, inexact_before):
             return True
         self._grow_working_set(run, scan, Xf, tf, select)

@@ -20,7 +20,6 @@ separating (X, t), 0 ≈ Σ_g ψ_g K x_g = Σ Ψ_{gj}(x_gᵀ k_j − t_j) ≥ 1,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +33,7 @@ from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.dual_set import project_dual, project_dual_dense
 from embgeo.ntp.solvers.equality import EqualitySolution, EqualitySystem
-from embgeo.ntp.solvers.outcome import SVMOutcome
+from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn, SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.separability_lp import separability_lp
 from embgeo.ntp.solvers.svm_alm import TieProjection
@@ -146,13 +145,13 @@ class SVMDual:
     # -- the solver ------------------------------------------------------------------------------
     def solve(self, *, tol: float = 1e-12, max_iter: int = 100_000, check_every: int = 25,
               detect_infeasible: bool = True, separate_only: bool = False, max_seconds: float | None = None,
-              progress: Callable[[int, dict], object] | None = None) -> SVMOutcome:
+              progress: ProgressFn | None = None) -> SVMOutcome:
         """Working-set rounds: accelerated projected gradient on the restricted dual, an exact solve on
         the guessed active set, a full pass that adds the violated pairs; until certified.
 
         ``separate_only``: return as soon as a point separates every constraint (status "separable",
-        for :func:`~embgeo.ntp.theory.is_separable`). ``progress(iteration, info)`` is called at
-        every check with a dict (gap, working_set, rounds).
+        for :func:`~embgeo.ntp.theory.is_separable`). ``progress(event)`` is called at
+        every check with a :class:`~embgeo.ntp.solvers.outcome.ProgressEvent` (gap; working_set, rounds).
 
         ``max_seconds`` is a wall (issue 38): a check (a tie projection and, in the working-set mode, the full
         scan that certifies its candidate) is forced early enough to end by the deadline, by the costs last
@@ -277,8 +276,8 @@ class SVMDual:
                 best.check_seconds = now - tic
                 stop_at = deadline - best.check_seconds
             if progress is not None:
-                progress(it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
-                              "working_set": best.working_set, "rounds": 1})
+                progress(ProgressEvent("dual", it, best.gap, {"restricted_margin": gamma, "dual": dual,
+                                                             "working_set": best.working_set, "rounds": 1}))
             if not gamma > 0:
                 if detect_infeasible and not timed_out:  # (no Farkas completion begins after the deadline)
                     gi, ji = np.nonzero(off & (x < last))
@@ -387,8 +386,9 @@ class SVMDual:
             marg = tp[j[off]] - row_dots(Xp, self.K, lay["g"][off], j[off])
             gamma = float(marg.min()) if marg.size else np.inf
             if progress is not None:
-                progress(best.iterations + it, {"restricted_margin": gamma, "dual": dual, "gap": best.gap,
-                                                "working_set": int(np.sum(off)), "rounds": best.rounds})
+                progress(ProgressEvent("dual", best.iterations + it, best.gap,
+                                       {"restricted_margin": gamma, "dual": dual, "working_set": int(np.sum(off)),
+                                        "rounds": best.rounds}))
             timed_out = False
             if deadline is not None:
                 now = time.perf_counter()

@@ -10,7 +10,6 @@ and the NTP-SVM (:mod:`embgeo.ntp.theory.svm`) share for one dataset.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -24,6 +23,7 @@ from embgeo.core.validate import check_dense_size, check_options
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import Coordinates, TokenGroups, coordinates, row_dots, token_groups
+from embgeo.ntp.solvers.outcome import ProgressFn
 from embgeo.ntp.solvers.pair_certificates import PairOptions, pair_farkas, pair_lp_farkas
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.separability_lp import separability_lp
@@ -140,7 +140,7 @@ def make_problem(data: NTPData, subspace_: Subspace | None, options: RouteOption
 
 def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: str = "auto",
                  max_iter: int = 20_000, max_seconds: float | None = None,
-                 progress: Callable[[int, dict], object] | None = None,
+                 progress: ProgressFn | None = None,
                  candidate: ArrayLike | None = None, hinge_options=None, dual_options=None,
                  route_options: RouteOptions | None = None) -> Separability:
     """Check NTP-separability (Def. 2): ∃ W with (6a) A_eq(W) = 0 and (6b) A_in(W) ≥ 1?
@@ -217,7 +217,7 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
 
 
 def _separability_by_dual(pb: Problem, max_seconds: float | None, max_iter: int,
-                          progress: Callable[[int, dict], object] | None, options=None):
+                          progress: ProgressFn | None, options=None):
     """The NTP-SVM dual in its separability-only mode: (a Farkas or separating :class:`Separability`, or None when it
     decided nothing within ``max_seconds`` / ``max_iter``; the solver's outcome). ``options``: its
     :class:`~embgeo.ntp.solvers.svm_dual.DualOptions` (the defaults when None)."""
@@ -371,7 +371,7 @@ def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separab
 
 
 def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
-                     progress: Callable[[int, dict], object] | None, hinge_options=None,
+                     progress: ProgressFn | None, hinge_options=None,
                      dual_options=None) -> Separability:
     """"auto" beyond the small LP: the NTP-SVM dual for DUAL_FIRST_SHARE of the time left before ``deadline``, at most
     DUAL_FIRST_SECONDS, then the squared hinge with the rest. The dual decides the benchmark's GPT-2-sized separable
@@ -388,7 +388,7 @@ def _dual_then_hinge(pb: Problem, deadline: float | None, max_iter: int,
 
 
 def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
-                          progress: Callable[[int, dict], object] | None = None, options=None) -> Separability:
+                          progress: ProgressFn | None = None, options=None) -> Separability:
     """The squared-hinge route of :func:`is_separable` (:mod:`embgeo.ntp.solvers.squared_hinge`), certified either way.
 
     L-BFGS (float32 products until they stall, then float64), run on while φ falls by NEWTON_WHEN_DROP per

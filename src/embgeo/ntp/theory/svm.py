@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypedDict
@@ -20,7 +19,7 @@ from embgeo.core.status import Status
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import row_dots
-from embgeo.ntp.solvers.outcome import SVMOutcome
+from embgeo.ntp.solvers.outcome import ProgressFn, SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.svm_alm import SVMALM, ALMOptions
 from embgeo.ntp.solvers.svm_dual import DualOptions, SVMDual
@@ -176,7 +175,7 @@ SVM_METHODS = ("auto", "alm", "dual")
 
 def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 25,
             subspace_: Subspace | None = None, separability: Separability | None = None,
-            max_seconds: float | None = None, progress: Callable[[int, dict], object] | None = None,
+            max_seconds: float | None = None, progress: ProgressFn | None = None,
             method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None,
             alm_options: ALMOptions | None = None, dual_options: DualOptions | None = None,
             route_options: RouteOptions | None = None) -> NTPSVM:
@@ -205,8 +204,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     ``warm_start``: a decoder W (V, d) close to W^mm (e.g. the trained one: it starts the ALM from
     P_⊥(W) scaled to margin 1, and is tried first as a separability certificate), or an earlier
     :class:`NTPSVM` on data with the same supports (e.g. the previous record of a training run: its
-    multipliers and W start the ALM). Only the ALM uses it. ``progress(iteration, info)`` is called
-    after every check / outer step with ``info["gap"]`` and ``info["working_set"]``. A
+    multipliers and W start the ALM). Only the ALM uses it. ``progress(event)`` is called
+    after every check / outer step with a :class:`~embgeo.ntp.solvers.outcome.ProgressEvent` (``event.gap``,
+    ``event.values["working_set"]``). A
     ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
 
     ``alm_options``, ``dual_options``: the augmented Lagrangian's and the dual's tuning
