@@ -51,6 +51,7 @@ def test_fields_are_the_theory_objects(case):
     assert summary["ntp_margin"] == svm.margin and summary["w_mm_norm"] == np.linalg.norm(svm.W)
     assert summary["svm_residuals"] == svm.residuals and "parts" not in summary["memory"]
     assert summary["ce_nats"] is None and summary["separability_verdict"] == "True"
+    assert summary["verdicts"]["svm"]["status"] == "optimal" and summary["verdicts"]["separability"]["separable"]
 
 
 def test_full_supports_have_no_svm_and_no_error():

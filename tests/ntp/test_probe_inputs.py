@@ -380,7 +380,6 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     """Off a terminal a solver stage prints a flushed line at most every SOLVER_LINE_SECONDS (the NTP-SVM ran for
     minutes without one on a real LM), with the numbers it reports; on a terminal it is a bar, not lines."""
     from embgeo.ntp import cli
-
     from embgeo.ntp.solvers.outcome import ProgressEvent
 
     hooks = cli._hooks(plain=True)

@@ -64,7 +64,7 @@ from embgeo.attention.solvers import (
     solve_max_margin,
     solve_max_margin_slsqp,
 )
-from embgeo.core.status import Status
+from embgeo.core.status import Status, certified_dict
 from embgeo.core.validate import as_float_array, check_dense_size, check_float, check_positive_int
 from embgeo.errors import InputError, ShapeError, SolverError, TooLargeError
 
@@ -369,6 +369,26 @@ class MaxMarginSelection:
     rank: int = -1
     iterations: int = 0
     method: str = ""
+
+    @property
+    def certificate(self) -> np.ndarray | None:
+        """The KKT multipliers μ when optimal, the Farkas vector w when infeasible
+        (:class:`~embgeo.core.status.Certified`)."""
+        return self.multipliers if self.status == Status.OPTIMAL else self.farkas
+
+    @property
+    def residuals(self) -> dict:
+        """The certificate's numbers: ``min_margin``, ``eq_residual``, ``stationarity``, ``complementarity``,
+        ``gap`` (optimal), ``farkas_residual`` (infeasible); NaN where they do not apply."""
+        return {k: float(getattr(self, k)) for k in ("min_margin", "eq_residual", "stationarity", "complementarity",
+                                                     "gap", "farkas_residual")}
+
+    def to_dict(self) -> dict:
+        """Status, method, residuals, norm, margin and the problem's sizes as strict JSON (the arrays are not in it)."""
+        proof = ("KKT multipliers μ ≥ 0 of the pairs (and ν of the ties)" if self.status == Status.OPTIMAL else
+                 "a Farkas vector w ≥ 0 over the pairs" if self.farkas is not None else None)
+        return certified_dict(self, proof, norm=self.norm, margin=self.margin, pairs=len(self.pairs),
+                              ties=len(self.eq_pairs), iterations=self.iterations)
 
     @property
     def direction(self) -> np.ndarray:

@@ -7,7 +7,10 @@ JSON, CSV and the run records, so results read the same as when statuses were ba
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Protocol, runtime_checkable
 
 
 class Status(StrEnum):
@@ -52,3 +55,41 @@ class Status(StrEnum):
 
 
 _WITH_SOLUTION = frozenset({Status.OPTIMAL, Status.OPTIMAL_INACCURATE, Status.TIME_LIMIT})
+
+
+@runtime_checkable
+class Certified(Protocol):
+    """The one shape of every result of a theory function that decides or solves with a certificate
+    (:class:`~embgeo.ntp.theory.Compatibility`, :class:`~embgeo.ntp.theory.Separability`,
+    :class:`~embgeo.ntp.theory.NTPSVM`, :class:`~embgeo.attention.theory.MaxMarginSelection`).
+
+    ``status``: how it ended (a :class:`Status`); ``certificate``: what proves a negative verdict (a Farkas
+    certificate) or a solution's optimality (its multipliers) — None where the solution itself is the proof (W*, a
+    separating W); ``residuals``: the numbers a reader checks the
+    certificate by, each a float (NaN where it does not apply); ``method``: how it was found; ``to_dict()``: all of
+    it but the arrays, as strict JSON (NaN and inf as None).
+    """
+
+    status: Status
+    method: str
+
+    @property
+    def certificate(self) -> object | None: ...
+
+    @property
+    def residuals(self) -> Mapping[str, float]: ...
+
+    def to_dict(self) -> dict: ...
+
+
+def certified_dict(result: Certified, proof: str | None, **extra) -> dict:
+    """``result.to_dict()``'s common part — status, method, what the certificate is (``proof``, in words; None when
+    there is none), the residuals — plus ``extra`` scalars, as strict JSON (NaN and inf as None; numpy scalars as
+    Python numbers)."""
+    def plain(v):
+        v = v.item() if hasattr(v, "item") and getattr(v, "ndim", 1) == 0 else v
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    return {"status": str(result.status), "method": result.method, "certificate": proof,
+            "residuals": {k: plain(v) for k, v in result.residuals.items()},
+            **{k: plain(v) for k, v in extra.items()}}

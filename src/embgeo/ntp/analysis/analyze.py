@@ -256,6 +256,8 @@ class Analysis:
             "ntp_margin": svm.margin if self.ran_svm else None,
             "w_mm_norm": float(np.linalg.norm(svm.W)) if self.ran_svm else None,
             "svm_residuals": svm.residuals if self.ran_svm else None,
+            "verdicts": {name: None if r is None else r.to_dict()  # each in the one certified shape
+                         for name, r in (("compatibility", comp), ("separability", sep), ("svm", svm))},
             "alignment": self.alignment, "logits": self.logits, "frequency": self.frequency,
             "head_training": self.head_training, "errors": self.errors, "seconds": self.seconds,
         }

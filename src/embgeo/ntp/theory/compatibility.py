@@ -4,11 +4,13 @@ certificate when they have no solution.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
+from embgeo.core.status import Status, certified_dict
 from embgeo.errors import NotCompatibleError, SolverError
 from embgeo.ntp.data import NTPData
 from embgeo.ntp.solvers.constraints import anchor_rows, row_dots
@@ -54,6 +56,26 @@ class Compatibility:
 
     def __bool__(self) -> bool:
         return self.compatible
+
+    @property
+    def status(self) -> Status:
+        """OPTIMAL when W* solves (4) (it is the minimum-norm solution), INFEASIBLE when ``certificate`` proves
+        that no W does (:class:`~embgeo.core.status.Certified`)."""
+        return Status.OPTIMAL if self.compatible else Status.INFEASIBLE
+
+    @property
+    def residuals(self) -> dict:
+        """``residual`` (of (4) at W*, or the bound every W misses (4) by), ``tolerance``, ``certificate_norm``
+        ‖λ H̄‖ (NaN when compatible)."""
+        return {"residual": float(self.residual), "tolerance": float(self.tolerance),
+                "certificate_norm": math.nan if self.certificate_norm is None else float(self.certificate_norm)}
+
+    def to_dict(self) -> dict:
+        """Status, method, residuals and ‖W*‖ as strict JSON (the arrays are not in it)."""
+        proof = ("W*, solving the log-odds equations (4)" if self.compatible else
+                 "λ on support pairs with ⟨λ, log p̂⟩ = −1 and λ H̄ ≈ 0" if self.certificate is not None else None)
+        return certified_dict(self, proof, compatible=self.compatible,
+                              w_star_norm=float(np.linalg.norm(self.W)) if self.W is not None else None)
 
 
 def is_compatible(data: NTPData, subspace_: Subspace | None = None) -> Compatibility:

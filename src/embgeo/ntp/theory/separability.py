@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
-from embgeo.core.status import Status
+from embgeo.core.status import Status, certified_dict
 from embgeo.core.validate import check_dense_size, check_options
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.data import NTPData, check_W
@@ -75,6 +75,18 @@ class Separability:
 
     def __bool__(self) -> bool:
         return self.separable
+
+    @property
+    def status(self) -> Status:
+        """SEPARABLE when ``W`` separates, INFEASIBLE when the Farkas matrix proves nothing does
+        (:class:`~embgeo.core.status.Certified`)."""
+        return Status.SEPARABLE if self.separable else Status.INFEASIBLE
+
+    def to_dict(self) -> dict:
+        """Status, method and residuals as strict JSON (the arrays are not in it)."""
+        proof = ("a separating W with every (6b) margin ≥ 1" if self.separable else
+                 "a Farkas matrix Ψ (−μ off the supports, Ψᵀ H̄ ≈ 0)")
+        return certified_dict(self, proof, separable=self.separable)
 
 
 SEPARABILITY_METHODS = ("auto", "hinge", "dual", "lp")

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
-from embgeo.core.status import Status
+from embgeo.core.status import Status, certified_dict
 from embgeo.errors import InputError, SolverError
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import row_dots
@@ -131,6 +131,19 @@ class NTPSVM:
         svm = cls(*args, **kwargs)
         svm._pb, svm._out = pb, out
         return svm
+
+    @property
+    def certificate(self) -> sp.csr_matrix | None:
+        """The multipliers μ (the dual point certifying W^mm's gap) when a W was found; else the Farkas matrix of
+        non-separability (:class:`~embgeo.core.status.Certified`)."""
+        return self.multipliers if self.W is not None else self.separability.certificate
+
+    def to_dict(self) -> dict:
+        """Status, method, residuals, margin and ‖W^mm‖ as strict JSON (the arrays are not in it)."""
+        proof = ("the dual multipliers μ (the duality gap in residuals)" if self.W is not None else
+                 "a Farkas matrix Ψ of non-separability" if not self.separability else None)
+        return certified_dict(self, proof, margin=self.margin, note=self.note, iterations=self.iterations,
+                              w_mm_norm=None if self.W is None else float(np.linalg.norm(self.W)))
 
     @cached_property
     def multipliers(self) -> sp.csr_matrix | None:
