@@ -176,6 +176,18 @@ def run_coin(cfg: CoinConfig, ctx: RunContext = DETACHED) -> Result:
 PAPER = Paper(name="coins", title="A <Fair> Coin", citation="A. Nonymous, J. Coins 1 (2026)", order=4,
               experiments=[Experiment("coins-fair", "coins", "Heads come up half the time", CoinConfig, run_coin,
                                       {"paper": {"n": 100_000}}, "seconds", smoke={"n": 200})])
+
+
+def toss(args) -> None:
+    print(f"heads {run_coin(CoinConfig(n=args.n)).claims[0].measured:.4f} of {args.n}")
+
+
+def add_commands(sub, common) -> None:
+    """The paper's own command, `embgeo coins toss`, as embgeo.ntp.cli:add_commands adds `embgeo ntp ...`."""
+    coins = sub.add_parser("coins", help="a fair coin").add_subparsers(dest="coins_command", required=True)
+    cmd = coins.add_parser("toss", help="toss the coin n times", parents=[common])
+    cmd.add_argument("--n", type=int, default=10)
+    cmd.set_defaults(func=toss)
 '''
 
 
@@ -190,6 +202,12 @@ def fourth_paper(tmp_path, monkeypatch):
     installed = registry.entry_points
     extra = EntryPoint("coins", "coins_paper.experiments:PAPER", registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(registry, "entry_points", lambda group: [*installed(group=group), extra])
+    from embgeo import cli
+
+    command = EntryPoint("coins", "coins_paper.experiments:add_commands", cli.COMMANDS_GROUP)
+    commands = cli.entry_points
+    monkeypatch.setattr(cli, "entry_points", lambda group: [*commands(group=group),
+                                                            *([command] if group == cli.COMMANDS_GROUP else [])])
     monkeypatch.setattr(registry, "_PAPERS", None)
     yield
     for name in ("coins_paper.experiments", "coins_paper"):
@@ -217,6 +235,10 @@ def test_a_fourth_paper_is_one_module_and_one_entry_point(fourth_paper, tmp_path
     page = (out / "report.html").read_text()
     assert "<section class='paper' id='paper-coins'><h2>A &lt;Fair&gt; Coin</h2>" in page
     assert "A. Nonymous, J. Coins 1 (2026)" in page and "id='coins-fair'" in page
+
+    # its own command, from its embgeo.commands entry point (the CLI core knows no paper), with the common options
+    assert cli.main(["coins", "toss", "--n", "400", "--threads", "1"]) == 0
+    assert capsys.readouterr().out.startswith("heads 0.") and "coins" in cli.build_parser().format_help()
 
     # the report's sections follow the papers' order, whatever the records' order
     coins = json.loads((out / "coins-fair" / "record.json").read_text())
