@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from embgeo.core.deadline import time_left
+from embgeo.core.deadline import past, time_left
 from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
@@ -312,7 +312,7 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
     with torch.no_grad(), tqdm(total=m, desc="forward", unit="context", disable=None if progress else True,
                                leave=False) as bar:
         for done, (rows, batch, where, positions) in enumerate(_batches(contexts, batch_size)):
-            if deadline is not None and time.perf_counter() > deadline:
+            if past(deadline):
                 raise TooLargeError(f"the forward passes ran out of the time limit after {done} of {total} batches "
                                     f"({time.perf_counter() - t0:.0f} s): allow more time (max_seconds, --max-seconds) "
                                     "or use fewer contexts (max_contexts, --max-contexts)")

@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import daxpy
 
+from embgeo.core.deadline import past
 from embgeo.core.validate import check_options
 from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn
 
@@ -399,7 +400,7 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
                 if check(*split(z)):
                     stop = "check"
                 next_check = time.perf_counter() + hp.opt.CHECK_SPACING * (time.perf_counter() - c0)
-        if stop is None and deadline is not None and time.perf_counter() > deadline:
+        if stop is None and past(deadline):
             stop = "deadline"
         if stop is None and max_steps is not None and steps >= max_steps:
             stop = "steps"
@@ -488,7 +489,7 @@ def newton_step(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, phi: float, *,
         if not np.all(np.isfinite(out[0])):
             break
         z, done = out[0], done + out[2]
-        if out[1] in (1, 2, 4, 5) or (deadline is not None and time.perf_counter() > deadline):
+        if out[1] in (1, 2, 4, 5) or past(deadline):
             break  # 1, 2, 4, 5: LSQR's tolerances met (the least-squares solution to rounding)
     return _line_search(hp, Y, t, phi, z[:G * r].reshape(G, r), z[G * r:])
 
