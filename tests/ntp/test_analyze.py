@@ -152,3 +152,25 @@ def test_solvers_report_typed_progress_events():
             assert all(np.isnan(e.gap) for e in events) and "phi" in events[-1].values
         else:
             assert np.isfinite(events[-1].gap) and "working_set" in events[-1].values
+
+
+def test_a_solver_is_one_registry_entry(monkeypatch):
+    """Issue 40 §3: ntp_svm runs whatever SVM_SOLVERS names — a solver added by one entry (here the dual under
+    another name, counting its calls) is accepted as ``method``, gets the request, and gives the dual's W^mm; an
+    unknown method names the registered ones."""
+    from embgeo.errors import InputError
+    from embgeo.ntp.theory import svm as S
+
+    calls = []
+
+    def mine(req: S.SVMRequest) -> S.SVMSolved:
+        calls.append((req.tol, req.pb.data.m))
+        return S._solve_dual(req)
+
+    monkeypatch.setitem(S.SVM_SOLVERS, "mine", mine)
+    data = synthetic(10, 8, 7, 2, seed=0)
+    got, dual = theory.ntp_svm(data, method="mine", tol=1e-9), theory.ntp_svm(data, method="dual", tol=1e-9)
+    assert calls == [(1e-9, 10)] and got.status == dual.status == "optimal"
+    np.testing.assert_allclose(got.W, dual.W, rtol=0, atol=1e-12 * np.abs(dual.W).max())
+    with pytest.raises(InputError, match=r"'auto', 'alm', 'dual', 'mine'"):
+        theory.ntp_svm(data, method="nothing")

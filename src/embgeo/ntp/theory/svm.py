@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypedDict
@@ -183,7 +184,91 @@ def _ranges(n: np.ndarray) -> np.ndarray:
     return np.arange(total) - np.repeat(np.cumsum(n) - n, n)
 
 
-SVM_METHODS = ("auto", "alm", "dual")
+@dataclass
+class SVMRequest:
+    """What :func:`ntp_svm` hands the solver of its ``method`` (the one interface of :data:`SVM_SOLVERS`): the data and
+    their problem (``pb``: unit scale, coordinates, token groups), the relative-gap ``tol``, the iteration and time
+    limits (``deadline``: perf_counter seconds, None for none), ``progress``, the warm start (``warm_W`` (V, d) in
+    the caller's units, or an earlier solution's ``warm_dual``), the separability verdict so far (None: undecided)
+    and each solver's options (None: its defaults)."""
+
+    data: NTPData
+    subspace: Subspace | None
+    pb: Problem
+    tol: float
+    max_iter: int
+    check_every: int
+    deadline: float | None
+    max_seconds: float | None
+    progress: ProgressFn | None
+    warm_W: np.ndarray | None
+    warm_dual: tuple | None
+    separability: Separability | None
+    alm_options: ALMOptions | None
+    dual_options: DualOptions | None
+
+
+@dataclass
+class SVMSolved:
+    """What a solver of :data:`SVM_SOLVERS` returns: its outcome (group level, unit scale), the name that
+    ``NTPSVM.method`` reports, and the separability verdict as it now stands (a Farkas certificate when the solver
+    found one; the request's when it did not decide)."""
+
+    outcome: SVMOutcome
+    name: str
+    separability: Separability | None
+
+
+def _solve_alm(req: SVMRequest) -> SVMSolved:
+    """The augmented Lagrangian (:class:`~embgeo.ntp.solvers.svm_alm.SVMALM`) from the warm start; when it finds no
+    feasible point and separability is undecided, the dual route looks for a Farkas matrix (and, separable after
+    all, the ALM starts again from its separator); a stall is finished by an exact active-set solve."""
+    pb, tol, deadline, progress, sep = req.pb, req.tol, req.deadline, req.progress, req.separability
+    X0 = None if req.warm_W is None or req.warm_dual is not None else _group_rows(pb, req.warm_W)
+    alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=req.alm_options)
+    out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=req.warm_dual, progress=progress)
+    if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
+        stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
+                      f"augmented Lagrangian found no feasible point ({out.status})")
+        try:
+            sep = is_separable(req.data, req.subspace, method="dual", max_seconds=time_left(deadline),
+                               max_iter=req.max_iter, dual_options=req.dual_options, route_options=pb.options)
+        except SolverError as err:
+            raise SolverError(_undecided_message(pb, out, req.max_seconds) + f" ({err})") from None
+        if not sep:
+            return SVMSolved(out, sep.method, sep)
+        alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm.opt)
+        out = alm.solve(tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
+    name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
+            f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
+    if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
+        out, finished = _active_set_finish(pb, out, tol, deadline)
+        name += " + exact active-set solve" if finished else ""
+    return SVMSolved(out, name, sep)
+
+
+def _solve_dual(req: SVMRequest) -> SVMSolved:
+    """The accelerated projected gradient on the dual (:class:`~embgeo.ntp.solvers.svm_dual.SVMDual`) with an exact
+    active-set finish; it looks for a Farkas direction when separability is undecided."""
+    pb = req.pb
+    solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords), options=req.dual_options)
+    out = solver.solve(tol=req.tol, max_iter=req.max_iter, check_every=req.check_every,
+                       detect_infeasible=req.separability is None, max_seconds=time_left(req.deadline),
+                       progress=req.progress)
+    if out.status == Status.INFEASIBLE:
+        sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
+        return SVMSolved(out, sep.method, sep)
+    name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
+            "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
+    return SVMSolved(out, name, req.separability)
+
+
+#: The NTP-SVM's solvers by ``method`` name, each a function (:class:`SVMRequest`) → :class:`SVMSolved`. A new
+#: solver is one module in ``embgeo.ntp.solvers`` and one entry here (docs/internals/architecture.rst).
+SVM_SOLVERS: dict[str, Callable[[SVMRequest], SVMSolved]] = {"alm": _solve_alm, "dual": _solve_dual}
+
+#: The ``method`` names :func:`ntp_svm` accepts: "auto" (dual when rank H̄ = m, else alm) and :data:`SVM_SOLVERS`.
+SVM_METHODS = ("auto", *SVM_SOLVERS)
 
 
 def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check_every: int = 25,
@@ -196,7 +281,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
     certificates, the LP when small); non-separable data give ``status == "infeasible"`` and
-    ``W is None``. Then W^mm by one of two solvers (``method``):
+    ``W is None``. Then W^mm by the solver named ``method`` (:data:`SVM_SOLVERS`, one interface:
+    :class:`SVMRequest` → :class:`SVMSolved`):
 
     * ``"alm"``: the augmented Lagrangian method with semismooth Newton steps of
       :mod:`embgeo.ntp.solvers.svm_alm`, on the primal. For rank H̄ < m (d ≪ m, e.g. learned embeddings).
@@ -234,8 +320,8 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     t0 = time.perf_counter()
     if not (0 < tol < 1):
         raise InputError(f"tol: expected a relative gap in (0, 1), got {tol}")
-    if method not in SVM_METHODS:
-        raise InputError(f"method: expected one of {SVM_METHODS}, got {method!r}")
+    if method != "auto" and method not in SVM_SOLVERS:
+        raise InputError(f"method: expected one of {('auto', *SVM_SOLVERS)}, got {method!r}")
     if separability is not None and not isinstance(separability, Separability):
         raise InputError(f"separability: expected the result of is_separable, got {type(separability).__name__}")
     deadline = deadline_of(max_seconds, "ntp_svm")
@@ -262,38 +348,13 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if past(deadline):  # separable, but no time for the solver
         out = SVMOutcome(Status.TIME_LIMIT, check_seconds=math.inf)  # (the certificate's margins are checked)
         name = "none: the time limit was spent before the solver started"
-    elif method == "alm":
-        X0 = None if warm_W is None or warm_dual is not None else _group_rows(pb, warm_W)
-        alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm_options)
-        out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=warm_dual, progress=progress)
-        if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
-            stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
-                          f"augmented Lagrangian found no feasible point ({out.status})")
-            try:
-                sep = is_separable(data, subspace_, method="dual", max_seconds=time_left(deadline), max_iter=max_iter,
-                                   dual_options=dual_options, route_options=pb.options)
-            except SolverError as err:
-                raise SolverError(_undecided_message(pb, out, max_seconds) + f" ({err})") from None
-            if not sep:
-                return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
-                                      time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
-            alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm.opt)
-            out = alm.solve(tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
-        name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
-                f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
-        if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
-            out, finished = _active_set_finish(pb, out, tol, deadline)
-            name += " + exact active-set solve" if finished else ""
     else:
-        solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords), options=dual_options)
-        out = solver.solve(tol=tol, max_iter=max_iter, check_every=check_every, detect_infeasible=sep is None,
-                           max_seconds=time_left(deadline), progress=progress)
-        if out.status == Status.INFEASIBLE:
-            sep = farkas_result(pb, out.farkas, "NTP-SVM dual: Farkas direction", iterations=out.iterations)
+        got = SVM_SOLVERS[method](SVMRequest(data, subspace_, pb, tol, max_iter, check_every, deadline, max_seconds,
+                                             progress, warm_W, warm_dual, sep, alm_options, dual_options))
+        out, name, sep = got.outcome, got.name, got.separability
+        if sep is not None and not sep:  # the solver found a Farkas certificate
             return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                                   time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
-        name = (f"dual on {'every off-support pair' if out.mode == 'dense' else 'a working set'} (accelerated "
-                "projected gradient)" + (" + exact active-set solve" if out.polished else ""))
     if out.X is None and out.status == Status.TIME_LIMIT and sep is not None and sep.W is not None:
         out = _certificate_point(pb, sep, out)  # stopped before a certified point of its own: the separator
     if out.X is None:
