@@ -1,4 +1,5 @@
-"""What importing the attention package does (and does not do) to a fresh interpreter."""
+"""What importing the attention package's own rooms does to a fresh interpreter (the checks every paper shares —
+theory and data without torch, the experiments keeping the matplotlib backend — are tests/test_papers_import.py)."""
 
 import subprocess
 import sys
@@ -12,8 +13,7 @@ def _python(code: str) -> str:
     return proc.stdout.strip()
 
 
-@pytest.mark.parametrize("module", ["embgeo.attention", "embgeo.attention.data", "embgeo.attention.theory",
-                                    "embgeo.attention.metrics", "embgeo.attention.text", "embgeo.attention.figures"])
+@pytest.mark.parametrize("module", ["embgeo.attention.metrics", "embgeo.attention.text", "embgeo.attention.figures"])
 def test_numpy_rooms_do_not_import_torch(module):
     assert _python(f"import sys, {module}; print('torch' in sys.modules)") == "False"
 
@@ -24,7 +24,6 @@ def test_models_are_still_reachable_from_the_package():
     assert out == "True embgeo.attention.model TwoLayerAttention"
 
 
-def test_importing_figures_and_experiments_keeps_the_callers_matplotlib_backend():
-    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.attention.figures, embgeo.attention.experiments; "
-            "print(matplotlib.get_backend())")
+def test_importing_figures_keeps_the_callers_matplotlib_backend():
+    code = "import matplotlib; matplotlib.use('pdf'); import embgeo.attention.figures; print(matplotlib.get_backend())"
     assert _python(code) == "pdf"

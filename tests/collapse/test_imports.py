@@ -1,9 +1,8 @@
-"""What importing the collapse package does (and does not do) to a fresh interpreter."""
+"""What importing the collapse package's own rooms does to a fresh interpreter (the checks every paper shares —
+theory and data without torch, the experiments keeping the matplotlib backend — are tests/test_papers_import.py)."""
 
 import subprocess
 import sys
-
-import pytest
 
 
 def _python(code: str) -> str:
@@ -12,10 +11,8 @@ def _python(code: str) -> str:
     return proc.stdout.strip()
 
 
-@pytest.mark.parametrize("module", ["embgeo.collapse.theory", "embgeo.collapse", "embgeo.collapse.data",
-                                    "embgeo.collapse.metrics"])
-def test_theory_imports_do_not_import_torch(module):
-    assert _python(f"import sys, {module}; print('torch' in sys.modules)") == "False"
+def test_metrics_do_not_import_torch():
+    assert _python("import sys, embgeo.collapse.metrics; print('torch' in sys.modules)") == "False"
 
 
 def test_torch_names_are_still_reachable_from_the_package():
@@ -25,13 +22,5 @@ def test_torch_names_are_still_reachable_from_the_package():
 
 
 def test_importing_figures_keeps_the_callers_matplotlib_backend():
-    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures, embgeo.collapse.experiments; "
-            "print(matplotlib.get_backend())")
-    assert _python(code) == "pdf"
-
-
-def test_importing_all_experiments_keeps_the_callers_matplotlib_backend():
-    """The brief's check, over every paper's experiments (attention's included)."""
-    code = ("import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures; "
-            "from embgeo.lab.registry import papers; papers(); print(matplotlib.get_backend())")
+    code = "import matplotlib; matplotlib.use('pdf'); import embgeo.collapse.figures; print(matplotlib.get_backend())"
     assert _python(code) == "pdf"
