@@ -174,3 +174,19 @@ def test_a_solver_is_one_registry_entry(monkeypatch):
     np.testing.assert_allclose(got.W, dual.W, rtol=0, atol=1e-12 * np.abs(dual.W).max())
     with pytest.raises(InputError, match=r"'auto', 'alm', 'dual', 'mine'"):
         theory.ntp_svm(data, method="nothing")
+
+
+def test_a_separability_route_is_one_registry_entry(monkeypatch):
+    """The same for is_separable: a route added to SEPARABILITY_ROUTES (here the LP under another name) is accepted
+    as ``method`` and decides as the LP does, with the certificate; an unknown method names the registered ones."""
+    from embgeo.errors import InputError
+    from embgeo.ntp.theory import separability as P
+
+    seen = []
+    monkeypatch.setitem(P.SEPARABILITY_ROUTES, "mine", lambda req: seen.append(req.pb.data.m) or P._route_lp(req))
+    for data in (synthetic(10, 8, 7, 2, seed=0), synthetic(10, 8, 6, 2, seed=3)):  # separable, then not
+        got, lp = theory.is_separable(data, method="mine"), theory.is_separable(data, method="lp")
+        assert bool(got) == bool(lp) and got.method == lp.method
+    assert [bool(theory.is_separable(synthetic(10, 8, 6, 2, seed=3), method="mine"))] == [False] and len(seen) == 3
+    with pytest.raises(InputError, match=r"'auto', 'hinge', 'dual', 'lp', 'mine'"):
+        theory.is_separable(synthetic(10, 8, 7, 2, seed=0), method="nothing")

@@ -89,7 +89,6 @@ class Separability:
         return certified_dict(self, proof, separable=self.separable)
 
 
-SEPARABILITY_METHODS = ("auto", "hinge", "dual", "lp")
 
 
 @dataclass(frozen=True)
@@ -188,8 +187,8 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
       (:class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions`, :class:`~embgeo.ntp.solvers.svm_dual.DualOptions`;
       their defaults when None), for a study of a route or a test that forces one of its paths.
     """
-    if method not in SEPARABILITY_METHODS:
-        raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
+    if method != "auto" and method not in SEPARABILITY_ROUTES:
+        raise InputError(f"method: expected one of {('auto', *SEPARABILITY_ROUTES)}, got {method!r}")
     if candidate is not None and method != "auto":
         raise InputError(f"candidate: only used with method='auto' (an explicit method={method!r} is the independent "
                          "route), got both")
@@ -213,19 +212,52 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
         else:
             return _dual_then_hinge(pb, deadline, max_iter, progress, hinge_options, dual_options)
     stop_if_spent(deadline, "is_separable", f"the {method} route")
-    if method == "lp":
-        sep = separability_by_lp(pb, time_left(deadline))
-        if sep is None:
-            raise SolverError(f"is_separable: the LP reached its time limit ({max_seconds:.3g} s): undecided")
-        return sep
-    if method == "hinge":
-        return separability_by_hinge(pb, time_left(deadline), progress, hinge_options)
-    sep, out = _separability_by_dual(pb, time_left(deadline), max_iter, progress, dual_options)
+    return SEPARABILITY_ROUTES[method](RouteRequest(pb, deadline, max_seconds, max_iter, progress, hinge_options,
+                                                    dual_options))
+
+
+@dataclass
+class RouteRequest:
+    """What :func:`is_separable` hands the route of its ``method`` (the one interface of
+    :data:`SEPARABILITY_ROUTES`): the problem, the deadline (perf_counter seconds; None for none) and the limit it
+    came from, the iteration limit, ``progress`` and the routes' options (None: their defaults)."""
+
+    pb: Problem
+    deadline: float | None
+    max_seconds: float | None
+    max_iter: int
+    progress: ProgressFn | None
+    hinge_options: object | None
+    dual_options: object | None
+
+
+def _route_lp(req: RouteRequest) -> Separability:
+    sep = separability_by_lp(req.pb, time_left(req.deadline))
+    if sep is None:
+        raise SolverError(f"is_separable: the LP reached its time limit ({req.max_seconds:.3g} s): undecided")
+    return sep
+
+
+def _route_hinge(req: RouteRequest) -> Separability:
+    return separability_by_hinge(req.pb, time_left(req.deadline), req.progress, req.hinge_options)
+
+
+def _route_dual(req: RouteRequest) -> Separability:
+    sep, out = _separability_by_dual(req.pb, time_left(req.deadline), req.max_iter, req.progress, req.dual_options)
     if sep is None:
         raise SolverError(f"is_separable: the dual iterations neither separated nor found a Farkas matrix "
                           f"({out.status} after {out.iterations} iterations); use method='hinge' or method='lp', "
                           "or allow more time")
     return sep
+
+
+#: The separability routes by ``method`` name, each a function (:class:`RouteRequest`) → :class:`Separability`
+#: (a separator or a Farkas certificate; :class:`SolverError` when undecided). "auto" tries the cheap certificates
+#: and then chooses among them. A new route is one function and one entry here (docs/internals/architecture.rst).
+SEPARABILITY_ROUTES = {"hinge": _route_hinge, "dual": _route_dual, "lp": _route_lp}
+
+#: The ``method`` names :func:`is_separable` accepts (``embgeo ntp probe --separability-method``).
+SEPARABILITY_METHODS = ("auto", *SEPARABILITY_ROUTES)
 
 
 def _separability_by_dual(pb: Problem, max_seconds: float | None, max_iter: int,
