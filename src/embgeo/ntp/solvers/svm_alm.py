@@ -83,8 +83,8 @@ class ALMOptions:
     #: sixteenth active at the end); with 8, paper-cs 30.1 → 23.5 s in one bench run (42 Newton / 17 outer steps
     #: instead of 43 / 20), the quick models 4–22 % faster at 67–77 Newton steps, and on paper-planted 132 / 59 and 110
     #: / 39 Newton steps / factorizations against 133 / 56 and 151 / 78 with 16 (the data scaled by 1 and by 1 + 1e-7:
-    #: that count is chaotic, benchmarks/README.md, session 32). 8 in the first working set too made some paper-planted
-    #: solves diverge.
+    #: that count is chaotic: CHANGELOG.md, benchmark history, session 32). 8 in the first working set too made some
+    #: paper-planted solves diverge.
     INITIAL_PER_CONTEXT: int = 16
     ADD_PER_CONTEXT: int = 8
     #: Pairs with margin < 1 + SLACK join the working set once the iterate is nearly feasible (its certified
