@@ -463,3 +463,35 @@ def test_the_limit_counts_what_follows_the_load(tiny_gguf, text_file, monkeypatc
     spy(monkeypatch, clock, P, "model_info", cost=1.0)
     res = probe_model(tiny_gguf[0], text_file, context_length=2, max_seconds=50, progress=False)
     assert res.data is not None and res.data.m > 0
+
+
+def test_one_window_count_for_the_probe_and_ntpdata():
+    """Issue 40 §2: the probe's contexts and NTPData.from_sequences(windows=True) count windows with one function
+    (embgeo.ntp.data.window_pairs): the same contexts in the same order (first appearance), the same p̂ and π̂ —
+    against a direct count with a dict."""
+    import numpy as np
+
+    from embgeo.ntp import NTPData
+
+    rng = np.random.default_rng(0)
+    seqs = [list(rng.integers(0, 6, size=n)) for n in (1, 2, 7, 12, 3, 9)]
+    k, V = 2, 6
+    ctx = count_contexts(seqs, V, context_length=k)
+    data = NTPData.from_sequences(seqs, k, windows=True, vocab_size=V)
+    counts: dict = {}
+    for s in seqs:
+        for t in range(len(s) - k):
+            counts.setdefault(tuple(s[t:t + k]), {}).setdefault(int(s[t + k]), 0)
+            counts[tuple(s[t:t + k])][int(s[t + k])] += 1
+    order = list(counts)  # first appearance
+    assert [tuple(ctx.tokens(j)) for j in range(ctx.m)] == order == [tuple(c) for c in data.contexts]
+    probs, weights = ctx.probs_and_weights()
+    expected = np.zeros((len(order), V))
+    for j, c in enumerate(order):
+        for z, n in counts[c].items():
+            expected[j, z] = n
+    n_j = expected.sum(axis=1)
+    np.testing.assert_allclose(probs.toarray(), expected / n_j[:, None], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(data.probs.toarray(), expected / n_j[:, None], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(weights, n_j / n_j.sum(), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(data.weights, n_j / n_j.sum(), rtol=0, atol=1e-15)

@@ -610,10 +610,29 @@ def _training_pairs(flat: np.ndarray, lengths: np.ndarray, k: int, mode: str) ->
         gathered = flat[np.minimum(start[:, None] + cols, flat.size - 1)] if seq.size else np.zeros((0, k), np.int64)
         contexts = np.where(cols < t[:, None], gathered, -1)
         return contexts, flat[start + t], n_skipped
-    # "windows": the window starting at rank r; "last": the one window ending the sequence.
-    start = offsets[seq] + (r if mode == "windows" else lengths[seq] - k - 1)
+    if mode == "windows":
+        _, _, contexts, next_tokens = window_pairs(flat, lengths, k)
+        return contexts, next_tokens, n_skipped
+    start = offsets[seq] + lengths[seq] - k - 1  # "last": the one window ending the sequence
     contexts = flat[start[:, None] + np.arange(k)]
     return contexts, flat[start + k], n_skipped
+
+
+def window_pairs(flat: np.ndarray, lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                         np.ndarray]:
+    """Every window of k + 1 consecutive tokens of the sequences ``flat`` split by ``lengths``, in reading order: the
+    one counting of windows behind :meth:`NTPData.from_sequences` (``windows=True``) and the probe's contexts
+    (:func:`embgeo.ntp.analysis.probe.count_contexts`).
+
+    Returns ``(seq, rank, contexts, next_tokens)``: pair i comes from sequence ``seq[i]``, at window start
+    ``rank[i]`` within it; ``contexts`` (n, k) its first k tokens, ``next_tokens`` (n,) the last.
+    """
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else np.zeros(0, np.int64)
+    per_seq = np.clip(lengths - k, 0, None)
+    seq = np.repeat(np.arange(lengths.size), per_seq)
+    rank = np.arange(seq.size) - np.repeat(np.cumsum(per_seq) - per_seq, per_seq)
+    start = offsets[seq] + rank
+    return seq, rank, flat[start[:, None] + np.arange(k)], flat[start + k]
 
 
 def first_seen_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -48,7 +48,7 @@ from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLar
 from embgeo.ntp import theory
 from embgeo.ntp.analysis.analyze import Analysis, analyze, stage_done
 from embgeo.ntp.analysis.analyze import check_memory as _check_memory
-from embgeo.ntp.data import NTPData, first_seen_rows
+from embgeo.ntp.data import NTPData, first_seen_rows, window_pairs
 from embgeo.ntp.measure.alignment import blockwise_kl
 from embgeo.ntp.measure.geometry import BLOCK_BYTES, GRAM_MAX, context_margins
 from embgeo.ntp.measure.metrics import (
@@ -196,21 +196,17 @@ def _check_sequences(sequences, V: int) -> list[np.ndarray]:
 
 def _window_pairs(seqs: list[np.ndarray], k: int):
     """(line, start, end) of every distinct context (m_all,), its id per pair and the next token per pair, info,
-    for windows of k tokens."""
+    for windows of k tokens (:func:`embgeo.ntp.data.window_pairs`, the counting NTPData.from_sequences uses)."""
     lengths = np.array([s.size for s in seqs], dtype=np.int64)
     flat = np.concatenate(seqs) if lengths.sum() else np.zeros(0, np.int64)
-    per_seq = np.clip(lengths - k, 0, None)
-    seq = np.repeat(np.arange(lengths.size), per_seq)
-    r = np.arange(seq.size) - np.repeat(np.cumsum(per_seq) - per_seq, per_seq)  # window start within its line
-    info = {"skipped_sequences": int(np.count_nonzero(per_seq == 0)), "truncated_sequences": 0}
+    info = {"skipped_sequences": int(np.count_nonzero(lengths <= k)), "truncated_sequences": 0}
+    seq, rank, windows, nxt = window_pairs(flat, lengths, k)
     if seq.size == 0:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty, empty, empty, info
-    pos = (np.concatenate([[0], np.cumsum(lengths)[:-1]])[seq] + r)
-    windows = flat[pos[:, None] + np.arange(k)]
     first, ids = first_seen_rows(windows)  # first[j]: the pair where context j first appears
-    start = r[first]
-    return seq[first], start, start + k, ids, flat[pos + k], info
+    start = rank[first]
+    return seq[first], start, start + k, ids, nxt, info
 
 
 def _prefix_pairs(seqs: list[np.ndarray], window: int):
