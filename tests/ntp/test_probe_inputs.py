@@ -495,3 +495,20 @@ def test_one_window_count_for_the_probe_and_ntpdata():
     np.testing.assert_allclose(data.probs.toarray(), expected / n_j[:, None], rtol=0, atol=1e-15)
     np.testing.assert_allclose(weights, n_j / n_j.sum(), rtol=0, atol=1e-15)
     np.testing.assert_allclose(data.weights, n_j / n_j.sum(), rtol=0, atol=1e-15)
+
+
+def test_a_bad_separability_method_is_refused_before_any_forward_pass():
+    """Validated once, at the probe's own boundary (the analysis it hands over to does not check again): before the
+    model runs, not after its forward passes."""
+    import numpy as np
+    import torch
+
+    calls = []
+
+    def hidden(tokens):
+        calls.append(tokens.shape)
+        return torch.zeros(tokens.shape[0], tokens.shape[1], 3)
+
+    with pytest.raises(InputError, match="separability_method: expected one of auto, hinge, dual, lp"):
+        probe(hidden, np.ones((5, 3)), [[0, 1, 2, 3]], context_length=2, separability_method="simplex")
+    assert calls == []

@@ -391,6 +391,20 @@ def analyze(data: NTPData, W=None, *, max_seconds: float | None = None,
     if separability_method not in theory.SEPARABILITY_METHODS:
         raise InputError(f"separability_method: expected one of {', '.join(theory.SEPARABILITY_METHODS)}, got "
                          f"{separability_method!r}")
+    return analyze_checked(data, W, max_seconds=max_seconds, report=report, started=started,
+                           solver_progress=solver_progress, separability_method=separability_method,
+                           after_solvers=after_solvers, result=result)
+
+
+def analyze_checked(data: NTPData, W: np.ndarray | None, *, max_seconds: float | None,
+                    report: Callable[[str, Analysis], object] | None = None,
+                    started: Callable[[str], object] | None = None, solver_progress: ProgressFn | None = None,
+                    separability_method: str = "auto", after_solvers: float = 0.0,
+                    result: Analysis | None = None) -> Analysis:
+    """:func:`analyze` on inputs its caller has already checked (W a finite float64 (V, d) array or None,
+    ``max_seconds`` a number or None, the method one of the routes): the probe, which checked them at its own public
+    boundary, calls this so that nothing is validated twice (a V × d finiteness pass is 28 M entries at SmolLM2's
+    size)."""
     res = result if result is not None else Analysis(data, W)
     res.data, res.W = data, W
     model = W is not None
