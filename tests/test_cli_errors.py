@@ -215,7 +215,7 @@ def test_answers_larger_than_the_budget_are_refused_before_they_are_allocated(fi
 def test_sizes_beyond_the_memory_left_are_refused(files, monkeypatch, capsys):
     """Under a memory limit (ulimit -v, a container) the estimate is held against what the process can still
     allocate, and a size it cannot hold is refused in one line instead of a MemoryError traceback (the answers;
-    F's exact system is then not built, see tests/test_cli_analyze.py)."""
+    F's exact system is then not built, see tests/ntp/test_cli_analyze.py)."""
     from embgeo import cli
     from embgeo.core import validate
 

@@ -13,7 +13,7 @@ from embgeo.lab.reproduce import reproduce
 from embgeo.lab.runner import run
 
 NTP = names("ntp")
-#: The trained models on real text take minutes each at quick scale; tests/test_experiments_ntp_real.py runs
+#: The trained models on real text take minutes each at quick scale; tests/ntp/test_experiments_real.py runs
 #: each on a small corpus and checks its claims' logic, and the README records their quick-scale verdicts.
 REAL = ["ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer"]
 #: ntp-real-lm measures a checkpoint the user brings (reproduce skips it): tests/ntp/test_experiment_real_lm.py runs it

@@ -89,7 +89,7 @@ class Experiment:
     #: part of ``embgeo reproduce``.
     sweep_point: bool = False
     #: ``--set`` values (over the quick preset) of a run of seconds that exercises the whole experiment: the
-    #: registry's common test runs every experiment with them (tests/test_registry.py). Not a scale: its
+    #: registry's common test runs every experiment with them (tests/lab/test_registry.py). Not a scale: its
     #: claims need not hold.
     smoke: dict = field(default_factory=dict)
     #: Seconds of a quick run measured on one quiet core (``taskset -c 0 embgeo reproduce``, :data:`QUICK_MEASURED`):

@@ -9,7 +9,7 @@ inside tolerances, are rounded to 4 significant digits on the page; ``claims.jso
 A reproduction rewrites the page after each experiment, listing those still to run (``pending``), so a
 stopped run leaves a page to open.
 
-Readability (checked in Chromium by ``tests/test_report_browser.py`` at 1280 and 800 px): the value columns
+Readability (checked in Chromium by ``tests/lab/test_report_browser.py`` at 1280 and 800 px): the value columns
 (paper, theory, measured, tolerance, verdict) keep a short value on one line and break a long one (a list,
 a tolerance in words) only between its items, never inside a number (below 1000 px short ones may wrap
 between words too); the note column takes the remaining width and wraps between words, a long note folded

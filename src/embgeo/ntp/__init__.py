@@ -1,7 +1,7 @@
 """NTP implicit bias (Thrampoulidis, NeurIPS 2024).
 
 The package in layers, each importing only those below it (a test holds the rule,
-``tests/test_registry.py``):
+``tests/lab/test_registry.py``):
 
 1. the data: :mod:`~embgeo.ntp.data` (NTPData, generators, text contexts), :mod:`~embgeo.ntp.corpus`,
    :mod:`~embgeo.ntp.units`;

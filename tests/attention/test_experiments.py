@@ -45,7 +45,7 @@ from embgeo.errors import InputError
 from embgeo.lab.registry import names
 from embgeo.lab.runner import run
 
-FIXTURES = Path(__file__).parent / "attention" / "fixtures"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(autouse=True)

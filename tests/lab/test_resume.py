@@ -26,7 +26,7 @@ from embgeo.core.status import Status
 from embgeo.lab.registry import get
 from embgeo.lab.runner import RunInterrupted, run
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "embgeo"
+SRC = Path(__file__).resolve().parents[2] / "src" / "embgeo"
 
 #: Small NTP corpora on which H_t is NTP-separable from step 0 (d = 64 > m), so the trace rows carry the
 #: NTP-SVM's Status: the value that made ntp-real-lstm's checkpoint unreadable. The smoke corpus never is.

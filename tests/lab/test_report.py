@@ -1,6 +1,6 @@
 """The HTML report as a reproduction writes it: there after the first experiment, rewritten after each one with
 the experiments still to run named, left behind by a stopped run; and the table cells' display formatting
-(rounded tolerances, values that do not wrap, long notes folded). tests/test_report_browser.py renders it."""
+(rounded tolerances, values that do not wrap, long notes folded). tests/lab/test_report_browser.py renders it."""
 
 from __future__ import annotations
 

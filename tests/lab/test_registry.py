@@ -24,7 +24,7 @@ from embgeo.errors import InputError
 from embgeo.lab import registry
 from embgeo.lab.runner import run
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "embgeo"
+SRC = Path(__file__).resolve().parents[2] / "src" / "embgeo"
 ALL = registry.experiments()
 #: The longest smoke runs (9-14 s each on the shared 2-core machine, the others 1-8 s): left to the full suite.
 SLOW_SMOKE = {"ntp-toy2d", "ntp-ngd-adam", "ntp-real-ufm", "ntp-real-ufm-gd", "ntp-real-lstm", "ntp-real-transformer",

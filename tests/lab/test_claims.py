@@ -250,7 +250,7 @@ def test_cell_text_is_the_one_formatter_of_report_and_docs(monkeypatch):
     assert cell_text(True) == "yes" and cell_text(False) == "no"
     assert cell_text(3) == "3" and cell_text(0.123456) == "0.1235" and cell_text(float("inf")) == "inf"
     assert cell_text([1, 0.5]) == "[1, 0.5]" and cell_text({"a": 2.0}) == "{a: 2}"
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs" / "_ext"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "_ext"))
     ext = importlib.import_module("embgeo_results")
     for value in (None, True, 7, 1.23456e-7, [1.0, None], {"k": [2, 3.0]}):
         assert ext.fmt(value) == cell_text(value)

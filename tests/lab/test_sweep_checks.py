@@ -24,7 +24,7 @@ from embgeo.lab.sweep import grid_points, load_spec
 
 EMBGEO = [sys.executable, "-m", "embgeo.cli"]
 EXP = "ntp-separability-point"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(args, cwd, timeout=300):
