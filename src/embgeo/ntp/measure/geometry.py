@@ -291,21 +291,9 @@ def _support_entries(L: np.ndarray, data: NTPData) -> tuple[np.ndarray, np.ndarr
 
 def _support_margin(L: np.ndarray, data: NTPData) -> float:
     """min_j (min_{z∈S_j} L_jz − max_{v∉S_j} L_jv) over contexts with S_j < V; NaN if there are none."""
-    P = data.probs
-    block = max(1, BLOCK_BYTES // (8 * data.V))
-    best = math.inf
-    for s in range(0, data.m, block):
-        e = min(s + block, data.m)
-        Z = L[s:e].copy()  # the support entries are overwritten below
-        rows = np.repeat(np.arange(e - s), data.support_sizes[s:e])
-        cols = P.indices[P.indptr[s]:P.indptr[e]]
-        lowest_in = np.full(e - s, np.inf)
-        np.minimum.at(lowest_in, rows, Z[rows, cols])
-        Z[rows, cols] = -np.inf
-        has_off = data.support_sizes[s:e] < data.V
-        if has_off.any():
-            best = min(best, float(np.min((lowest_in - Z.max(axis=1))[has_off])))
-    return best if best < math.inf else math.nan
+    margins = _margins_in_blocks(data, lambda s, e: L[s:e].copy())  # (the support entries are overwritten)
+    has_off = data.support_sizes < data.V
+    return float(margins[has_off].min()) if has_off.any() else math.nan
 
 
 def logit_structure(L: ArrayLike, data: NTPData) -> dict:
@@ -531,13 +519,20 @@ def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
 
 
 def context_margins(H: np.ndarray, W: np.ndarray, data: NTPData) -> np.ndarray:
-    """min_{z∈S_j} L_jz − max_{v∉S_j} L_jv per context (m,), +inf where S_j = V; L in row blocks."""
+    """min_{z∈S_j} L_jz − max_{v∉S_j} L_jv per context (m,), +inf where S_j = V; L = H Wᵀ in row blocks."""
+    return _margins_in_blocks(data, lambda s, e: H[s:e] @ W.T)
+
+
+def _margins_in_blocks(data: NTPData, block) -> np.ndarray:
+    """Per-context margins (m,) of the logits that ``block(s, e)`` gives for contexts s..e − 1 (a writable (e − s, V)
+    array), BLOCK_BYTES at a time: the one kernel of :func:`logit_structure` (L given) and
+    :func:`logit_structure_factored` (L = H Wᵀ never formed)."""
     P = data.probs
     out = np.full(data.m, np.inf)
-    block = max(1, BLOCK_BYTES // (8 * data.V))
-    for s in range(0, data.m, block):
-        e = min(s + block, data.m)
-        Z = H[s:e] @ W.T
+    rows_per = max(1, BLOCK_BYTES // (8 * data.V))
+    for s in range(0, data.m, rows_per):
+        e = min(s + rows_per, data.m)
+        Z = block(s, e)
         rows = np.repeat(np.arange(e - s), data.support_sizes[s:e])
         cols = P.indices[P.indptr[s]:P.indptr[e]]
         lowest_in = np.full(e - s, np.inf)
