@@ -21,6 +21,7 @@ import pytest
 from embgeo.errors import InputError
 from embgeo.lab.store import RunStore, point_key, results
 from embgeo.lab.sweep import grid_points, load_spec
+from test_cli_errors import _one_error_line  # the CLI tests' one-error-line check (tests/ is on the path)
 
 EMBGEO = [sys.executable, "-m", "embgeo.cli"]
 EXP = "ntp-separability-point"
@@ -30,15 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(args, cwd, timeout=300):
     return subprocess.run([*EMBGEO, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-
-def _one_error_line(proc, *needles):
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("embgeo: error:")]
-    assert len(errors) == 1, proc.stderr
-    for needle in needles:
-        assert needle in errors[0], errors[0]
 
 
 # -- every point checked before anything runs -------------------------------------------------------------------

@@ -512,3 +512,21 @@ def test_a_bad_separability_method_is_refused_before_any_forward_pass():
     with pytest.raises(InputError, match="separability_method: expected one of auto, hinge, dual, lp"):
         probe(hidden, np.ones((5, 3)), [[0, 1, 2, 3]], context_length=2, separability_method="simplex")
     assert calls == []
+
+
+def test_no_constraints_give_one_verdict_line_n_a(capsys):
+    """Every support the whole vocabulary: no constraint (6b). With a model's W the separability stage says "n/a"
+    once, and the NTP-SVM's stage does not repeat it (it did, after the two printers became one)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from embgeo.ntp import NTPData
+    from embgeo.ntp.cli import _print_stage
+
+    rng = np.random.default_rng(0)
+    P = rng.random((4, 3)) + 0.1
+    data = NTPData(rng.standard_normal((4, 5)), sp.csr_matrix(P / P.sum(axis=1, keepdims=True)))
+    res = measure(data, rng.standard_normal((3, 5)), report=_print_stage)
+    verdicts = [s for s in capsys.readouterr().out.splitlines() if s.startswith("separable ")]
+    assert res.no_constraints and res.separability_verdict == "n/a"
+    assert len(verdicts) == 1 and verdicts[0].startswith("separable    n/a: every support is the whole vocabulary")

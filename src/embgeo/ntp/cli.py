@@ -414,13 +414,15 @@ def _print_stage(stage: str, r) -> None:
             print(f"subspace F   {low} <= dim F <= {high} ({_cli_advice(r.errors.get('dim_F', ''))}; {took})",
                   flush=True)
     elif stage == "separability":
-        if r.separable is None and r.svm is None and not _svm_skipped(r):  # the NTP-SVM decides next
+        if r.separable is None and r.svm is None and not r.no_constraints:  # the NTP-SVM decides next
             print(f"separability not decided by the direct routes ({_cli_advice(r.errors['separability'])}); the "
                   f"NTP-SVM decides it next ({sec:.2f} s)", flush=True)
         else:
             print(f"{_separable_line(r)} ({sec:.2f} s)", flush=True)
     elif stage == "svm":
-        if "separability" not in r.seconds or "separability" in r.errors:  # the verdict the NTP-SVM settled
+        # the verdict the NTP-SVM settled: without a model's W (no separability stage), or after the direct routes
+        # stopped undecided (not when there is no constraint: the separability stage said so already)
+        if "separability" not in r.seconds or ("separability" in r.errors and not r.no_constraints):
             print(_separable_line(r) + ("" if r.svm is not None and r.svm.W is not None else f" ({sec:.2f} s)"))
         if r.svm is not None and r.svm.W is not None:
             print(f"{_margin_line(r.svm)} ({sec:.2f} s)", flush=True)
@@ -444,11 +446,6 @@ def _print_totals(r) -> None:
     if r.plan is not None and r.plan.peak_measured is not None:
         print(f"memory       peak {_gib(r.plan.peak_measured)} measured (estimated {_gib(r.plan.peak_estimate)} for "
               "the stages that ran)", flush=True)
-
-
-def _svm_skipped(r) -> bool:
-    """Whether the NTP-SVM does not run: every support is the whole vocabulary (no constraints (6b))."""
-    return bool(np.all(r.data.support_sizes == r.data.V))
 
 
 def _separable_line(r) -> str:

@@ -54,6 +54,17 @@ def gib(nbytes: float) -> str:
     return f"{nbytes / 1024**3:.2f} GiB"
 
 
+def check_separability_method(method: str) -> None:
+    """Refuse a separability route that :func:`~embgeo.ntp.theory.is_separable` does not have ("auto" or a name of
+    :data:`~embgeo.ntp.theory.separability.SEPARABILITY_ROUTES`): the one check of :func:`analyze` and of the probe,
+    which makes it before its forward passes."""
+    from embgeo.ntp.theory.separability import SEPARABILITY_ROUTES
+
+    if method != "auto" and method not in SEPARABILITY_ROUTES:
+        raise InputError(f"separability_method: expected one of {', '.join(('auto', *SEPARABILITY_ROUTES))}, got "
+                         f"{method!r}")
+
+
 def check_memory(V: int, d: int, need: float, what: str, advice: str) -> int:
     """The one memory guard of an analysis: refuse a V × d answer (W*, W^mm, a certificate) above the dense budget,
     or ``need`` bytes (``what``) above what this process can still allocate; returns those bytes (the room)."""
@@ -212,11 +223,17 @@ class Analysis:
         return None if self.separability is None else bool(self.separability)
 
     @property
+    def no_constraints(self) -> bool:
+        """Whether every support is the whole vocabulary: no constraint (6b), so neither separability nor the NTP-SVM
+        applies (:data:`NO_CONSTRAINTS` in ``errors``, set by :func:`analyze`)."""
+        return self.errors.get("separability") == NO_CONSTRAINTS
+
+    @property
     def separability_verdict(self) -> str:
         """:attr:`separable` as a word: "True", "False", "n/a" (no constraint (6b)) or "undecided"."""
         if self.separable is not None:
             return str(self.separable)
-        return "n/a" if self.errors.get("separability") == NO_CONSTRAINTS else "undecided"
+        return "n/a" if self.no_constraints else "undecided"
 
     def context_text(self, j: int) -> str:
         """Context j as its tokens (their names when known), space-separated; ``context j`` when no tokens."""
@@ -388,9 +405,7 @@ def analyze(data: NTPData, W=None, *, max_seconds: float | None = None,
             raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}) to match the data, got {W.shape}")
     if max_seconds is not None:  # 0 is allowed: the stages before spent the caller's limit, the solvers are not run
         max_seconds = check_float("max_seconds", max_seconds, positive=False)
-    if separability_method not in theory.SEPARABILITY_METHODS:
-        raise InputError(f"separability_method: expected one of {', '.join(theory.SEPARABILITY_METHODS)}, got "
-                         f"{separability_method!r}")
+    check_separability_method(separability_method)
     return analyze_checked(data, W, max_seconds=max_seconds, report=report, started=started,
                            solver_progress=solver_progress, separability_method=separability_method,
                            after_solvers=after_solvers, result=result)

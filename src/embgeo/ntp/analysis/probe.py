@@ -46,7 +46,7 @@ from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, stage_done
+from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, check_separability_method, stage_done
 from embgeo.ntp.analysis.analyze import check_memory as _check_memory
 from embgeo.ntp.data import NTPData, first_seen_rows, window_pairs
 from embgeo.ntp.measure.alignment import blockwise_kl
@@ -736,9 +736,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     V, d = W.shape
     if token_labels is not None and len(token_labels) != V:
         raise ShapeError(f"token_labels: expected {V} labels (one per row of W), got {len(token_labels)}")
-    if separability_method not in theory.SEPARABILITY_METHODS:  # checked here, before any forward pass
-        raise InputError(f"separability_method: expected one of {', '.join(theory.SEPARABILITY_METHODS)}, got "
-                         f"{separability_method!r}")
+    check_separability_method(separability_method)  # here, before any forward pass
     if started is not None:
         started("contexts")
     contexts = count_contexts(sequences, V, context_length=context_length, prefixes=prefixes, window=window,
