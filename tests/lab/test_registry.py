@@ -173,9 +173,6 @@ def run_coin(cfg: CoinConfig, ctx: RunContext = DETACHED) -> Result:
     return Result([close("fraction of heads", heads, 0.5, tol, paper=0.5)], notes=[f"{cfg.n} tosses"])
 
 
-PAPER = Paper(name="coins", title="A <Fair> Coin", citation="A. Nonymous, J. Coins 1 (2026)", order=4,
-              experiments=[Experiment("coins-fair", "coins", "Heads come up half the time", CoinConfig, run_coin,
-                                      {"paper": {"n": 100_000}}, "seconds", smoke={"n": 200})])
 
 
 def toss(args) -> None:
@@ -188,6 +185,12 @@ def add_commands(sub, common) -> None:
     cmd = coins.add_parser("toss", help="toss the coin n times", parents=[common])
     cmd.add_argument("--n", type=int, default=10)
     cmd.set_defaults(func=toss)
+
+
+PAPER = Paper(name="coins", title="A <Fair> Coin", citation="A. Nonymous, J. Coins 1 (2026)", order=4,
+              experiments=[Experiment("coins-fair", "coins", "Heads come up half the time", CoinConfig, run_coin,
+                                      {"paper": {"n": 100_000}}, "seconds", smoke={"n": 200})],
+              commands=add_commands)
 '''
 
 
@@ -202,12 +205,6 @@ def fourth_paper(tmp_path, monkeypatch):
     installed = registry.entry_points
     extra = EntryPoint("coins", "coins_paper.experiments:PAPER", registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(registry, "entry_points", lambda group: [*installed(group=group), extra])
-    from embgeo import cli
-
-    command = EntryPoint("coins", "coins_paper.experiments:add_commands", cli.COMMANDS_GROUP)
-    commands = cli.entry_points
-    monkeypatch.setattr(cli, "entry_points", lambda group: [*commands(group=group),
-                                                            *([command] if group == cli.COMMANDS_GROUP else [])])
     monkeypatch.setattr(registry, "_PAPERS", None)
     yield
     for name in ("coins_paper.experiments", "coins_paper"):
@@ -236,7 +233,8 @@ def test_a_fourth_paper_is_one_module_and_one_entry_point(fourth_paper, tmp_path
     assert "<section class='paper' id='paper-coins'><h2>A &lt;Fair&gt; Coin</h2>" in page
     assert "A. Nonymous, J. Coins 1 (2026)" in page and "id='coins-fair'" in page
 
-    # its own command, from its embgeo.commands entry point (the CLI core knows no paper), with the common options
+    # its own command, from the same one entry point (Paper.commands: the CLI core knows no paper), with the common
+    # options
     assert cli.main(["coins", "toss", "--n", "400", "--threads", "1"]) == 0
     assert capsys.readouterr().out.startswith("heads 0.") and "coins" in cli.build_parser().format_help()
 
@@ -254,6 +252,16 @@ def test_a_paper_whose_entry_point_is_not_a_paper_is_refused(monkeypatch):
     monkeypatch.setattr(registry, "entry_points", lambda group: [bad])
     monkeypatch.setattr(registry, "_PAPERS", None)
     with pytest.raises(TypeError, match="expected a embgeo.lab.registry.Paper"):
+        registry.papers()
+
+
+def test_a_paper_whose_commands_are_not_a_function_is_refused(monkeypatch):
+    exp = registry.get("ntp-examples")
+    odd = registry.Paper("ntp", "NTP", "", 1, [exp], commands="embgeo.ntp.cli:add_commands")
+    monkeypatch.setattr(registry, "entry_points", lambda group: [EntryPoint("ntp", "x:PAPER", group)])
+    monkeypatch.setattr(EntryPoint, "load", lambda self: odd)
+    monkeypatch.setattr(registry, "_PAPERS", None)
+    with pytest.raises(TypeError, match="commands must be a function"):
         registry.papers()
 
 

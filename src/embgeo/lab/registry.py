@@ -11,7 +11,8 @@ Each paper package registers itself with one line of ``pyproject.toml``::
     ntp = "embgeo.ntp.experiments:PAPER"
 
 This module imports no paper: :func:`papers` loads the entry points on first use, so ``embgeo list``,
-``--paper``, the report's sections and their order all come from what is installed (CONTRIBUTING.md).
+``--paper``, a paper's own commands (``Paper.commands``), the report's sections and their order all come from what
+is installed (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -125,13 +126,19 @@ class Experiment:
 @dataclass(frozen=True)
 class Paper:
     """A paper: its key (``--paper NAME``), title and citation (the report's section head), its place among the
-    papers (``order``: the report's and ``embgeo list``'s order) and its experiments, in the order they run."""
+    papers (``order``: the report's and ``embgeo list``'s order), its experiments, in the order they run, and
+    optionally its own CLI commands.
+
+    ``commands(sub, common)`` adds the paper's subcommands to the CLI's argparse subparsers ``sub`` (``common`` is
+    the parent parser of the options every command takes, ``--threads``), e.g. ``embgeo ntp analyze``. It comes
+    with the paper, through the same entry point, so a paper is one folder and one ``pyproject.toml`` line."""
 
     name: str
     title: str
     citation: str
     order: int
     experiments: tuple[Experiment, ...]
+    commands: Callable[[Any, Any], None] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "experiments", tuple(self.experiments))
@@ -169,6 +176,9 @@ def _discover() -> dict[str, Paper]:
                             f"embgeo.lab.registry.Paper, got {type(paper).__name__}")
         if paper.name != ep.name:
             raise ValueError(f"entry point {ep.name} = {ep.value!r}: the Paper is called {paper.name!r}")
+        if paper.commands is not None and not callable(paper.commands):
+            raise TypeError(f"paper {paper.name!r}: commands must be a function (sub, common) -> None, got "
+                            f"{type(paper.commands).__name__}")
         found[paper.name] = paper
     if not found:
         raise InputError(f"no paper registered (no '{ENTRY_POINT_GROUP}' entry points): install embgeo with "

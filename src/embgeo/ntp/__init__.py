@@ -17,8 +17,8 @@ The package in layers, each importing only those below it (a test holds the rule
 6. :mod:`embgeo.ntp.analysis`: the one analysis behind ``ntp analyze`` and ``ntp probe`` (a probe adds contexts of a
    text and a model's hidden states);
 7. :mod:`embgeo.ntp.experiments`: the paper's experiments and claims; :mod:`embgeo.ntp.cli`: the paper's own
-   commands, ``embgeo ntp analyze`` and ``embgeo ntp probe`` (registered through the ``embgeo.commands`` entry
-   point).
+   commands, ``embgeo ntp analyze`` and ``embgeo ntp probe`` (``PAPER.commands``: they come with the paper's
+   entry point).
 
 Training is not re-exported here, so that ``embgeo.ntp.training.train`` keeps meaning the module.
 """

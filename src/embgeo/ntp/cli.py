@@ -1,8 +1,8 @@
 """The NTP paper's own commands: ``embgeo ntp analyze`` (the paper's objects for a dataset) and ``embgeo ntp probe``
 (for a causal LM's hidden states and head on a text).
 
-Registered with the CLI through the ``embgeo.commands`` entry point (:func:`add_commands`), as the paper's
-experiments are through ``embgeo.papers``: the CLI core knows no paper. Module-level imports stay light (every
+Registered with the CLI by the paper itself (``PAPER.commands`` is :func:`add_commands`), through the same
+``embgeo.papers`` entry point as its experiments: the CLI core knows no paper. Module-level imports stay light (every
 command builds the parser); what a command needs is imported when it runs.
 """
 

@@ -1,4 +1,5 @@
-"""The NTP paper's experiments, registered with the lab as :data:`PAPER` (entry point ``embgeo.papers: ntp``).
+"""The NTP paper's experiments, registered with the lab as :data:`PAPER` (entry point ``embgeo.papers: ntp``),
+with the paper's own commands ``embgeo ntp analyze`` and ``embgeo ntp probe`` (:func:`embgeo.ntp.cli.add_commands`).
 
 :mod:`~embgeo.ntp.experiments.paper`: the paper's figures, remarks and Lemma 1 (with the calibration data of
 Thm. 2's levels, ``ntp_levels.csv``); :mod:`~embgeo.ntp.experiments.separability`: where NTP-separability sets in
@@ -7,6 +8,7 @@ Thm. 2's levels, ``ntp_levels.csv``); :mod:`~embgeo.ntp.experiments.separability
 """
 
 from embgeo.lab.registry import Paper
+from embgeo.ntp.cli import add_commands
 from embgeo.ntp.experiments import paper, real, real_lm, separability
 
 PAPER = Paper(
@@ -15,6 +17,7 @@ PAPER = Paper(
     citation="C. Thrampoulidis, NeurIPS 2024",
     order=1,
     experiments=(*paper.EXPERIMENTS, *separability.EXPERIMENTS, *real.EXPERIMENTS, *real_lm.EXPERIMENTS),
+    commands=add_commands,  # embgeo ntp analyze / embgeo ntp probe
 )
 
 __all__ = ["PAPER"]
