@@ -91,3 +91,22 @@ def test_a_real_import_error_is_not_renamed_an_extra():
     assert missing_extra(ImportError("cannot import name 'x' from 'torch'", name="torch")) is None
     with pytest.raises(ModuleNotFoundError, match="embgeo.nothing"):
         lazy("embgeo.nothing", "f")()
+
+
+def test_require_names_what_needs_the_package_and_its_extra(monkeypatch):
+    """The text room's optional packages get the same one line as torch (one hint, ``core.lazy.EXTRAS``)."""
+    import importlib
+
+    from embgeo.core import lazy
+    from embgeo.errors import MissingDependencyError
+
+    def absent(name):
+        raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}", name=name.split(".")[0])
+
+    monkeypatch.setattr(importlib, "import_module", absent)
+    with pytest.raises(MissingDependencyError) as err:
+        lazy.require("tokenizers", "tokenize")
+    assert str(err.value) == ("tokenize needs the package 'tokenizers', which is not installed: "
+                              "pip install 'embgeo[text]'")
+    with pytest.raises(ModuleNotFoundError, match="embgeo_nothing"):  # not an extra's package: not renamed
+        lazy.require("embgeo_nothing.x", "f")

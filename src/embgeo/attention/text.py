@@ -38,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
+from embgeo.core.lazy import require
 from embgeo.core.validate import check_positive_int, make_rng
 from embgeo.errors import InputError, MissingDependencyError
-from embgeo.text.extras import require
 from embgeo.text.reading import decode, read_bytes, read_labelled_csv
 from embgeo.text.tweets import TWEETS_ENCODING, TWEETS_RESOURCE, load_tweets, tweets_path
 from embgeo.text.wordpiece import PAD_TOKEN, UNK_TOKEN, TokenizedCorpus, tokenize, train_wordpiece

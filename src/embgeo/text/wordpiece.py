@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
+from embgeo.core.lazy import require
 from embgeo.core.validate import check_positive_int
 from embgeo.errors import InputError
-from embgeo.text.extras import require
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
