@@ -19,7 +19,7 @@ bench_ntp_scale's text-1M) for WORDS:K:MODE cases, ``--max-vocab 5000 --embeddin
 
 * **now**: the CLI in a child process: its stage times (summary.json), its printed memory estimate beside
   the child's measured peak (``ru_maxrss``), and, in a second run, the seconds from Ctrl-C (SIGINT, sent
-  once the compatibility line is printed, i.e. while dim F is computed) to the process's exit;
+  1 s after the compatibility stage starts, i.e. while F's exact system is solved) to the process's exit;
 * **before**: the same objects with F's equality system as it was before issue 24 (explicit null-space bases
   of the frequent tokens, ``reference/ntp_previous/equality.py``), under ``--before-seconds``
   and an address-space cap of ``--before-gib`` (the 2-core VM has 23 GB; the route needs tens of GB at k = 1).
@@ -144,7 +144,7 @@ def _cli(text: Path, k: int, mode: str, out: Path | None, threads: int) -> list[
 
 
 def _bigram_now(spec: dict) -> dict:
-    """The CLI once to the end (stage times, estimate, this child's peak), once interrupted during dim F."""
+    """The CLI once to the end (stage times, estimate, this child's peak), once interrupted while F is solved."""
     out = Path(spec["dir"]) / "out"
     t0 = time.perf_counter()
     proc = subprocess.run(_cli(Path(spec["text"]), spec["k"], spec["mode"], out, spec["threads"]),
@@ -160,14 +160,16 @@ def _bigram_now(spec: dict) -> dict:
                        f"({s['separability_method']})",
            "sizes": f"m={s['m']}, V={s['V']}, d={s['d']}, n={s['n_samples']}",
            "lines": [ln for ln in proc.stdout.splitlines() if ln.startswith(("memory", "compatible", "subspace"))]}
-    # Ctrl-C while dim F is computed: SIGINT once the compatibility line is out, then the time to exit
+    # Ctrl-C while F's exact system is solved: SIGINT 1 s after the compatibility stage starts (its progress line;
+    # the stage computes F, then W* or the incompatibility certificate), then the time to exit. Since issue 40 the
+    # "compatible" verdict line comes only at the stage's end, together with dim F.
     child = subprocess.Popen(_cli(Path(spec["text"]), spec["k"], spec["mode"], None, spec["threads"]),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in child.stdout:
-        if line.startswith("compatible"):
+        if line.startswith("progress") and "compatibility started" in line:
             break
-    time.sleep(1.0)  # inside the dim F stage (or already past it on small cases)
+    time.sleep(1.0)  # inside the compatibility stage (or already past it on small cases: then exit 0)
     t_sig = time.perf_counter()
     child.send_signal(signal.SIGINT)
     child.communicate()
@@ -237,7 +239,7 @@ def bigrams(cases: list[str], threads: int, before_seconds: float, before_gib: f
             print(f"  memory estimate {_gib(now['estimate'])}, measured peak {_gib(now['peak'])} (ratio "
                   f"{now['peak'] / now['estimate']:.2f})")
             c = now["ctrl_c"]
-            print(f"  Ctrl-C during dim F: exit {c['returncode']} after {c['seconds']:.2f} s")
+            print(f"  Ctrl-C 1 s into the F / W* stage: exit {c['returncode']} after {c['seconds']:.2f} s")
             if before_seconds > 0:
                 before = run_child({**spec, "side": "bigram-before", "gib": before_gib}, before_seconds)
                 theory = st["w_star"] + st["dim_F"] + st["separability_and_svm"]  # the same calls, data loaded
