@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--threads", type=int, default=argparse.SUPPRESS, help=threads_help)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    # each paper's own commands (Paper.commands: e.g. ntp analyze / ntp probe). Loading the papers costs ~0.1 s
+    # each paper's own commands (Paper.commands: e.g. ntp analyze / ntp probe). Loading the papers costs ~0.15 s
     # here: their modules keep torch and the other heavy imports inside the functions that run (test_cli_startup).
     for p in papers():
         if p.commands is not None:
