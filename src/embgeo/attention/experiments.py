@@ -1091,7 +1091,7 @@ _SMOKE_TEXT = {"n": 200, "min_count": 2, "epochs": 2, "dim": 8}
 register(Experiment("attention-one-step", "attention", "Lemma 4.1: one GD step aligns E_s with v in proportion to α_s",
                     OneStepConfig, run_one_step, {"paper": {"dims": (256, 1024, 4096, 16384), "n": 5000}},
                     "4 s (measured, one core)",
-                    smoke={"dims": (64, 128), "n": 100}, quick_seconds=1.7))
+                    smoke={"dims": (64, 128), "n": 100}, quick_seconds=1.8))
 register(Experiment("attention-synthetic", "attention",
                     "Fig. 2: ⟨E_s, p⟩ and ⟨E_s, v⟩ against the posterior difference (K-level data)",
                     SyntheticConfig, run_synthetic,
@@ -1099,25 +1099,25 @@ register(Experiment("attention-synthetic", "attention",
                                "epochs": 196, "lr": 1e-4, "weight_decay": 1e-4}},
                     "about 40 min on one core (measured 2026-11-24: 138 of 196 epochs in 28 min)",
                     smoke={"n": 256, "T": 32, "n_irrelevant": 16, "level_size": 2, "dim": 16, "epochs": 2},
-                    quick_seconds=15.8))
+                    quick_seconds=12.2))
 register(Experiment("attention-reviews", "attention",
                     "Fig. 3: the one-layer model on real text (IMDB/Yelp file if given, else tweets)",
                     ReviewsConfig, run_reviews,
                     {"paper": {"n": 0, "max_length": 0, "dim": 2048, "epochs": 500}},
                     "about 14 min on one core on the tweets (measured 2026-11-27; a review file: longer, by its size)",
-                    smoke=_SMOKE_TEXT, quick_seconds=3.7))
+                    smoke=_SMOKE_TEXT, quick_seconds=3.2))
 register(Experiment("attention-two-layer", "attention",
                     "Fig. 1: the two-layer model (17) on real text (IMDB/Yelp file if given, else tweets)",
                     ReviewsConfig, run_two_layer,
                     {"paper": {"n": 0, "max_length": 0, "dim": 2048, "epochs": 500}},
                     "about 1.5 h on one core on the tweets (measured 2026-11-27: 74 min two-layer, 12 min one-layer)",
-                    smoke=_SMOKE_TEXT, quick_seconds=12.7))
+                    smoke=_SMOKE_TEXT, quick_seconds=8.6))
 register(Experiment("attention-selection", "attention",
                     "Thm 4.3 / Lemma 4.5: GD on p (E¹ frozen) selects the important tokens, direction → p̂ of (12)",
                     SelectionConfig, run_selection,
                     {"paper": {"dim": 4096, "steps": 100_000, "seeds": tuple(range(20))}},
                     "12 min on one core (measured, 20 seeds)",
-                    smoke={"seeds": (0,), "steps": 200, "dim": 64}, quick_seconds=23.3))
+                    smoke={"seeds": (0,), "steps": 200, "dim": 64}, quick_seconds=13.6))
 
 #: The attention paper, registered with the lab (entry point ``embgeo.papers: attention``).
 PAPER = Paper(name="attention", title="Attention with Trained Embeddings Provably Selects Important Tokens",

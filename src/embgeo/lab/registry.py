@@ -93,7 +93,7 @@ class Experiment:
     #: registry's common test runs every experiment with them (tests/lab/test_registry.py). Not a scale: its
     #: claims need not hold.
     smoke: dict = field(default_factory=dict)
-    #: Seconds of a quick run measured on one quiet core (``taskset -c 0 embgeo reproduce``, :data:`QUICK_MEASURED`):
+    #: Seconds of a quick run measured on one core (``taskset -c 0 embgeo reproduce``, :data:`QUICK_MEASURED`):
     #: ``reproduce`` adds them up into its estimate before it starts, and the README's time is their sum.
     quick_seconds: float | None = None
     #: A setting the user must give (e.g. ``"model"``, a checkpoint's path) that no preset can: a run without it is
@@ -277,7 +277,9 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(?:\s*[-–]\s*(\d+(?:\.\d+)?))?\s*(s|se
 
 
 #: When and how the registry's ``quick_seconds`` were measured.
-QUICK_MEASURED = "2026-11-28, taskset -c 0 embgeo reproduce --out runs/quick (one core, the other idle)"
+QUICK_MEASURED = ("2026-11-29 at ea8aec7, taskset -c 0 embgeo reproduce --out runs/quick (one core; the other ran a "
+                  "one-core paper-scale run: 6 min 51 s, where 2026-11-28 at 01dafa3, the other core idle, took 8 min "
+                  "53 s)")
 
 
 def duration_text(seconds: float) -> str:

@@ -1010,22 +1010,22 @@ def run_sequence_length(cfg: SequenceLengthConfig, ctx: RunContext = DETACHED) -
 _SMALL_FIG4 = {"m": 10, "d": 15, "V": 6, "support_size": 3, "steps": 40}
 register(Experiment("ntp-toy2d", "ntp", "Figs. 1-2: the 2-D toy (d=2, m=3, V=5, S_j=3): W^mm, W*, GD",
                     Toy2dConfig, run_toy2d, {"paper": {"steps": 100_000}}, "about 20 s",
-                    smoke={"steps": 100, "entropy_seeds": 5}, quick_seconds=4.5))
+                    smoke={"steps": 100, "entropy_seeds": 5}, quick_seconds=4.3))
 register(Experiment("ntp-examples", "ntp", "Fig. 3: next-token distributions of eight contexts of the Fig. 4 data",
                     ExamplesConfig, run_examples, {"paper": {"entropy_seeds": 1000}}, "about 5 s",
-                    smoke={"entropy_seeds": 5}, quick_seconds=2.0))
+                    smoke={"entropy_seeds": 5}, quick_seconds=1.1))
 register(Experiment("ntp-gd", "ntp", "Fig. 4: GD on m=50, d=60, V=10, S_j=6 (η=0.5, LeCun init)",
                     GDConfig, run_gd, {"paper": {"steps": 10_000}}, "about 5 s",
-                    smoke=_SMALL_FIG4, quick_seconds=5.9))
+                    smoke=_SMALL_FIG4, quick_seconds=2.5))
 register(Experiment("ntp-ngd-adam", "ntp", "Fig. 5: normalized GD and Adam (η=0.01, β=(0.9, 0.99)) vs GD",
                     NGDAdamConfig, run_ngd_adam, {"paper": {"steps": 10_000}}, "about 15 s",
-                    smoke=_SMALL_FIG4, quick_seconds=10.9))
+                    smoke=_SMALL_FIG4, quick_seconds=6.6))
 register(Experiment("ntp-sgd", "ntp", "Footnote 8: SGD over distinct contexts (η=0.5, batch 10) has GD's implicit bias",
                     SGDConfig, run_sgd, {"paper": {"steps": 10_000}}, "about 15 s",
-                    smoke={**_SMALL_FIG4, "batch_size": 5}, quick_seconds=5.5))
+                    smoke={**_SMALL_FIG4, "batch_size": 5}, quick_seconds=4.4))
 register(Experiment("ntp-regpath", "ntp", "Theorem 1: the norm-constrained regularization path Ŵ_B",
                     RegPathConfig, run_regpath, {"paper": {"b_max": 30.0, "points": 12}}, "about 10 s",
-                    smoke={"m": 10, "d": 15, "V": 6, "support_size": 3, "points": 3, "b_max": 5.0}, quick_seconds=1.8))
+                    smoke={"m": 10, "d": 15, "V": 6, "support_size": 3, "points": 3, "b_max": 5.0}, quick_seconds=1.5))
 register(Experiment("ntp-sequence-length", "ntp", "Remark 2: 𝓗_t and the supports against the context length on "
                     "the prefixes of real text (tweets by default)", SequenceLengthConfig, run_sequence_length,
                     {"paper": {"max_length": 10}}, "seconds",
@@ -1033,4 +1033,4 @@ register(Experiment("ntp-sequence-length", "ntp", "Remark 2: 𝓗_t and the supp
 register(Experiment("ntp-overparam", "ntp", "Lemma 1: compatibility and separability vs d/m",
                     OverparamConfig, run_overparam, {"paper": {"m": 50, "support_size": 6, "trials": 50}},
                     "about 35 s",
-                    smoke={"m": 10, "trials": 2, "ratios": (0.5, 1.5)}, quick_seconds=2.1))
+                    smoke={"m": 10, "trials": 2, "ratios": (0.5, 1.5)}, quick_seconds=1.6))

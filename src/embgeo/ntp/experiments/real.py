@@ -357,7 +357,7 @@ _PAPER_LIKE = {"n_lines": 2000, "max_vocab": 1000, "d": 128, "steps": 5000, "rec
 register(Experiment("ntp-real-ufm", "ntp", "Learned embeddings (UFM) on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_ufm, {"paper": _PAPER_LIKE},
                     "52 min measured (5000 steps)",
-                    smoke=_SMOKE, quick_seconds=32.8))
+                    smoke=_SMOKE, quick_seconds=24.0))
 #: Full-batch GD, the optimizer of Thm. 2: lr 30 is the largest of {30, 50, 100, 200} that stays stable over 5000
 #: steps on the 250-tweet corpus (100 diverges at step 1438, 50 oscillates at CE − 𝓗 ≈ 0.08·𝓗; measured
 #: 2026-11-25). On the quick corpus (150 tweets, V = 501) 30 diverges (the loss at 7.6e15 by step 5000), and 10 is
@@ -367,14 +367,14 @@ register(Experiment("ntp-real-ufm-gd", "ntp", "Learned embeddings (UFM) trained 
                     "optimizer) against W*(H_t), W^mm(H_t)", RealConfig, run_ufm,
                     {"quick": {**_GD, "lr": 10.0}, "paper": {**_PAPER_LIKE, **_GD}},
                     "about 1 h (5000 GD steps at 0.65 s)",
-                    smoke={**_SMOKE, "lr": 3.0}, quick_seconds=76.2))
+                    smoke={**_SMOKE, "lr": 3.0}, quick_seconds=60.2))
 register(Experiment("ntp-real-lstm", "ntp", "A causal LSTM on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_lstm, {"quick": {"lr": 3e-3, "steps": 500},
                                            "paper": {**_PAPER_LIKE, "lr": 3e-3, "steps": 800}},
                     "about 50 min (800 steps)",
-                    smoke=_SMOKE, quick_seconds=41.3))
+                    smoke=_SMOKE, quick_seconds=36.5))
 register(Experiment("ntp-real-transformer", "ntp", "A small transformer on real text against W*(H_t), W^mm(H_t)",
                     RealConfig, run_transformer,
                     {"quick": {"lr": 3e-3, "steps": 500}, "paper": {**_PAPER_LIKE, "lr": 3e-3, "steps": 500}},
                     "about 50 min (500 steps)",
-                    smoke=_SMOKE, quick_seconds=71.9))
+                    smoke=_SMOKE, quick_seconds=64.3))

@@ -402,4 +402,4 @@ register(Experiment("ntp-separability", "ntp", "Remark 1: where NTP-separability
                                "supports": (1, 1, 2, 3), "vocabularies": (2, 8, 8, 8)}},
                     "59 min on one worker (3555 CPU-seconds: about 3555/N s on N workers)",
                     smoke={"ms": (10,), "ratios": (0.5, 1.2), "supports": (1,), "vocabularies": (2,), "trials": 2},
-                    quick_seconds=73.4))
+                    quick_seconds=51.4))
