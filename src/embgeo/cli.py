@@ -238,7 +238,7 @@ def cmd_results(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from embgeo.lab.registry import paper_names, papers
+    from embgeo.lab.registry import papers
 
     parser = argparse.ArgumentParser(
         prog="embgeo", description="Reproduce three papers on the geometry of learned embeddings, and compute "
@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # each paper's own commands (Paper.commands: e.g. ntp analyze / ntp probe). Loading the papers costs ~0.15 s
     # here: their modules keep torch and the other heavy imports inside the functions that run (test_cli_startup).
-    for p in papers():
+    registered = papers()
+    for p in registered:
         if p.commands is not None:
             p.commands(sub, common)
 
@@ -274,9 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="an experiment that runs a sweep: tcp://HOST:PORT of a running Dask scheduler, or 'inline'")
     rn.set_defaults(func=cmd_run)
     rp = sub.add_parser("reproduce", help="run every experiment of a paper and write report.html", parents=[common])
-    papers = paper_names()  # the registered papers' names, without importing them
-    rp.add_argument("--paper", default="all", choices=["all", *papers],
-                    help=f"all (default) or one paper: {', '.join(papers)} (see 'embgeo list')")
+    names = [p.name for p in registered]  # in the papers' order
+    rp.add_argument("--paper", default="all", choices=["all", *names],
+                    help=f"all (default) or one paper: {', '.join(names)} (see 'embgeo list')")
     rp.add_argument("--scale", choices=["quick", "paper"], default="quick", help=scale_help)
     rp.add_argument("--out", default="runs/reproduce", metavar="DIR", help="output directory (default runs/reproduce)")
     rp.add_argument("--fresh", action="store_true", help="re-run experiments that already finished in DIR")

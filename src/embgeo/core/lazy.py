@@ -43,10 +43,7 @@ def lazy(module: str, name: str) -> Callable:
     """A callable that imports ``module`` on its first call and calls (or instantiates) its ``name``."""
 
     def call(*args, **kwargs):
-        try:
-            found = importlib.import_module(module)
-        except ImportError as exc:  # torch not installed: say which extra brings it
-            raise (missing_extra(exc) or exc) from None
+        found = require(module, "this")  # torch not installed: say which extra brings it
         return getattr(found, name)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name

@@ -209,8 +209,8 @@ def paper(name: str) -> Paper:
 
 
 def paper_names() -> list[str]:
-    """The papers' names, read from the entry points without importing them (``--paper``'s choices: every
-    command parses its arguments, and most need no paper loaded)."""
+    """The papers' names, read from the entry points without importing them (e.g. to parametrize tests at
+    collection; the CLI loads the papers anyway, for their commands)."""
     if _PAPERS is not None:
         return [p.name for p in papers()]
     return list(dict.fromkeys(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)))

@@ -37,6 +37,7 @@ from embgeo.ntp.data import NTPData
 from embgeo.ntp.measure import alignment as _align
 from embgeo.ntp.measure.geometry import logit_structure_factored, row_norms_frequency
 from embgeo.ntp.solvers.outcome import ProgressFn
+from embgeo.ntp.theory.separability import check_separability_method
 
 #: The stages of :func:`analyze`, in order, as passed to its ``report`` and ``started`` callbacks.
 STAGES = ("loss", "memory", "compatibility", "geometry", "separability", "svm", "alignment")
@@ -52,17 +53,6 @@ NO_CONSTRAINTS = "every support is the whole vocabulary: no separability constra
 def gib(nbytes: float) -> str:
     """``nbytes`` in GiB with two decimals, as the analysis writes sizes."""
     return f"{nbytes / 1024**3:.2f} GiB"
-
-
-def check_separability_method(method: str) -> None:
-    """Refuse a separability route that :func:`~embgeo.ntp.theory.is_separable` does not have ("auto" or a name of
-    :data:`~embgeo.ntp.theory.separability.SEPARABILITY_ROUTES`): the one check of :func:`analyze` and of the probe,
-    which makes it before its forward passes."""
-    from embgeo.ntp.theory.separability import SEPARABILITY_ROUTES
-
-    if method != "auto" and method not in SEPARABILITY_ROUTES:
-        raise InputError(f"separability_method: expected one of {', '.join(('auto', *SEPARABILITY_ROUTES))}, got "
-                         f"{method!r}")
 
 
 def check_memory(V: int, d: int, need: float, what: str, advice: str) -> int:
@@ -405,7 +395,7 @@ def analyze(data: NTPData, W=None, *, max_seconds: float | None = None,
             raise ShapeError(f"W: expected shape (V, d) = ({data.V}, {data.d}) to match the data, got {W.shape}")
     if max_seconds is not None:  # 0 is allowed: the stages before spent the caller's limit, the solvers are not run
         max_seconds = check_float("max_seconds", max_seconds, positive=False)
-    check_separability_method(separability_method)
+    check_separability_method(separability_method, "separability_method")
     return analyze_checked(data, W, max_seconds=max_seconds, report=report, started=started,
                            solver_progress=solver_progress, separability_method=separability_method,
                            after_solvers=after_solvers, result=result)

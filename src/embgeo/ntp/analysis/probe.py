@@ -46,7 +46,7 @@ from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, check_separability_method, stage_done
+from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, stage_done
 from embgeo.ntp.analysis.analyze import check_memory as _check_memory
 from embgeo.ntp.data import NTPData, first_seen_rows, window_pairs
 from embgeo.ntp.measure.alignment import blockwise_kl
@@ -56,6 +56,7 @@ from embgeo.ntp.measure.metrics import (
     reduced_reference,
 )
 from embgeo.ntp.solvers.outcome import ProgressFn
+from embgeo.ntp.theory.separability import check_separability_method
 from embgeo.text.reading import read_text_lines
 
 #: The ``hidden`` callable's contract: token ids (B, L) → final hidden states (B, L, d) of every position.
@@ -736,7 +737,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     V, d = W.shape
     if token_labels is not None and len(token_labels) != V:
         raise ShapeError(f"token_labels: expected {V} labels (one per row of W), got {len(token_labels)}")
-    check_separability_method(separability_method)  # here, before any forward pass
+    check_separability_method(separability_method, "separability_method")  # here, before any forward pass
     if started is not None:
         started("contexts")
     contexts = count_contexts(sequences, V, context_length=context_length, prefixes=prefixes, window=window,

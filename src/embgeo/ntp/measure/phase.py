@@ -29,7 +29,8 @@ from scipy.special import log_ndtr
 from embgeo.core.validate import check_dense_size, check_positive_int, check_seed
 from embgeo.errors import InputError
 from embgeo.ntp.data import NTPData
-from embgeo.ntp.theory import SEPARABILITY_METHODS, is_compatible, is_separable
+from embgeo.ntp.theory import is_compatible, is_separable
+from embgeo.ntp.theory.separability import check_separability_method
 
 #: Φ⁻¹(0.9): a probit curve Φ((x − t)/s) goes from 10% to 90% over 2 · Z90 · s.
 Z90 = float(stats.norm.ppf(0.9))
@@ -85,8 +86,7 @@ def trial(m: int, d: int, V: int, S: int, seed: int, *, method: str = "auto") ->
     (W^mm is undefined and the paper assumes some S_j < V), so it is not called and the trial
     reports ``separable=True`` with method ``"vacuous: S = V, no constraints (6b)"``.
     """
-    if method not in SEPARABILITY_METHODS:
-        raise InputError(f"method: expected one of {SEPARABILITY_METHODS}, got {method!r}")
+    check_separability_method(method)
     t0 = time.perf_counter()
     data = random_instance(m, d, V, S, seed)
     if S == V:

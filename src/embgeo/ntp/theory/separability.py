@@ -260,6 +260,15 @@ SEPARABILITY_ROUTES = {"hinge": _route_hinge, "dual": _route_dual, "lp": _route_
 SEPARABILITY_METHODS = ("auto", *SEPARABILITY_ROUTES)
 
 
+def check_separability_method(method: str, name: str = "method") -> None:
+    """Refuse a route :func:`is_separable` does not have: "auto" or a name of :data:`SEPARABILITY_ROUTES` (read
+    when called, so a route registered later is accepted). The check of the phase sweep,
+    :func:`~embgeo.ntp.analysis.analyze.analyze` and the probe (before its forward passes), made before their work
+    reaches ``is_separable``; ``name`` is the argument's name in the error."""
+    if method != "auto" and method not in SEPARABILITY_ROUTES:
+        raise InputError(f"{name}: expected one of {', '.join(('auto', *SEPARABILITY_ROUTES))}, got {method!r}")
+
+
 def _separability_by_dual(pb: Problem, max_seconds: float | None, max_iter: int,
                           progress: ProgressFn | None, options=None):
     """The NTP-SVM dual in its separability-only mode: (a Farkas or separating :class:`Separability`, or None when it
