@@ -285,6 +285,60 @@ def test_equality_system_conjugate_gradients_agree_with_dense(monkeypatch):
     assert np.linalg.norm(sol2.X - X2) <= 1e-10 * np.linalg.norm(X2)
 
 
+def _sparse_instance(m: int = 300, r: int = 8, seed: int = 5):
+    """Groups of 2-6 random contexts out of m (q ≤ r: none rank deficient), every context in some group: S has
+    about Σ q² ≪ m² entries."""
+    rng = np.random.default_rng(seed)
+    K = rng.standard_normal((m, r))
+    pats = [rng.choice(m, size=rng.integers(2, 7), replace=False) for _ in range(m // 2)]
+    pats += [[j] for j in range(m)]
+    grp, ctx = pattern(pats)
+    return K, grp, ctx, rng.uniform(0.2, 5.0, len(pats)), rng.standard_normal(len(grp))
+
+
+def test_equality_system_sparse_route_by_cost(monkeypatch):
+    """Between SPARSE_T_MIN and DENSE_T_MAX contexts a sparse S goes to conjugate gradients (the cost rule m³/3 against
+    SPARSE_T_ITERATIONS products) with the dense answer; below SPARSE_T_MIN, or where S is not sparse enough, dense.
+    Negative control: with SPARSE_T_COST = 0 no S is cheap enough."""
+    K, grp, ctx, w, c = _sparse_instance()
+    m = K.shape[0]
+    assert equality.EqualitySystem(K, grp, ctx, w).mode == "dense"  # m = 300 < SPARSE_T_MIN
+    ref = equality.EqualitySystem(K, grp, ctx, w).solve(c)
+    monkeypatch.setattr(equality, "SPARSE_T_MIN", 100)
+    monkeypatch.setattr(equality, "SPARSE_T_ITERATIONS", 20)
+    q = np.bincount(grp).astype(float)
+    assert 20 * 2 * np.sum(q * q) < equality.SPARSE_T_COST * m**3 / 3  # the rule's arithmetic, by hand
+    sparse = equality.EqualitySystem(K, grp, ctx, w)
+    assert sparse.mode == "cg" and sp.issparse(sparse.S)
+    sol = sparse.solve(c)
+    for a, b in ((sol.X, ref.X), (sol.t, ref.t), (sol.lam, ref.lam)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * np.abs(b).max())
+    X, t, _, _ = equality_kkt(K, grp, ctx, w, c)
+    assert np.linalg.norm(sol.X - X) <= 1e-9 * np.linalg.norm(X)
+    monkeypatch.setattr(equality, "SPARSE_T_COST", 0.0)
+    assert equality.EqualitySystem(K, grp, ctx, w).mode == "dense"
+
+
+def test_equality_system_falls_back_to_dense_when_cg_falls_short(monkeypatch):
+    """Conjugate gradients that do not reach CG_RTOL (here: replaced by a stand-in that reports failure with a wrong
+    t) below DENSE_T_MAX give way to the dense factorization: the exact answer, and the system stays dense after;
+    above DENSE_T_MAX the same failure is a SolverError naming the residual."""
+    K, grp, ctx, w, c = _sparse_instance()
+    ref = equality.EqualitySystem(K, grp, ctx, w).solve(c)
+    monkeypatch.setattr(equality, "SPARSE_T_MIN", 100)
+    monkeypatch.setattr(equality, "SPARSE_T_ITERATIONS", 20)
+    monkeypatch.setattr(equality, "cg", lambda A, b, **kw: (np.ones_like(b), 7))
+    system = equality.EqualitySystem(K, grp, ctx, w)
+    assert system.mode == "cg"
+    sol = system.solve(c)
+    assert system.mode == "dense"
+    np.testing.assert_allclose(sol.t, ref.t, rtol=0, atol=1e-12 * np.abs(ref.t).max())
+    np.testing.assert_allclose(sol.X, ref.X, rtol=0, atol=1e-12 * np.abs(ref.X).max())
+    monkeypatch.setattr(equality, "DENSE_T_MAX", 0)
+    with pytest.raises(SolverError, match="conjugate gradients on the sparse t-system stopped at relative residual"):
+        equality.EqualitySystem(K, grp, ctx, w).solve(c)
+
+
 def test_equality_system_refuses_above_memory_budget(monkeypatch):
     """The documented size 8·(Σ_g (q_g² + q_g r) + 2 m²) bytes (light groups, dense t-system) is the
     threshold: one byte less and the constructor raises TooLargeError naming the pairs and contexts."""

@@ -26,8 +26,9 @@ context is in Q (tᵀ S t = 0 forces t[J_g] = 0 for every g). A frequent token i
 a thin q × r SVD and one q × q block at a time, never a basis of its (q − r)-dimensional null space
 (which at bigrams of 1M words made a 60,000 × 4,900 constraint matrix whose full SVD needed tens of
 GB). Cost: one SVD per group (Σ_g q_g min(q_g, r)²), Σ_g q_g² r to assemble S and M, an m × m
-Cholesky and the m_t × m_t pivoted one (or conjugate gradients on the sparse S when m is large and
-no group is rank deficient), and per solve O(|Q| r + m²). Never a constraint matrix in V·d, never d.
+Cholesky and the m_t × m_t pivoted one (or conjugate gradients on the sparse S when no group is rank
+deficient and m is large, or S sparse enough that they cost less: DENSE_T_MAX, SPARSE_T_MIN), and per
+solve O(|Q| r + m²). Never a constraint matrix in V·d, never d.
 The multipliers λ (one per pair, n_g x_g = Σ_j λ_{gj} k_j, Σ_g λ_{gj} = 0) come out exactly: they
 are the certificate of optimality and, for the NTP-SVM, the dual point.
 """
@@ -49,8 +50,19 @@ from embgeo.errors import SolverError, TooLargeError
 from embgeo.ntp.solvers.constraints import row_dots
 
 #: Above this many contexts the t-system S is kept sparse and solved by conjugate gradients
-#: (when no group is rank deficient); below, it is factored densely (m² doubles: 512 MB at 8000).
+#: (when no group is rank deficient); below, it is factored densely (m² doubles: 512 MB at 8000) unless it is
+#: sparse enough for SPARSE_T_MIN and SPARSE_T_COST.
 DENSE_T_MAX = 8000
+#: From this many contexts up to DENSE_T_MAX a t-system without rank-deficient groups is solved by conjugate
+#: gradients where they are expected to cost under SPARSE_T_COST of the dense Cholesky factorization (m³/3 flops),
+#: counting SPARSE_T_ITERATIONS products with S at 2 Σ_g q_g² flops each; where they fall short of CG_RTOL, the
+#: dense factorization is built after all, so the exact answer costs at most about twice the dense route. Why:
+#: dropping the contexts with one next token from F's system (:mod:`embgeo.ntp.theory.subspace`) brought
+#: bench_ntp_scale's large-uniform from m = 20,000 (sparse, W* in 0.5 s) to m = 7,702 (S 1.5 % full), where the
+#: dense factorization took 4.5 s alone and conjugate gradients 24 products (2026-11-29).
+SPARSE_T_MIN = 4000
+SPARSE_T_ITERATIONS = 200
+SPARSE_T_COST = 0.1
 #: A group whose kept singular values span more than 1/STIFF_RATIO is "stiff": eliminating it puts
 #: 1/σ_min² into the t-system; when the multipliers' balance is then worse than STIFF_BALANCE the
 #: solve is redone on the whole (well-conditioned) KKT system.
@@ -193,7 +205,7 @@ class EqualitySystem:
                                  for bi, li in self.deficient)  # Σ_g (q_g − rank K_g)
         self.constraint_rank = 0
         self.null_space_route = ""  # how null M was found (_constraint_null_space); none without such groups
-        self.mode = "cg" if (not self.deficient and m > DENSE_T_MAX) else "dense"
+        self.mode = "cg" if not self.deficient and (m > DENSE_T_MAX or self._sparse_pays()) else "dense"
         if self.mode == "cg":
             rows, cols, vals = [], [], []
             for b in self.buckets:
@@ -205,6 +217,20 @@ class EqualitySystem:
                                    shape=(m, m)).tocsr()
             self.diag = self.S.diagonal()
             return
+        self._factor_dense()
+
+    def _sparse_pays(self) -> bool:
+        """Whether conjugate gradients on the sparse S are expected to cost under SPARSE_T_COST of the dense
+        factorization (for SPARSE_T_MIN ≤ m ≤ DENSE_T_MAX; see SPARSE_T_ITERATIONS)."""
+        if self.m < SPARSE_T_MIN:
+            return False
+        nnz = sum(len(b["groups"]) * float(b["q"]) ** 2 for b in self.buckets)  # Σ_g q_g², S's entries at most
+        return SPARSE_T_ITERATIONS * 2.0 * nnz < SPARSE_T_COST * self.m ** 3 / 3.0
+
+    def _factor_dense(self) -> None:
+        """S assembled densely and factored (Cholesky), or reduced to the null space of the rank-deficient groups'
+        constraints first."""
+        m = self.m
         check_dense_size("t-system of the equality constraints", (m, m),
                          "too many contexts for the exact dense path")
         self._stop_if_spent("the t-system's assembly")
@@ -442,14 +468,26 @@ class EqualitySystem:
         return lam
 
     def _solve_cg(self, rhs: np.ndarray) -> np.ndarray:
+        """t from S t = rhs by Jacobi-preconditioned conjugate gradients; at most DENSE_T_MAX contexts, where they
+        fall short of CG_RTOL within about a dense factorization's flops, by the dense factorization instead (the
+        system switches to it for later solves)."""
         inv_diag = 1.0 / self.diag
         M = LinearOperator(self.S.shape, matvec=lambda x: inv_diag * x, dtype=np.float64)
-        t, info = cg(self.S, rhs, rtol=CG_RTOL, atol=0.0, maxiter=20 * self.m, M=M)
-        if info != 0:
-            res = np.linalg.norm(self.S @ t - rhs) / max(np.linalg.norm(rhs), 1e-300)
-            if res > 1e-9:
-                raise SolverError(f"EqualitySystem: conjugate gradients on the sparse t-system stopped at relative "
-                                  f"residual {res:.2e} (m = {self.m}); the contexts' embeddings are ill-conditioned")
+        fallback = self.m <= DENSE_T_MAX
+        maxiter = 20 * self.m
+        if fallback:  # no more products than the dense factorization's flops
+            maxiter = int(min(maxiter, max(100.0, self.m ** 3 / 3.0 / (2.0 * max(self.S.nnz, 1)))))
+        t, info = cg(self.S, rhs, rtol=CG_RTOL, atol=0.0, maxiter=maxiter, M=M)
+        if info == 0:
+            return t
+        if fallback:
+            self.mode = "dense"
+            self._factor_dense()
+            return sla.cho_solve(self.chol, rhs, check_finite=False)
+        res = np.linalg.norm(self.S @ t - rhs) / max(np.linalg.norm(rhs), 1e-300)
+        if res > 1e-9:
+            raise SolverError(f"EqualitySystem: conjugate gradients on the sparse t-system stopped at relative "
+                              f"residual {res:.2e} (m = {self.m}); the contexts' embeddings are ill-conditioned")
         return t
 
     def _recover(self, t: np.ndarray, c: np.ndarray, nu: np.ndarray | None):
