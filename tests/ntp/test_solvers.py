@@ -11,6 +11,7 @@ force over dense arrays, the definitions of the paper's certificates, or the pre
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -334,6 +335,11 @@ def test_equality_system_falls_back_to_dense_when_cg_falls_short(monkeypatch):
     assert system.mode == "dense"
     np.testing.assert_allclose(sol.t, ref.t, rtol=0, atol=1e-12 * np.abs(ref.t).max())
     np.testing.assert_allclose(sol.X, ref.X, rtol=0, atol=1e-12 * np.abs(ref.X).max())
+    # the fallback is a factorization: under the construction's deadline, as the construction is
+    late = equality.EqualitySystem(K, grp, ctx, w, deadline=time.perf_counter() + 3600)
+    late._factor_deadline = time.perf_counter() - 1.0  # (as if the hour had passed since)
+    with pytest.raises(SolverError, match=r"time limit was reached before the t-system's assembly"):
+        late.solve(c)
     monkeypatch.setattr(equality, "DENSE_T_MAX", 0)
     with pytest.raises(SolverError, match="conjugate gradients on the sparse t-system stopped at relative residual"):
         equality.EqualitySystem(K, grp, ctx, w).solve(c)

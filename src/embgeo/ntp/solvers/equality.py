@@ -146,7 +146,9 @@ class EqualitySystem:
             self._stop_if_spent(f"the SVDs of the tokens in {q} contexts")
             self.buckets.append(self._bucket(np.flatnonzero(counts == q), q))
         self._factor()
-        self._deadline = None  # the limit was the factorization's; solves are the caller's to time
+        # the limit was the factorization's; solves are the caller's to time, except the dense factorization that
+        # conjugate gradients falling short may still need (_solve_cg), which keeps it
+        self._factor_deadline, self._deadline = self._deadline, None
 
     def _stop_if_spent(self, before: str) -> None:
         stop_if_spent(self._deadline, "the exact equality solve (W*, F)", before)
@@ -481,8 +483,9 @@ class EqualitySystem:
         if info == 0:
             return t
         if fallback:
-            self.mode = "dense"
-            self._factor_dense()
+            self._deadline = self._factor_deadline
+            self._factor_dense()  # (SolverError past the construction's deadline, as during the construction)
+            self.mode, self._deadline = "dense", None
             return sla.cho_solve(self.chol, rhs, check_finite=False)
         res = np.linalg.norm(self.S @ t - rhs) / max(np.linalg.norm(rhs), 1e-300)
         if res > 1e-9:
