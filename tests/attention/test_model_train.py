@@ -261,6 +261,44 @@ def test_adamw_is_seeded_and_trains_fixed_v_only_when_asked():
     torch.testing.assert_close(a.v, v0, rtol=0, atol=0)
 
 
+def _subnormal_survives() -> bool:
+    """Whether a float32 subnormal survives arithmetic (it is flushed to 0 under FTZ/DAZ)."""
+    return float(torch.tensor([1e-39], dtype=torch.float32) * 2.0) != 0.0
+
+
+def test_flush_denormals_inside_the_block_only():
+    """flush_denormals flushes subnormal floats inside the block (where the CPU can) and not after: the attention
+    trainer's steps ran 2-3x slower on them (core/threads.py)."""
+    from embgeo.core.threads import flush_denormals
+
+    assert _subnormal_survives()  # torch's default (the negative control)
+    with flush_denormals() as flushed:
+        if not flushed:
+            pytest.skip("this CPU cannot flush subnormal floats")
+        assert not _subnormal_survives()
+    assert _subnormal_survives()
+
+
+def test_adamw_trains_with_subnormals_flushed(monkeypatch):
+    """train_adamw runs its epochs inside flush_denormals (seen from inside its loop), and leaves them as they were."""
+    import embgeo.attention.train as train_mod
+
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    seen = []
+    real = train_mod.run_loop
+
+    def watching(*args, **kwargs):
+        seen.append(_subnormal_survives())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "run_loop", watching)
+    X, y, _ = _data(n=20, T=5, V=9, seed=11)
+    train_adamw(OneLayerAttention(9, 4, seed=0), X, y, 1, pad_id=PAD, batch_size=8, seed=1, progress=False)
+    assert seen == [False]
+    assert _subnormal_survives()
+
+
 # -- the shared loop: Ctrl-C, threads, checkpoints, inputs ----------------------------------------
 
 class _InterruptedModel(OneLayerAttention):

@@ -108,3 +108,23 @@ def limit_threads(threads: int | None):
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = previous_env
+
+
+@contextmanager
+def flush_denormals():
+    """Run the block with the CPU's subnormal floats flushed to zero (``torch.set_flush_denormal``: FTZ/DAZ), and
+    switch that off again after (torch's default).
+
+    Why: arithmetic on subnormal numbers (below 1.2e-38 in float32) is many times slower on x86. The attention
+    trainer's backward passes make them within its first epoch. Measured on the tweets (two-layer model, d = 2048,
+    one thread, 2026-11-29): a step went from 51 ms to 110-157 ms over the first 540 steps, and stayed at 51-59 ms with
+    them flushed. Values that small carry no weight beside the O(1) losses and gradients of these models. Where the
+    CPU cannot flush (torch returns False), the block runs as it would have."""
+    import torch
+
+    flushed = torch.set_flush_denormal(True)
+    try:
+        yield flushed
+    finally:
+        if flushed:
+            torch.set_flush_denormal(False)
