@@ -451,3 +451,27 @@ def test_ties_far_off_are_refined_round_after_round(monkeypatch, rounds):
         assert sep.residuals["equality"] <= RouteOptions().TIE_TARGET and spread <= 10 * RouteOptions().TIE_TARGET
     else:
         assert sep.residuals["equality"] > 1e-9 and spread > 1e-9
+
+
+def test_lbfgs_in_float32_gives_the_float64_direction_to_single_precision():
+    """The recursion in float32 (the pairs stored so, as ``minimise`` keeps them while its gradients come from float32
+    products) gives the float64 recursion's direction to single precision, in float64, a descent direction; the
+    gradient is left alone. Negative control: a float32 direction from other pairs is not that close."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    A = rng.standard_normal((n, 40))
+    A = A @ A.T / 40 + np.diag(rng.uniform(0.5, 50.0, n))  # convex, condition ~100
+    full, single, other = (squared_hinge.LBFGS(5), squared_hinge.LBFGS(5, np.float32),
+                           squared_hinge.LBFGS(5, np.float32))
+    for _ in range(7):
+        s = rng.standard_normal(n)
+        full.update(s, A @ s)
+        single.update(s, A @ s)
+        other.update(1.01 * s, A @ s)
+    g = rng.standard_normal(n)
+    g0 = g.copy()
+    d64, d32 = full.direction(g), single.direction(g)
+    assert d32.dtype == np.float64 and np.array_equal(g, g0)
+    assert np.linalg.norm(d32 - d64) <= 1e-5 * np.linalg.norm(d64)
+    assert float(g @ d32) < 0
+    assert np.linalg.norm(other.direction(g) - d64) > 1e-3 * np.linalg.norm(d64)
