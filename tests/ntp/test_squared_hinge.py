@@ -356,6 +356,28 @@ def test_off_residuals_keeps_the_largest_block_by_block():
     np.testing.assert_allclose(np.sort(arg2), np.sort(arg[best]), rtol=1e-12)
 
 
+
+def test_off_residuals_in_float32_choose_the_same_pairs_away_from_the_floor():
+    """The working set's choice in float32 (``single``): the same pairs as float64 wherever the argument is not within
+    float32's rounding of the floor, the arguments to single precision; counts the same. Negative control: a floor
+    moved by 1e-3 changes the choice, so the comparison can see a difference of that size."""
+    K, pattern = _problem(5, m=30, G=9, r=4)
+    hp = squared_hinge.whiten(K, pattern)
+    rng = np.random.default_rng(7)
+    Y, t = rng.standard_normal((9, 4)), rng.standard_normal(30)
+    g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-1.0)
+    all_g, all_j, all_arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-np.inf)
+    assert np.min(np.abs(all_arg + 1.0)) > 1e-5  # no argument within float32's reach of the floor
+    c32, c64 = {}, {}
+    g2, j2, arg2 = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-1.0, counts=c32, single=True)
+    squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-1.0, counts=c64)
+    assert c32 == c64 and arg2.dtype == np.float64
+    order, order2 = np.lexsort((g, j)), np.lexsort((g2, j2))
+    assert np.array_equal(g[order], g2[order2]) and np.array_equal(j[order], j2[order2])
+    np.testing.assert_allclose(arg2[order2], arg[order], rtol=1e-5, atol=1e-5)
+    near = float(np.sort(all_arg[all_arg > -1.0])[0]) + 1e-3  # the floor just past the least argument kept
+    assert len(squared_hinge.off_residuals(hp, Y, t, 10**9, floor=near, single=True)[0]) < len(g)
+
 @pytest.mark.parametrize("rounds", [RouteOptions().TIE_ROUNDS, 0])
 def test_certificate_ties_are_refined_to_the_target(rounds):
     """A separating point whose ties are off by ~1e-7 (the rounding a 1/γ rescaling magnified on a real LM) is projected

@@ -169,26 +169,31 @@ def value_and_grad(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *,
 
 
 def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
-                  floor: float = 0.0, counts: dict | None = None) -> tuple[np.ndarray, ...]:
+                  floor: float = 0.0, counts: dict | None = None, single: bool = False) -> tuple[np.ndarray, ...]:
     """The off-support pairs whose hinge argument 1 − t_j + y_gᵀq_j exceeds ``floor`` (at most ``limit`` largest):
     (groups, contexts, arguments). With ``floor`` = 0 these are the pairs with λ_gj > 0 and their λ.
 
     Memory O(limit + one block): the largest are kept block by block (at m = 100,000, G = 12,576 a billion pairs can
     be above the floor early in a run; collecting them all before choosing took 22 GB). ``counts``, when given,
-    receives how many pairs were above the floor ("above") and how many had a positive argument ("positive")."""
+    receives how many pairs were above the floor ("above") and how many had a positive argument ("positive").
+    ``single``: the logits in float32 (half the time; errors ~1e-6 relative), for choosing a working set, whose
+    margin SLACK dwarfs them — never for a certificate or an active set."""
     m, G, _ = hp.shape
     rows = max(1, hp.opt.BLOCK_ENTRIES // max(G, 1))
+    if single and hp.Q32 is None:
+        hp.Q32 = hp.Q.astype(np.float32)
+    Qs, Ys, ts = (hp.Q32, Y.astype(np.float32), t.astype(np.float32)) if single else (hp.Q, Y, t)
     gs, js, ls = [], [], []
     kept = above = positive = 0
     for lo in range(0, m, rows):
         hi = min(m, lo + rows)
-        L = hp.Q[lo:hi] @ Y.T
-        np.subtract(L, t[lo:hi, None] - 1.0, out=L)
+        L = Qs[lo:hi] @ Ys.T
+        np.subtract(L, ts[lo:hi, None] - 1.0, out=L)
         on = hp.support[lo:hi]
         ri, ci = on.nonzero()
         L[ri, ci] = -np.inf
         jj, gg = np.nonzero(L > floor)
-        vals = L[jj, gg]
+        vals = L[jj, gg].astype(np.float64)
         above += len(vals)
         positive += int(np.count_nonzero(vals > 0))
         gs.append(gg)
@@ -380,7 +385,7 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
             mem = LBFGS(hp.opt.MEMORY, precision)
             d, gd = -g, -float(g @ g)
         if gd == 0.0:  # a zero gradient: φ's minimum (φ_W's: then a refresh says whether it is φ's)
-            new = ws if ws is None else _refresh(hp, ws, *split(z))
+            new = ws if ws is None else _refresh(hp, ws, *split(z), single=single)
             if new is ws:
                 stop = "zero" if f == 0.0 else "line search"
                 break
@@ -423,7 +428,7 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
                 -1 - slow[0]]:
             stop = "slowed"
         if stop is None and refresh:
-            new = _refresh(hp, ws, *split(z))
+            new = _refresh(hp, ws, *split(z), single=single)
             if new is not ws:
                 ws = new
                 f, g = fun(z)  # the same point under the new function; the curvature pairs are kept
@@ -437,14 +442,16 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
     return HingeRun(Y, t, float(f), steps, stalled, time.perf_counter() - t0, stop == "slowed")
 
 
-def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarray) -> WorkingSet | None:
+def _refresh(hp: HingeProblem, ws: WorkingSet | None, Y: np.ndarray, t: np.ndarray, *,
+             single: bool = False) -> WorkingSet | None:
     """The working set at (Y, t): None (the full pass) while more than WS_PAIRS / 2 pairs are violated or the set
     would hold more than WS_SHARE of all pairs, else the WS_PAIRS off-support pairs nearest to violation (hinge argument
     > −SLACK; ``ws`` itself when they are the same). A pair that leaves the set is at least SLACK from violation,
-    so φ_W and its gradient at (Y, t) are φ's either way."""
+    so φ_W and its gradient at (Y, t) are φ's either way (``single``: its logits in float32, whose errors are far
+    below SLACK)."""
     m, G, _ = hp.shape
     counts: dict = {}
-    g, j, _ = off_residuals(hp, Y, t, hp.opt.WS_PAIRS, floor=-hp.opt.SLACK, counts=counts)
+    g, j, _ = off_residuals(hp, Y, t, hp.opt.WS_PAIRS, floor=-hp.opt.SLACK, counts=counts, single=single)
     if len(g) > hp.opt.WS_SHARE * m * G or (ws is None and counts["positive"] > hp.opt.WS_PAIRS // 2):
         return None  # a working set this large a share of all pairs is not much cheaper than the full pass
     if ws is not None and len(g) == ws.size:
