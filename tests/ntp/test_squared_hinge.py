@@ -378,19 +378,26 @@ def test_off_residuals_in_float32_choose_the_same_pairs_away_from_the_floor():
     near = float(np.sort(all_arg[all_arg > -1.0])[0]) + 1e-3  # the floor just past the least argument kept
     assert len(squared_hinge.off_residuals(hp, Y, t, 10**9, floor=near, single=True)[0]) < len(g)
 
+def _certificate_from_noisy_ties(rounds: int, noise: float):
+    """(data, certificate, its logits (m, V) in the caller's units, the largest spread of a support's logits) from
+    Lemma 1's closed-form separator of a small d > m problem with ties on every support, its logits perturbed by
+    ``noise``, through ``separable_result`` with ``rounds`` refinement rounds."""
+    data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable with ties on every support
+    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
+    Z = pb.groups.pattern.toarray()
+    X = pb.coords.solve_logits(Z) + noise * np.random.default_rng(0).standard_normal((pb.groups.n_groups, data.m))
+    sep = separability.separable_result(pb, X, np.ones(data.m), "test")
+    assert sep.separable
+    L = data.embeddings @ sep.W.T
+    return data, sep, L, max(np.ptp(L[j, data.supports[j]]) for j in range(data.m))
+
+
 @pytest.mark.parametrize("rounds", [RouteOptions().TIE_ROUNDS, 0])
 def test_certificate_ties_are_refined_to_the_target(rounds):
     """A separating point whose ties are off by ~1e-7 (the rounding a 1/γ rescaling magnified on a real LM) is projected
     again: the certificate's ties, recomputed from W and H independently, come out at ≤ TIE_TARGET with every margin
     ≥ 1. Negative control: without refinement rounds the ties stay off."""
-    data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable with ties on every support
-    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
-    Z = pb.groups.pattern.toarray()
-    X = pb.coords.solve_logits(Z) + 1e-7 * np.random.default_rng(0).standard_normal((pb.groups.n_groups, data.m))
-    sep = separability.separable_result(pb, X, np.ones(data.m), "test")
-    assert sep.separable
-    L = data.embeddings @ sep.W.T  # (m, V) logits of the certificate, in the caller's units
-    spread = max(np.ptp(L[j, data.supports[j]]) for j in range(data.m))
+    data, sep, L, spread = _certificate_from_noisy_ties(rounds, 1e-7)
     margin = min(L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m))
     assert margin >= 1 - spread - 1e-9  # margins ≥ 1 against the tie level t_j, within the ties' spread
     if rounds:
@@ -461,14 +468,7 @@ def test_ties_far_off_are_refined_round_after_round(monkeypatch, rounds):
         return Xp + (X - Xp) / 30.0, t, info  # the ties' residuals shrink 30-fold (they are linear in X)
 
     monkeypatch.setattr(svm_alm.TieProjection, "project", partial)
-    data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable with ties on every support
-    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
-    Z = pb.groups.pattern.toarray()
-    X = pb.coords.solve_logits(Z) + 1e-4 * np.random.default_rng(0).standard_normal((pb.groups.n_groups, data.m))
-    sep = separability.separable_result(pb, X, np.ones(data.m), "test")
-    assert sep.separable
-    L = data.embeddings @ sep.W.T
-    spread = max(np.ptp(L[j, data.supports[j]]) for j in range(data.m))
+    _, sep, _, spread = _certificate_from_noisy_ties(rounds, 1e-4)
     if rounds == RouteOptions().TIE_ROUNDS:
         assert sep.residuals["equality"] <= RouteOptions().TIE_TARGET and spread <= 10 * RouteOptions().TIE_TARGET
     else:
