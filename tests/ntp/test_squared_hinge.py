@@ -356,7 +356,6 @@ def test_off_residuals_keeps_the_largest_block_by_block():
     np.testing.assert_allclose(np.sort(arg2), np.sort(arg[best]), rtol=1e-12)
 
 
-
 def test_off_residuals_in_float32_choose_the_same_pairs_away_from_the_floor():
     """The working set's choice in float32 (``single``): the same pairs as float64 wherever the argument is not within
     float32's rounding of the floor, the arguments to single precision; counts the same. Negative control: a floor
@@ -377,6 +376,7 @@ def test_off_residuals_in_float32_choose_the_same_pairs_away_from_the_floor():
     np.testing.assert_allclose(arg2[order2], arg[order], rtol=1e-5, atol=1e-5)
     near = float(np.sort(all_arg[all_arg > -1.0])[0]) + 1e-3  # the floor just past the least argument kept
     assert len(squared_hinge.off_residuals(hp, Y, t, 10**9, floor=near, single=True)[0]) < len(g)
+
 
 def _certificate_from_noisy_ties(rounds: int, noise: float):
     """(data, certificate, its logits (m, V) in the caller's units, the largest spread of a support's logits) from

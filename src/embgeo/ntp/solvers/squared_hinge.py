@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg.blas import daxpy
+from scipy.linalg.blas import daxpy, saxpy
 
 from embgeo.core.deadline import past
 from embgeo.core.validate import check_options
@@ -114,6 +114,14 @@ class HingeProblem:
         m, r = self.Q.shape
         return m, self.support.shape[1], r
 
+    def factors(self, Y: np.ndarray, single: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(Q, Y) for a pass's products: as they are, or both in float32 when ``single`` (Q32 made on first use)."""
+        if not single:
+            return self.Q, Y
+        if self.Q32 is None:
+            self.Q32 = self.Q.astype(np.float32)
+        return self.Q32, Y.astype(np.float32)
+
 
 def whiten(K: np.ndarray, pattern: sp.csr_matrix, options: HingeOptions | None = None) -> HingeProblem:
     """Q = K R⁻¹ · sqrt(m/r) from the thin QR of K (m, r); ``pattern`` (G, m) the token groups' contexts; ``options``
@@ -145,9 +153,7 @@ def value_and_grad(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, *,
     m, G, r = hp.shape
     rows = max(1, hp.opt.BLOCK_ENTRIES // max(G, 1))
     val, gY, gt = 0.0, np.zeros((G, r)), np.empty(m)
-    if single and hp.Q32 is None:
-        hp.Q32 = hp.Q.astype(np.float32)
-    Qs, Ys = (hp.Q32, Y.astype(np.float32)) if single else (hp.Q, Y)
+    Qs, Ys = hp.factors(Y, single)
     ts = t.astype(Ys.dtype)
     for lo in range(0, m, rows):
         hi = min(m, lo + rows)
@@ -180,9 +186,8 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
     margin SLACK dwarfs them — never for a certificate or an active set."""
     m, G, _ = hp.shape
     rows = max(1, hp.opt.BLOCK_ENTRIES // max(G, 1))
-    if single and hp.Q32 is None:
-        hp.Q32 = hp.Q.astype(np.float32)
-    Qs, Ys, ts = (hp.Q32, Y.astype(np.float32), t.astype(np.float32)) if single else (hp.Q, Y, t)
+    Qs, Ys = hp.factors(Y, single)
+    ts = t.astype(Ys.dtype, copy=False)
     gs, js, ls = [], [], []
     kept = above = positive = 0
     for lo in range(0, m, rows):
@@ -267,9 +272,7 @@ def working_value_and_grad(hp: HingeProblem, ws: WorkingSet, Y: np.ndarray, t: n
     import torch
 
     m = hp.shape[0]
-    if single and hp.Q32 is None:
-        hp.Q32 = hp.Q.astype(np.float32)
-    Q, Ys = (hp.Q32, Y.astype(np.float32)) if single else (hp.Q, Y)
+    Q, Ys = hp.factors(Y, single)
     if single and ws.torch_mask32 is None:
         ws.torch_mask32 = ws.torch_mask.to(torch.float32)
     mask = ws.torch_mask32 if single else ws.torch_mask
@@ -311,12 +314,10 @@ class LBFGS:
     def __init__(self, memory: int, dtype=np.float64):
         self.pairs: deque = deque(maxlen=memory)
         self.dtype = np.dtype(dtype)
+        self._axpy = saxpy if self.dtype == np.float32 else daxpy
 
     def direction(self, g: np.ndarray) -> np.ndarray:
-        if self.dtype == np.float32:
-            from scipy.linalg.blas import saxpy as axpy
-        else:
-            axpy = daxpy
+        axpy = self._axpy
         q = -np.asarray(g, dtype=self.dtype)  # a new array: the in-place updates below (BLAS axpy) leave g alone
         alphas = []
         for s, y, rho in reversed(self.pairs):
