@@ -123,16 +123,24 @@ def test_hinge_route_certifies_non_separable_data(case):
     assert_farkas_certificate(data, sep, atol=1e-7)
 
 
-def test_auto_beyond_the_small_lp_tries_the_dual_then_the_hinge():
-    """"auto" with a large LP: the NTP-SVM dual decides when it can within its share; with no time for it (a
-    share of 0) the squared hinge decides, with the same verdict."""
+def test_auto_beyond_the_small_lp_tries_the_hinge_then_the_dual(monkeypatch):
+    """"auto" with a large LP: the squared hinge decides; where it gives up undecided with time left, the NTP-SVM
+    dual decides with the same verdict; where both are undecided, the error names both."""
     large = RouteOptions(LP_SMALL_NNZ=0, pair=PairOptions(MAX_PAIRS=0))
     data = synthetic(12, 10, 6, 2, seed=3)
     sep = is_separable(data, route_options=large)
-    assert sep and "dual" in sep.method
-    sep = is_separable(data, route_options=replace(large, DUAL_FIRST_SECONDS=0.0))
     assert sep and "squared hinge" in sep.method
     assert kesler_values(data, sep.W).min() >= 1 - 1e-9
+
+    def gives_up(*args, **kwargs):
+        raise SolverError("is_separable: undecided after 3 stalls (test)")
+
+    monkeypatch.setattr(separability, "separability_by_hinge", gives_up)
+    sep = is_separable(data, route_options=large)
+    assert sep and "dual" in sep.method
+    assert kesler_values(data, sep.W).min() >= 1 - 1e-9
+    with pytest.raises(SolverError, match="squared hinge gave up.*dual iterations neither"):
+        is_separable(data, route_options=large, max_iter=1)
 
 
 def test_hinge_route_reports_undecided_at_its_time_limit(monkeypatch):
