@@ -670,7 +670,8 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
                     help="a head with a bias b: refuse (default) or append it as a coordinate (h -> [h, 1])")
     pr.add_argument("--separability-method", choices=["auto", "hinge", "dual", "lp"], default="auto",
                     help="auto (default: the model's W as the certificate, cheap certificates, the LP when small, "
-                         "else the squared hinge, and the NTP-SVM dual with the time left where the hinge gives up), hinge or dual alone, or lp (the LP alone: decides, at the memory of every constraint)")
+                         "else the squared hinge, and the NTP-SVM dual with the time left where the hinge gives up), "
+                         "hinge or dual alone, or lp (the LP alone: decides, at the memory of every constraint)")
     pr.add_argument("--max-seconds", type=float, default=600.0, metavar="S",
                     help="time limit of the whole probe (default 600): loading, the forward passes, then the "
                          "iterative solvers share what is left")
