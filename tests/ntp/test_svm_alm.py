@@ -1100,3 +1100,71 @@ def test_alm_options_are_data_not_module_state():
         A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options={"CG_CONTEXTS": 0})
     s = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=replace(opt, MAX_NEWTON=7))
     assert s.opt.MAX_NEWTON == 7 and s.ties.opt is s.opt  # the tie projection reads the same options
+
+
+def test_newton_bytes_bounds_the_blocks_a_newton_system_holds():
+    """newton_bytes is an upper bound on the per-group blocks a NewtonSystem and its block cache keep (light: C_g⁻¹ in
+    the cache, the two sparse matrices' data and indices; heavy: H_g⁻¹ and U_g), counted from the arrays
+    themselves, and loose by at most the 8 r² of each heavy group's H_g and R_g⁻¹, which exist while it is built (a
+    wrong power of q or r would break one side or the other)."""
+    for heavy in (False, True, "only"):
+        K, n, g, j = newton_instance(0, heavy)
+        cache = A.BlockCache()
+        system = A.NewtonSystem(K, n, g, j, 10.0, cache)
+        held = sum(a.nbytes for a in (system.Cinv.data, system.Cinv.indices, system.NCinv.data, system.Hinv))
+        held += 0 if np.shares_memory(system.Cinv.indices, system.NCinv.indices) else system.NCinv.indices.nbytes
+        held += sum(U.nbytes for U in system.U) if system.U is not None else 0
+        held += sum(b.nbytes for kind, b in _cached_blocks(cache) if kind == "light")
+        r = K.shape[1]
+        coupled = np.bincount(j)[j] >= 2  # the pairs whose blocks the system keeps (the others fix their own t_j)
+        bound = A.newton_bytes(g[coupled], len(n), r)
+        assert held <= bound <= held + 16.0 * r * r * len(system.heavy)
+        assert held <= A.newton_bytes(g, len(n), r)  # every pair counted as coupled: an upper bound still
+
+
+def _cached_blocks(cache):
+    """(kind, block) of every block a BlockCache keeps for the next system."""
+    for (kind, _), block in cache._new.items():
+        yield kind, block
+
+
+def test_a_newton_system_beyond_the_memory_room_stops_the_solve_with_its_reason(monkeypatch):
+    """The room for a Newton system runs out after the first outer steps (as at gpt2-2048, where 4.5 million tight
+    pairs asked for 23 GiB): the solve returns its best certified point (optimal_inaccurate, feasible, no better
+    than the optimum) with the reason naming the sizes, instead of being killed for memory; with no room from the
+    start it refuses with TooLargeError."""
+    data = planted(60, 12, 5, seed=0)
+    ref = ntp_svm(data, method="alm")
+    monkeypatch.setattr(svm, "_active_set_finish", lambda pb, out, tol, deadline: (out, False))  # the ALM's own
+    calls = {"n": 0}
+
+    def room():
+        calls["n"] += 1
+        return 1e12 if calls["n"] <= 40 else 1.0
+
+    monkeypatch.setattr(A, "_room", room)
+    monkeypatch.setattr(A.SVMALM, "_fits", lambda self, g: True)  # the Newton system's own guard, not the growth's
+    res = ntp_svm(data, method="alm")
+    assert res.status == "optimal_inaccurate" and "beyond this solver's memory" in res.note
+    assert "m = 60 contexts" in res.note
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
+    assert np.linalg.norm(res.W) >= np.linalg.norm(ref.W) * (1 - 1e-9)
+    monkeypatch.setattr(A, "_room", lambda: 1.0)
+    pb = separability.make_problem(data, None)
+    with pytest.raises(TooLargeError, match=r"out of memory .* m = 60 contexts"):
+        A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=1e-10)
+
+
+def test_nearly_every_pair_active_hands_the_solve_to_the_dual(monkeypatch):
+    """Nearly feasible, every violated pair joins the working set (ADD_EVERY_VIOLATED); where their Newton system would
+    exceed the memory room (gpt2-2048: 4.5 million pairs, 23 GiB), the ALM stops with ``dense_active`` and its reason,
+    and ntp_svm turns to the dual, which reaches W^mm (cvxpy + Clarabel's, within its error bound)."""
+    data = planted(60, 12, 5, seed=0)
+    monkeypatch.setattr(A.SVMALM, "_fits", lambda self, g: False)  # no violated pair would fit
+    pb = separability.make_problem(data, None)
+    out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(tol=1e-10)
+    assert out.dense_active and out.status == "stalled" and "nearly every pair active at m = 60" in out.reason
+    res = ntp_svm(data, method="alm")
+    assert res.status == "optimal" and res.method.startswith("dual") and "nearly every pair active" in res.method
+    status, W_ref = ref_ntp_svm(data)
+    assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)

@@ -41,6 +41,9 @@ class SVMOutcome:
     mode: str = "working set"  # or "dense": how the dual was stored; "augmented Lagrangian" (svm_alm)
     factorizations: int = 0
     reason: str = ""  # why the solve stopped short of tol, where the status alone does not say (svm_alm)
+    #: svm_alm: stopped because the pairs its iterate violates, all tight, would make a Newton system beyond its memory
+    #: room (nearly every pair active: the dual's regime)
+    dense_active: bool = False
     check_seconds: float = 0.0  # the last certificate's measured cost (a tie projection and a full scan)
 
     @property

@@ -582,6 +582,39 @@ def _scatter(K: np.ndarray, G: int, g: np.ndarray, j: np.ndarray, w: np.ndarray)
     return sp.csr_matrix((w, (g, j)), shape=(G, K.shape[0])) @ K
 
 
+class NewtonTooLarge(MemoryError):
+    """A Newton system whose per-group blocks (:func:`newton_bytes`) would not fit the memory room (:func:`_room`):
+    the solve stops with its best certified point, and this message is its reason; ``dense``: because the pairs the
+    iterate violates are that many (the outcome's ``dense_active``)."""
+
+    def __init__(self, message: str, dense: bool = False):
+        super().__init__(message)
+        self.dense = dense
+
+
+def newton_bytes(g: np.ndarray, G: int, r: int, heavy_rows_bytes: float = np.inf) -> float:
+    """An upper bound on the bytes of :class:`NewtonSystem`'s per-group blocks over pairs of groups ``g`` (every pair
+    counted as coupled), the previous system's kept beside them (:class:`BlockCache`): per group of q pairs, when
+    q ≤ r, C_g⁻¹ in the cache and in the system's two sparse matrices with their column indices (32 q² bytes), else
+    H_g, R_g⁻¹ and H_g⁻¹ (24 r²) and the rows U_g (8 q r, kept only where they all fit ``heavy_rows_bytes``, as
+    HEAVY_ROWS_BYTES rules).
+
+    Why: at gpt2-2048 of ``bench_ntp_scale`` (m = 2048, 5284 groups, r = 768) every violated pair joined the working
+    set at once, 4.5 million pairs, whose Newton system asked for 23 GiB of H_g in one array, and the process was
+    killed for memory rather than stopped."""
+    q = np.bincount(g, minlength=G).astype(np.float64)
+    light = q <= r
+    rows = 8.0 * r * float(np.sum(q[~light]))
+    return (32.0 * float(np.sum(q[light] ** 2)) + 24.0 * r * r * np.count_nonzero(~light)
+            + (rows if rows <= heavy_rows_bytes else 0.0))
+
+
+def _room() -> float:
+    """Bytes a Newton system may take: the dense budget and half the memory left to the process, halved, as the
+    previous system and its blocks are held while the next is built (:meth:`SVMALM._system`)."""
+    return 0.5 * min(validate.DENSE_BUDGET_BYTES, 0.5 * validate.available_memory_bytes())
+
+
 def _fits_dense(c: int) -> bool:
     """Whether T (c × c) may be factored: within the dense budget and, with room for the rest, the memory
     left to the process (``ulimit -v`` included). Where not, the conjugate gradients' last iterate is used."""
@@ -884,7 +917,16 @@ class SVMALM:
         then the identity plus a low-rank part), or factored where there is none or P changed more."""
         key = (st.rho, len(act), act.tobytes())
         if self._cache is None or self._cache[0] != key:
-            system = NewtonSystem(self.K, self.n, np.concatenate([self.sg, st.wg[act]]),
+            g = np.concatenate([self.sg, st.wg[act]])
+            need, room = newton_bytes(g, self.G, self.K.shape[1], self.opt.HEAVY_ROWS_BYTES), _room()
+            if need > room:
+                raise NewtonTooLarge(
+                    f"NTP-SVM (augmented Lagrangian): beyond this solver's memory at m = {self.m} contexts ({self.G} "
+                    f"token groups, rank {self.K.shape[1]}): its Newton system over {len(g)} tight pairs would need "
+                    f"{need / 2**30:.1f} GiB of per-group blocks, more than the {room / 2**30:.1f} GiB it may take "
+                    "(half of the dense budget or of half the memory left), so the solve stops with its best certified "
+                    "point")
+            system = NewtonSystem(self.K, self.n, g,
                                   np.concatenate([self.sj, st.wj[act]]), st.rho, self._blocks, opt=self.opt)
             hard = bool(self._cg_failed) and st.rho >= min(self._cg_failed)
             last = self._factored
@@ -1151,8 +1193,8 @@ class SVMALM:
             for outer in range(1, max_outer + 1):
                 if self._outer_step(run, outer, tol, progress):
                     break
-        except MemoryError:
-            self._out_of_memory(run)
+        except MemoryError as err:
+            self._out_of_memory(run, err)
         return self._finish(run)
 
     def _begin(self, X0: np.ndarray | None, dual: tuple | None, max_seconds: float | None) -> _Run:
@@ -1291,7 +1333,23 @@ class SVMALM:
         elif not select:  # nearly feasible for the first time: the tied iterate's pairs
             scan = scan_off_support(Xf * run.gamma, tf * run.gamma, self.K, self.support_csc, **run.late)
         # else the certifying scan selected them already
-        self._join(st, scan.groups, scan.contexts)
+        g, j = scan.groups, scan.contexts
+        tight = np.concatenate([self.sg, st.wg[st.mu > 0], g])  # the pairs the next Newton systems will hold
+        if len(g) and not self._fits(tight):
+            # nearly every pair active: the Newton systems cannot hold them (at gpt2-2048 of bench_ntp_scale, 4.5
+            # million of 10.8 million pairs violated at once, 23 GiB of blocks). Growing the working set by each
+            # context's smallest margins instead ran its whole 1200 s to a gap of 0.15 there (2026-11-29), where the
+            # dual, whose regime this is, reached 6.4e-11 in 366 s: stop, and the caller turns to the dual
+            need = newton_bytes(tight, self.G, self.K.shape[1], self.opt.HEAVY_ROWS_BYTES)
+            raise NewtonTooLarge(
+                f"NTP-SVM (augmented Lagrangian): nearly every pair active at m = {self.m} contexts ({self.G} token "
+                f"groups, rank {self.K.shape[1]}): the {len(g)} pairs its iterate violates would make Newton systems "
+                f"of {need / 2**30:.1f} GiB, more than the {_room() / 2**30:.1f} GiB they may take", dense=True)
+        self._join(st, g, j)
+
+    def _fits(self, g: np.ndarray) -> bool:
+        """Whether a Newton system over pairs of groups ``g``, all tight, fits the room (:func:`newton_bytes`)."""
+        return newton_bytes(g, self.G, self.K.shape[1], self.opt.HEAVY_ROWS_BYTES) <= _room()
 
     def _update_penalty(self, run: _Run, violation: float, same: float, inexact_before: int, xnorm: float) -> None:
         """ρ grows when the violation did not fall twofold on the same pairs: those of the previous outer step
@@ -1305,19 +1363,22 @@ class SVMALM:
         run.prev_violation = violation
         run.gtol = max(min(0.5 * run.gtol, opt.GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
 
-    def _out_of_memory(self, run: _Run) -> None:
+    def _out_of_memory(self, run: _Run, err: MemoryError | None = None) -> None:
         """A Newton system or a working set larger than the memory left (e.g. m = 100,000 contexts under a cap): the
         best certified point so far is the answer, with its gap (status STALLED: the caller reports it as
         optimal_inaccurate); without one there is nothing to return (TooLargeError)."""
         best, st = run.best, run.st
         self._cache = self._factored = None
         self._blocks = BlockCache()
-        if best.X is None:
+        dense = isinstance(err, NewtonTooLarge) and err.dense
+        if best.X is None and not dense:  # (the dense case goes to the dual, which needs no point of this solver's)
             raise TooLargeError(f"NTP-SVM (augmented Lagrangian): out of memory after {best.rounds} outer steps "
                                 f"with {len(st.wg)} off-support pairs in the working set ({self.G} token groups, "
                                 f"m = {self.m} contexts, rank {self.K.shape[1]}), before any feasible point; "
                                 "its Newton systems do not fit the memory left to the process") from None
         best.status = Status.STALLED
+        if isinstance(err, NewtonTooLarge):
+            best.reason, best.dense_active = str(err), err.dense
         if run.best_dual is None:  # stopped before the first outer step: the zero multipliers, dual value 0
             best.dual = max(best.dual, 0.0)
             run.best_dual = (self.sg, self.sj, np.zeros(len(self.sg)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TypedDict
 
@@ -239,6 +239,13 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
             return SVMSolved(out, sep.method, sep)
         alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm.opt)
         out = alm.solve(tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
+    if out.dense_active and not past(deadline):
+        # nearly every pair active, beyond the Newton systems' memory: the dual's regime (svm_alm's
+        # NewtonTooLarge); its answer is kept where it certifies a smaller gap
+        dual = _solve_dual(replace(req, separability=sep, deadline=deadline))
+        if dual.outcome.status == Status.INFEASIBLE or dual.outcome.gap < out.gap or out.X is None:
+            return SVMSolved(dual.outcome, f"{dual.name}, after the augmented Lagrangian stopped: {out.reason}",
+                             dual.separability)
     name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
             f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
