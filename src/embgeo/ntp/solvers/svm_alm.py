@@ -610,9 +610,9 @@ def newton_bytes(g: np.ndarray, G: int, r: int, heavy_rows_bytes: float = np.inf
 
 
 def _room() -> float:
-    """Bytes a Newton system may take: the dense budget and half the memory left to the process, halved, as the
-    previous system and its blocks are held while the next is built (:meth:`SVMALM._system`)."""
-    return 0.5 * min(validate.DENSE_BUDGET_BYTES, 0.5 * validate.available_memory_bytes())
+    """Bytes a Newton system may take: the dense budget and half the memory left to the process (the other half
+    leaves room for the previous system, held while the next is built, and the rest of the solve)."""
+    return min(validate.DENSE_BUDGET_BYTES, 0.5 * validate.available_memory_bytes())
 
 
 def _fits_dense(c: int) -> bool:
@@ -924,8 +924,7 @@ class SVMALM:
                     f"NTP-SVM (augmented Lagrangian): beyond this solver's memory at m = {self.m} contexts ({self.G} "
                     f"token groups, rank {self.K.shape[1]}): its Newton system over {len(g)} tight pairs would need "
                     f"{need / 2**30:.1f} GiB of per-group blocks, more than the {room / 2**30:.1f} GiB it may take "
-                    "(half of the dense budget or of half the memory left), so the solve stops with its best certified "
-                    "point")
+                    "(the dense budget and half the memory left), so the solve stops with its best certified point")
             system = NewtonSystem(self.K, self.n, g,
                                   np.concatenate([self.sj, st.wj[act]]), st.rho, self._blocks, opt=self.opt)
             hard = bool(self._cg_failed) and st.rho >= min(self._cg_failed)

@@ -222,11 +222,20 @@ class SVMSolved:
 def _solve_alm(req: SVMRequest) -> SVMSolved:
     """The augmented Lagrangian (:class:`~embgeo.ntp.solvers.svm_alm.SVMALM`) from the warm start; when it finds no
     feasible point and separability is undecided, the dual route looks for a Farkas matrix (and, separable after
-    all, the ALM starts again from its separator); a stall is finished by an exact active-set solve."""
+    all, the ALM starts again from its separator); a stall is finished by an exact active-set solve. Where nearly every
+    pair is active (``dense_active``: the violated pairs' Newton systems beyond the memory room), the dual takes the
+    time left, and its answer is kept where it certifies a smaller gap."""
     pb, tol, deadline, progress, sep = req.pb, req.tol, req.deadline, req.progress, req.separability
     X0 = None if req.warm_W is None or req.warm_dual is not None else _group_rows(pb, req.warm_W)
     alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=req.alm_options)
     out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=req.warm_dual, progress=progress)
+    if out.dense_active and not past(deadline):
+        # nearly every pair active, beyond the Newton systems' memory: the dual's regime (svm_alm's
+        # NewtonTooLarge); its answer is kept where it certifies a smaller gap
+        dual = _solve_dual(replace(req, separability=sep, deadline=deadline))
+        if dual.outcome.status == Status.INFEASIBLE or dual.outcome.gap < out.gap or out.X is None:
+            return SVMSolved(dual.outcome, f"{dual.name}, after the augmented Lagrangian stopped: {out.reason}",
+                             dual.separability)
     if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
         stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
                       f"augmented Lagrangian found no feasible point ({out.status})")
@@ -239,13 +248,6 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
             return SVMSolved(out, sep.method, sep)
         alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=alm.opt)
         out = alm.solve(tol=tol, X0=_group_rows(pb, sep.W), progress=progress, max_seconds=time_left(deadline))
-    if out.dense_active and not past(deadline):
-        # nearly every pair active, beyond the Newton systems' memory: the dual's regime (svm_alm's
-        # NewtonTooLarge); its answer is kept where it certifies a smaller gap
-        dual = _solve_dual(replace(req, separability=sep, deadline=deadline))
-        if dual.outcome.status == Status.INFEASIBLE or dual.outcome.gap < out.gap or out.X is None:
-            return SVMSolved(dual.outcome, f"{dual.name}, after the augmented Lagrangian stopped: {out.reason}",
-                             dual.separability)
     name = (f"augmented Lagrangian with semismooth Newton steps ({out.factorizations} factorizations, "
             f"{out.rounds} outer steps, {out.working_set} off-support pairs in the working set)")
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
