@@ -1114,18 +1114,12 @@ def test_newton_bytes_bounds_the_blocks_a_newton_system_holds():
         held = sum(a.nbytes for a in (system.Cinv.data, system.Cinv.indices, system.NCinv.data, system.Hinv))
         held += 0 if np.shares_memory(system.Cinv.indices, system.NCinv.indices) else system.NCinv.indices.nbytes
         held += sum(U.nbytes for U in system.U) if system.U is not None else 0
-        held += sum(b.nbytes for kind, b in _cached_blocks(cache) if kind == "light")
+        held += sum(b.nbytes for (kind, _), b in cache._new.items() if kind == "light")  # the blocks kept for the next
         r = K.shape[1]
         coupled = np.bincount(j)[j] >= 2  # the pairs whose blocks the system keeps (the others fix their own t_j)
         bound = A.newton_bytes(g[coupled], len(n), r)
         assert held <= bound <= held + 16.0 * r * r * len(system.heavy)
         assert held <= A.newton_bytes(g, len(n), r)  # every pair counted as coupled: an upper bound still
-
-
-def _cached_blocks(cache):
-    """(kind, block) of every block a BlockCache keeps for the next system."""
-    for (kind, _), block in cache._new.items():
-        yield kind, block
 
 
 def test_a_newton_system_beyond_the_memory_room_stops_the_solve_with_its_reason(monkeypatch):

@@ -437,14 +437,15 @@ def _hinge_then_dual(pb: Problem, deadline: float | None, max_iter: int,
     then the dual had gone first for a quarter of the limit (at most 60 s)."""
     try:
         return separability_by_hinge(pb, time_left(deadline), progress, hinge_options)
-    except SolverError:
+    except SolverError as err:
         if past(deadline):
             raise
+        gave_up = err
     sep, out = _separability_by_dual(pb, time_left(deadline), max_iter, progress, dual_options)
     if sep is None:
-        raise SolverError(f"is_separable: undecided: the squared hinge gave up after {pb.options.MAX_STALLS} stalls, "
-                          f"and the dual iterations neither separated nor found a Farkas matrix ({out.status} after "
-                          f"{out.iterations} iterations)")
+        raise SolverError(f"is_separable: undecided: the squared hinge gave up ({gave_up}), and the dual iterations "
+                          f"neither separated nor found a Farkas matrix ({out.status} after {out.iterations} "
+                          "iterations)")
     return sep
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypedDict
 
@@ -229,10 +229,8 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
     X0 = None if req.warm_W is None or req.warm_dual is not None else _group_rows(pb, req.warm_W)
     alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=req.alm_options)
     out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=req.warm_dual, progress=progress)
-    if out.dense_active and not past(deadline):
-        # nearly every pair active, beyond the Newton systems' memory: the dual's regime (svm_alm's
-        # NewtonTooLarge); its answer is kept where it certifies a smaller gap
-        dual = _solve_dual(replace(req, separability=sep, deadline=deadline))
+    if out.dense_active and not past(deadline):  # (svm_alm's NewtonTooLarge: the dual's regime)
+        dual = _solve_dual(req)
         if dual.outcome.status == Status.INFEASIBLE or dual.outcome.gap < out.gap or out.X is None:
             return SVMSolved(dual.outcome, f"{dual.name}, after the augmented Lagrangian stopped: {out.reason}",
                              dual.separability)
