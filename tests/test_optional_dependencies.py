@@ -63,6 +63,27 @@ def test_the_theory_runs_without_torch_dask_or_pyarrow(without):
     assert proc.stdout.split() == ["True", "True", "optimal", "True", "optimal", "False"]
 
 
+def test_the_squared_hinge_working_set_runs_without_torch(without):
+    """The squared hinge's working set (``is_separable``'s route beyond the small LP) takes its logits by gathered rows
+    where torch is absent: the same Farkas verdict, with working-set steps taken. Its run with torch installed is
+    tests/ntp/test_squared_hinge.py's."""
+    script = textwrap.dedent("""
+        import sys
+        from embgeo.ntp import synthetic, is_separable
+        from embgeo.ntp.solvers import squared_hinge
+        used = []
+        real = squared_hinge.working_value_and_grad
+        squared_hinge.working_value_and_grad = lambda *a, **k: used.append(1) or real(*a, **k)
+        data = synthetic(80, 40, 6, 1, seed=0)  # not separable; ~40 % of the off-support pairs near violation
+        sep = is_separable(data, method="hinge",
+                           hinge_options=squared_hinge.HingeOptions(WS_PAIRS=1200, WS_SHARE=1.0, REFRESH=5))
+        print(bool(sep), sep.certificate is not None, len(used) > 0, "torch" in sys.modules)
+    """)
+    proc = without(["-c", script])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True", "True", "False"]
+
+
 def test_ntp_analyze_runs_and_a_run_names_the_extra(without):
     proc = without(["-m", "embgeo.cli", "ntp", "analyze", "--synthetic", "10,8,7,2"])
     assert proc.returncode == 0, proc.stderr

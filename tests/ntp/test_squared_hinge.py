@@ -251,18 +251,27 @@ def test_minimise_stops_when_it_slows_without_losing_its_point():
     assert not free.slowed and free.phi <= run.phi
 
 
+def _without_torch(ws):
+    """The working set as it is made where torch is not installed (its logits by gathered rows)."""
+    return replace(ws, torch_mask=None)
+
+
+@pytest.mark.parametrize("product", ["torch", "numpy"])
 @pytest.mark.parametrize("single", [False, True])
-def test_working_set_phi_is_phi_on_its_pairs(single):
-    """φ_W with every off-support pair in W is φ (value and gradient, to float32's precision with ``single``); with a
-    violated pair left out it is φ less that pair's term, and its gradient differs (a negative control)."""
+def test_working_set_phi_is_phi_on_its_pairs(single, product):
+    """φ_W with every off-support pair in W is φ (value and gradient, to float32's precision with ``single``), by
+    torch's sampled product and by the gathered rows used without torch; with a violated pair left out it is φ less
+    that pair's term, and its gradient differs (a negative control)."""
     K, pattern = _problem(3, m=12, G=7, r=4)
-    hp = squared_hinge.whiten(K, pattern)
+    hp = squared_hinge.whiten(K, pattern, squared_hinge.HingeOptions(BLOCK_ENTRIES=20))  # gathered in chunks of 5
     rng = np.random.default_rng(4)
     Y, t = rng.standard_normal((7, 4)), rng.standard_normal(12)
     g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-np.inf)
     assert len(g) == 12 * 7 - pattern.nnz  # every off-support pair, none of the supports
     full = squared_hinge.value_and_grad(hp, Y, t)
     ws = squared_hinge.working_set(hp, g, j)
+    if product == "numpy":
+        ws = _without_torch(ws)
     part = squared_hinge.working_value_and_grad(hp, ws, Y, t, single=single)
     tol = 1e-5 if single else 1e-12
     assert part[0] == pytest.approx(full[0], rel=tol)
@@ -271,7 +280,8 @@ def test_working_set_phi_is_phi_on_its_pairs(single):
     drop = int(np.argmax(arg))  # the most violated pair
     assert arg[drop] > 0
     keep = np.arange(len(g)) != drop
-    less = squared_hinge.working_value_and_grad(hp, squared_hinge.working_set(hp, g[keep], j[keep]), Y, t)
+    ws_less = squared_hinge.working_set(hp, g[keep], j[keep])
+    less = squared_hinge.working_value_and_grad(hp, ws_less if product == "torch" else _without_torch(ws_less), Y, t)
     assert less[0] == pytest.approx(full[0] - 0.5 * arg[drop] ** 2, rel=1e-12)
     assert np.abs(less[2] - full[2]).max() == pytest.approx(arg[drop], rel=1e-12)
 

@@ -235,18 +235,36 @@ class WorkingSet:
     mask: sp.csr_matrix  # (m, G) the pattern; data 1.0 off the supports, 2.0 on them
     off: np.ndarray  # (n,) bool, entry order: an off-support pair
     j: np.ndarray  # (n,) the context of each entry
-    torch_mask: object  # the pattern as a torch sparse CSR tensor (for torch.sparse.sampled_addmm)
+    torch_mask: object = None  # the pattern as a torch sparse CSR tensor (for sampled_addmm); None without torch
     torch_mask32: object = None  # the same in float32, made on first use
 
     @property
     def size(self) -> int:
         return int(self.off.sum())
 
+    def logits(self, Q: np.ndarray, Y: np.ndarray, block: int) -> np.ndarray:
+        """q_jᵀy_g at the pattern's entries (its CSR order), in float64, in the precision of Q and Y: torch's sampled
+        product where torch is installed, else the rows gathered in chunks of at most ``block`` numbers each (numpy;
+        the squared hinge is part of the theory, which runs without torch: issue 40)."""
+        if self.torch_mask is None:
+            cols = self.mask.indices
+            step = max(1, block // max(Q.shape[1], 1))
+            out = np.empty(len(cols))
+            for lo in range(0, len(cols), step):
+                hi = min(len(cols), lo + step)
+                out[lo:hi] = np.einsum("ij,ij->i", Q[self.j[lo:hi]], Y[cols[lo:hi]])
+            return out
+        import torch
+
+        if Q.dtype == np.float32 and self.torch_mask32 is None:
+            self.torch_mask32 = self.torch_mask.to(torch.float32)
+        mask = self.torch_mask32 if Q.dtype == np.float32 else self.torch_mask
+        return torch.sparse.sampled_addmm(mask, torch.from_numpy(Q), torch.from_numpy(Y).T,
+                                          beta=0.0).values().numpy().astype(np.float64)
+
 
 def working_set(hp: HingeProblem, g: np.ndarray, j: np.ndarray) -> WorkingSet:
     """The working set of the off-support pairs (g, j) and every tie."""
-    import torch
-
     m, G, _ = hp.shape
     tie_j, tie_g = hp.support.nonzero()
     rows = np.concatenate([j, tie_j])
@@ -257,6 +275,10 @@ def working_set(hp: HingeProblem, g: np.ndarray, j: np.ndarray) -> WorkingSet:
     mask.sort_indices()
     off = mask.data == 1.0
     j_of = np.repeat(np.arange(m), np.diff(mask.indptr))
+    try:
+        import torch
+    except ModuleNotFoundError:  # the theory without the `train` extra: WorkingSet.logits gathers rows instead
+        return WorkingSet(mask, off, j_of)
     with warnings.catch_warnings():  # torch's note that sparse CSR tensors are a beta feature
         warnings.simplefilter("ignore", UserWarning)
         tm = torch.sparse_csr_tensor(torch.from_numpy(mask.indptr.astype(np.int64)),
@@ -269,16 +291,9 @@ def working_value_and_grad(hp: HingeProblem, ws: WorkingSet, Y: np.ndarray, t: n
                            single: bool = False) -> tuple[float, np.ndarray, np.ndarray]:
     """φ_W(Y, t) and its gradient ((G, r), (m,)): the terms of :func:`value_and_grad` on W's pairs (its products in
     float32 when ``single``, as there)."""
-    import torch
-
     m = hp.shape[0]
     Q, Ys = hp.factors(Y, single)
-    if single and ws.torch_mask32 is None:
-        ws.torch_mask32 = ws.torch_mask.to(torch.float32)
-    mask = ws.torch_mask32 if single else ws.torch_mask
-    logits = torch.sparse.sampled_addmm(mask, torch.from_numpy(Q), torch.from_numpy(Ys).T,
-                                        beta=0.0).values().numpy().astype(np.float64)
-    res = logits - t[ws.j]
+    res = ws.logits(Q, Ys, hp.opt.BLOCK_ENTRIES) - t[ws.j]
     res[ws.off] = np.maximum(res[ws.off] + 1.0, 0.0)  # λ off the supports, ν (the tie) on them
     S = sp.csr_matrix((res.astype(Q.dtype), ws.mask.indices, ws.mask.indptr), shape=ws.mask.shape)
     return 0.5 * float(res @ res), np.asarray(S.T @ Q, dtype=np.float64), -np.bincount(ws.j, weights=res,
