@@ -263,7 +263,7 @@ def test_working_set_phi_is_phi_on_its_pairs(single, product):
     torch's sampled product and by the gathered rows used without torch; with a violated pair left out it is φ less
     that pair's term, and its gradient differs (a negative control)."""
     K, pattern = _problem(3, m=12, G=7, r=4)
-    hp = squared_hinge.whiten(K, pattern, squared_hinge.HingeOptions(BLOCK_ENTRIES=20))  # gathered in chunks of 5
+    hp = squared_hinge.whiten(K, pattern)
     rng = np.random.default_rng(4)
     Y, t = rng.standard_normal((7, 4)), rng.standard_normal(12)
     g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-np.inf)

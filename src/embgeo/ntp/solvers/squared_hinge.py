@@ -43,6 +43,7 @@ from scipy.linalg.blas import daxpy, saxpy
 
 from embgeo.core.deadline import past
 from embgeo.core.validate import check_options
+from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn
 
 
@@ -242,18 +243,12 @@ class WorkingSet:
     def size(self) -> int:
         return int(self.off.sum())
 
-    def logits(self, Q: np.ndarray, Y: np.ndarray, block: int) -> np.ndarray:
+    def logits(self, Q: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """q_jᵀy_g at the pattern's entries (its CSR order), in float64, in the precision of Q and Y: torch's sampled
-        product where torch is installed, else the rows gathered in chunks of at most ``block`` numbers each (numpy;
-        the squared hinge is part of the theory, which runs without torch: issue 40)."""
+        product where torch is installed, else :func:`~embgeo.ntp.solvers.constraints.row_dots` (the squared hinge
+        is part of the theory, which runs without torch: issue 40)."""
         if self.torch_mask is None:
-            cols = self.mask.indices
-            step = max(1, block // max(Q.shape[1], 1))
-            out = np.empty(len(cols))
-            for lo in range(0, len(cols), step):
-                hi = min(len(cols), lo + step)
-                out[lo:hi] = np.einsum("ij,ij->i", Q[self.j[lo:hi]], Y[cols[lo:hi]])
-            return out
+            return row_dots(Y, Q, self.mask.indices, self.j)
         import torch
 
         if Q.dtype == np.float32 and self.torch_mask32 is None:
@@ -293,7 +288,7 @@ def working_value_and_grad(hp: HingeProblem, ws: WorkingSet, Y: np.ndarray, t: n
     float32 when ``single``, as there)."""
     m = hp.shape[0]
     Q, Ys = hp.factors(Y, single)
-    res = ws.logits(Q, Ys, hp.opt.BLOCK_ENTRIES) - t[ws.j]
+    res = ws.logits(Q, Ys) - t[ws.j]
     res[ws.off] = np.maximum(res[ws.off] + 1.0, 0.0)  # λ off the supports, ν (the tie) on them
     S = sp.csr_matrix((res.astype(Q.dtype), ws.mask.indices, ws.mask.indptr), shape=ws.mask.shape)
     return 0.5 * float(res @ res), np.asarray(S.T @ Q, dtype=np.float64), -np.bincount(ws.j, weights=res,
