@@ -23,9 +23,16 @@ also applied with threadpoolctl when that package is installed, and is passed to
 ``max_threads``. HiGHS via linprog has no thread option (its simplex runs serially). The
 effective BLAS thread count is printed in the header.
 
+``--planted [m,V,d,seed ...]`` instead runs W^mm on ``reference.ntp.planted(m, V, d, seed)``: d ≪ m with supports of
+one token or two tied exactly, whose margin is tiny next to the embeddings' scale (issue 38: the augmented Lagrangian
+stalls there). Sides: ``ntp_svm`` as a user calls it ("auto"), the augmented Lagrangian alone (``method="alm"``,
+under ``--alm-seconds``), the interior point alone (``method="ipm"``), each once, against cvxpy + Clarabel on every
+constraint (not told the active set).
+
 Run (from the repository root, with the project's venv):
 
     python benchmarks/bench_ntp_solvers.py [--large] [--sizes m,V,d,S ...] [--threads N] [--seed K]
+    python benchmarks/bench_ntp_solvers.py --planted [m,V,d,seed ...] [--alm-seconds 60] [--threads N]
 
 Default sizes: (100, 50, 120, 5) and (100, 50, 80, 5) (d < m) with the reference, and
 (200, 100, 250, 5) where the reference
@@ -44,12 +51,13 @@ from reference.ntp_constraints import reference_constraints
 
 
 def _size(text: str) -> tuple[int, int, int, int]:
+    """m,V,d,S (or m,V,d,seed for --planted: the same check, seed ≥ 1 aside, is loose enough)."""
     try:
         m, V, d, S = (int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected m,V,d,S (four integers), got {text!r}") from None
-    if min(m, V, d, S) < 1 or S >= V:
-        raise argparse.ArgumentTypeError(f"need positive sizes with S < V, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected four integers m,V,d,S (or m,V,d,seed), got {text!r}") from None
+    if min(m, V, d) < 1 or S < 0 or S >= V:
+        raise argparse.ArgumentTypeError(f"need positive sizes with 0 ≤ S < V, got {text!r}")
     return m, V, d, S
 
 
@@ -60,6 +68,9 @@ def _parse_args() -> argparse.Namespace:
                    help="custom sizes (replace the defaults; reference always runs)")
     p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/Clarabel threads (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of embgeo.ntp.synthetic (default 0)")
+    p.add_argument("--planted", type=_size, nargs="*", metavar="m,V,d,seed",
+                   help="W^mm on reference.ntp.planted instances instead (no values: PLANTED_DEFAULT)")
+    p.add_argument("--alm-seconds", type=float, default=60.0, help="max_seconds of the ALM-alone side (default 60)")
     return p.parse_args()
 
 
@@ -81,6 +92,9 @@ from embgeo.ntp import is_separable, ntp_svm, synthetic, w_star  # noqa: E402
 # (size, reference by default). d > m sizes are the issue's; (100, 50, 80, 5) has d < m, where
 # separability is decided numerically (dual iterations) instead of by Lemma 1's closed form.
 DEFAULT_SIZES = [((100, 50, 120, 5), True), ((100, 50, 80, 5), True), ((200, 100, 250, 5), False)]
+# --planted: the four seeds of the tests' size, a smaller and two larger draws of the shape
+PLANTED_DEFAULT = [(600, 40, 8, 0), (600, 40, 8, 1), (600, 40, 8, 2), (600, 40, 8, 3), (300, 20, 6, 0),
+                   (1000, 60, 16, 0), (2000, 100, 12, 0)]
 REPEATS = 3
 
 
@@ -204,9 +218,40 @@ def run_size(size, with_reference: bool) -> None:
         sys.stdout.flush()
 
 
+def run_planted(size) -> None:
+    """W^mm on reference.ntp.planted(m, V, d, seed): auto, ALM alone, interior point alone, cvxpy + Clarabel."""
+    from reference.ntp import planted
+
+    m, V, d, seed = size
+    data = planted(m, V, d, seed)
+    print(f"\n== planted(m={m}, V={V}, d={d}, seed={seed}): vec(W) has {V * d} variables, "
+          f"{int(data.probs.nnz)} support pairs")
+    (W_ref, status, t_solve), t_ref = once(ref_svm, data)
+    norm_ref = np.linalg.norm(W_ref) if W_ref is not None else float("nan")
+    print(f"  {'cvxpy':<6} {t_ref:8.2f} s (Clarabel {t_solve:.2f} s)  {status}  |W| {norm_ref:.6f}")
+    sides = [("auto", {}), ("alm", {"method": "alm", "max_seconds": ARGS.alm_seconds}), ("ipm", {"method": "ipm"})]
+    for name, kw in sides:
+        t0 = time.perf_counter()
+        try:
+            res = ntp_svm(data, **kw)
+        except Exception as err:  # (an undecided ALM raises SolverError: reported as the side's outcome)
+            print(f"  {name:<6} {time.perf_counter() - t0:8.2f} s  {type(err).__name__}: {str(err)[:100]}")
+            continue
+        t = time.perf_counter() - t0
+        diff = np.linalg.norm(res.W - W_ref) / norm_ref if W_ref is not None and res.W is not None else float("nan")
+        print(f"  {name:<6} {t:8.2f} s  {res.status:<18} gap {res.residuals.get('duality_gap', float('nan')):.1e}  "
+              f"|W| {np.linalg.norm(res.W):.6f}  vs cvxpy {diff:.1e}  ratio Clarabel/ours {t_solve / t:5.2f}  "
+              f"[{res.method[:70]}]")
+        sys.stdout.flush()
+
+
 def main() -> None:
     limit_threads(ARGS.threads)
     header()
+    if ARGS.planted is not None:
+        for size in ARGS.planted or PLANTED_DEFAULT:
+            run_planted(size)
+        return
     sizes = [(s, True) for s in ARGS.sizes] if ARGS.sizes else [(s, ref or ARGS.large) for s, ref in DEFAULT_SIZES]
     for size, with_reference in sizes:
         run_size(size, with_reference)

@@ -265,3 +265,35 @@ def ref_project_dual(z, weight, ctx, off, m: int) -> np.ndarray:
     status = _solve(cp.sum(cp.multiply(1.0 / np.asarray(weight), cp.square(x - z))), cons)
     assert status == "optimal", status
     return np.asarray(x.value)
+
+
+def planted(m: int, V: int, d: int, seed: int = 0):
+    """NTPData, separable with d ≪ m: random embeddings, a random decoder W_p, and for each context the support
+    {argmax of W_p h̄_j} or, for a third of the contexts, the two largest logits after h̄_j is projected so
+    that W_p ties them (kept only where W_p still ranks them above every other token). Its margin is tiny next to
+    the embeddings' scale when m ≫ V·d (‖W^mm‖ = 447–17,492 at m = 600, V = 40, d = 8): the shape of issue 38 on which
+    the augmented Lagrangian stalls (benchmarks/bench_ntp_solvers.py --planted)."""
+    from embgeo.ntp import NTPData
+
+    rng = np.random.default_rng(seed)
+    Wp = rng.standard_normal((V, d))
+    H, rows = [], []
+    while len(H) < m:
+        h = rng.standard_normal(d)
+        z = Wp @ h
+        top = np.argsort(-z)[:2]
+        if len(H) % 3 == 0:
+            u = Wp[top[0]] - Wp[top[1]]
+            h = h - (u @ h) / (u @ u) * u
+            z = Wp @ h
+            others = np.delete(z, top)
+            if z[top[0]] - others.max() <= 1e-3:
+                continue
+            rows.append(top)
+        else:
+            rows.append(top[:1])
+        H.append(h)
+    P = np.zeros((m, V))
+    for j, sup in enumerate(rows):
+        P[j, sup] = 1.0 / len(sup)
+    return NTPData(np.array(H), P)

@@ -172,7 +172,7 @@ def test_a_solver_is_one_registry_entry(monkeypatch):
     got, dual = theory.ntp_svm(data, method="mine", tol=1e-9), theory.ntp_svm(data, method="dual", tol=1e-9)
     assert calls == [(1e-9, 10)] and got.status == dual.status == "optimal"
     np.testing.assert_allclose(got.W, dual.W, rtol=0, atol=1e-12 * np.abs(dual.W).max())
-    with pytest.raises(InputError, match=r"'auto', 'alm', 'dual', 'mine'"):
+    with pytest.raises(InputError, match=r"'auto', 'alm', 'dual', 'ipm', 'mine'"):
         theory.ntp_svm(data, method="nothing")
 
 

@@ -967,8 +967,9 @@ def test_subspace_dim_with_deficient_tokens(case):
     pytest.param((8, 10, 6, 3, 1), False, id="d<m-m8-d6"),
 ])
 def test_ntp_svm_time_limit(case, must_time_out, monkeypatch):
-    """A limit spent by the first iteration (a fake clock: each dual iteration or ALM inner solve costs 1 s of a
-    0.5 s limit; setup is free, as no stage begins after the deadline) stops at the first check (check_every=1):
+    """A limit spent by the first iteration (a fake clock: each dual iteration, ALM inner solve or interior-point
+    Newton direction costs 1 s of a 0.5 s limit; setup is free, as no stage begins after the deadline) stops at the
+    first check (check_every=1):
     either status "time_limit" with a W
     feasible for (6a)/(6b) (min margin 1), a dual value below the independently computed dual bound
     Σμ − ½‖P⊥(Σ μ (e_z − e_v)h̄_jᵀ)‖² ≤ ½‖W‖², the reported gap = (½‖W‖² − dual)/(½‖W‖²) and
@@ -976,7 +977,7 @@ def test_ntp_svm_time_limit(case, must_time_out, monkeypatch):
     existed yet. Nothing else."""
     import time
 
-    from embgeo.ntp.solvers import svm_alm, svm_dual
+    from embgeo.ntp.solvers import svm_alm, svm_dual, svm_ipm
 
     from .test_time_limits import FakeClock, spy
 
@@ -984,6 +985,7 @@ def test_ntp_svm_time_limit(case, must_time_out, monkeypatch):
     monkeypatch.setattr(time, "perf_counter", clock)
     spy(monkeypatch, clock, svm_dual, "project_dual_dense", cost=1.0)
     spy(monkeypatch, clock, svm_alm.SVMALM, "_inner", cost=1.0)
+    spy(monkeypatch, clock, svm_ipm.SVMIPM, "_direction", cost=1.0)
     m, V, d, Ssz, seed = case
     data = synthetic(m, V, d, Ssz, seed=seed)
     try:

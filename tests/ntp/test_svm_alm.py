@@ -40,6 +40,7 @@ from reference.ntp import (
     logits,
     make_data,
     pair_values,
+    planted,
     ref_multiclass_svm,
     ref_ntp_svm,
 )
@@ -415,34 +416,6 @@ def twelve_contexts():
     return NTPData(base.embeddings, base.probs, w / w.sum())
 
 
-def planted(m: int, V: int, d: int, seed: int = 0) -> NTPData:
-    """Separable data with d ≪ m: random embeddings, a random decoder W_p, and for each context the support
-    {argmax of W_p h̄_j} or, for a third of the contexts, the two largest logits after h̄_j is projected so
-    that W_p ties them (kept only where W_p still ranks them above every other token)."""
-    rng = np.random.default_rng(seed)
-    Wp = rng.standard_normal((V, d))
-    H, rows = [], []
-    while len(H) < m:
-        h = rng.standard_normal(d)
-        z = Wp @ h
-        top = np.argsort(-z)[:2]
-        if len(H) % 3 == 0:
-            u = Wp[top[0]] - Wp[top[1]]
-            h = h - (u @ h) / (u @ u) * u
-            z = Wp @ h
-            others = np.delete(z, top)
-            if z[top[0]] - others.max() <= 1e-3:
-                continue
-            rows.append(top)
-        else:
-            rows.append(top[:1])
-        H.append(h)
-    P = np.zeros((m, V))
-    for j, sup in enumerate(rows):
-        P[j, sup] = 1.0 / len(sup)
-    return NTPData(np.array(H), P)
-
-
 ALM_CASES = [
     pytest.param(lambda: synthetic(8, 10, 6, 3, seed=1), id="d<m-m8-V10-d6-S3"),
     pytest.param(lambda: synthetic(8, 8, 6, 2, seed=0), id="d<m-m8-V8-d6-S2"),
@@ -459,31 +432,37 @@ ALM_CASES = [
 ]
 
 
-@pytest.mark.parametrize("make", ALM_CASES)
-def test_alm_matches_cvxpy_and_certifies(make):
-    data = make()
-    res = ntp_svm(data, method="alm")
-    status, W_ref = ref_ntp_svm(data)
-    assert status == "optimal"
-    assert res.status == "optimal" and "augmented Lagrangian" in res.method and res.note == ""
+def assert_certified_w_mm(data, res, W_ref):
+    """``res`` is W^mm as cvxpy finds it (``W_ref``), certified: status optimal at gap ≤ 1e-10; (6b) ≥ 1 with the
+    smallest exactly 1 and (6a) at rounding, from the definitions; the dual value of its multipliers, recomputed with
+    the dense projector onto F, a lower bound that agrees with the reported gap: Σμ − ½‖P⊥(Σ μ (e_z − e_v) h̄_jᵀ)‖² =
+    ½‖W‖² (1 − gap) ≤ ½‖W‖²; and the certified distance holding against the independent optimum."""
+    assert res.status == "optimal" and res.residuals["duality_gap"] <= 1e-10
     assert rel_err(res.W, W_ref) <= SVM_RTOL
-    assert res.residuals["duality_gap"] <= 1e-10
-    # feasibility from the definitions: (6b) ≥ 1 with the smallest exactly 1, (6a) at rounding
-    kv = kesler_values(data, res.W)
-    assert kv.min() == pytest.approx(1.0, abs=1e-9)
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
     assert np.abs(pair_values(data, res.W)).max(initial=0.0) <= 1e-9 * max(1.0, np.abs(logits(data, res.W)).max())
-    # the dual value of the multipliers, recomputed with the dense projector onto F, is a lower bound that
-    # agrees with the reported gap: Σμ − ½‖P⊥(Σ μ (e_z − e_v) h̄_jᵀ)‖² = ½‖W‖² (1 − gap)
     mu = res.multipliers.toarray()
     assert np.all(mu >= 0) and np.all(mu[~off_mask(data)] == 0)
     C = combination(data, mu)
     Cp = C - (dense_projector_F(data) @ C.ravel()).reshape(C.shape)
     bound = mu.sum() - 0.5 * np.linalg.norm(Cp) ** 2
     half = 0.5 * np.linalg.norm(res.W) ** 2
-    assert bound <= half * (1 + 1e-9)
-    assert bound >= half * (1 - res.residuals["duality_gap"]) * (1 - 1e-8)
-    # the certified distance holds against the independent optimum
+    assert half * (1 - res.residuals["duality_gap"]) * (1 - 1e-8) <= bound <= half * (1 + 1e-9)
     assert np.linalg.norm(res.W - W_ref) <= (res.residuals["error_bound"] + 2e-6) * np.linalg.norm(W_ref)
+
+
+@pytest.mark.parametrize(("method", "name"), [("alm", "augmented Lagrangian"), ("ipm", "interior point")])
+@pytest.mark.parametrize("make", ALM_CASES)
+def test_primal_solvers_match_cvxpy_and_certify(make, method, name):
+    """The ALM and the interior point (tests/ntp/test_svm_ipm.py) on every shape."""
+    data = make()
+    res = ntp_svm(data, method=method)
+    status, W_ref = ref_ntp_svm(data)
+    assert status == "optimal"
+    assert res.method.startswith(name) and res.note == ""
+    assert_certified_w_mm(data, res, W_ref)
+    if method != "alm":
+        return
     # the dual route agrees (an independent method on the same data), within its own certificate when it
     # stops short of the tolerance (it stalls on ill-conditioned d ≪ m data: the reason for the ALM)
     other = ntp_svm(data, method="dual", max_seconds=5)
@@ -941,9 +920,13 @@ def test_alm_without_a_feasible_point_asks_for_a_farkas_certificate(case, monkey
     assert_farkas_certificate(data, res.separability)
 
 
-def test_auto_picks_the_dual_for_full_rank_and_the_alm_below():
+def test_auto_picks_the_dual_for_full_rank_the_interior_point_when_cheap_and_the_alm_else():
+    from embgeo.ntp.solvers.svm_ipm import IPMOptions
+
     assert "dual" in ntp_svm(synthetic(6, 5, 9, 2, seed=0)).method  # rank H̄ = m
-    assert "augmented Lagrangian" in ntp_svm(synthetic(8, 10, 6, 3, seed=1)).method  # rank H̄ < m
+    data = synthetic(8, 10, 6, 3, seed=1)  # rank H̄ < m, an iteration of ~1e4 flops
+    assert ntp_svm(data).method.startswith("interior point")
+    assert "augmented Lagrangian" in ntp_svm(data, ipm_options=IPMOptions(AUTO_FLOPS=0)).method
 
 
 def test_method_and_warm_start_are_validated():

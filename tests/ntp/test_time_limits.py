@@ -20,9 +20,9 @@ from embgeo.ntp.solvers import svm_alm as A
 from embgeo.ntp.solvers import svm_dual as D
 from embgeo.ntp.theory import separability
 from embgeo.ntp.theory import svm as S
-from reference.ntp import kesler_values
+from reference.ntp import kesler_values, planted
 
-from .test_svm_alm import newton_instance, planted
+from .test_svm_alm import newton_instance
 
 
 class FakeClock:

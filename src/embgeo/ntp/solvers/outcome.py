@@ -1,6 +1,6 @@
-"""The outcome of the NTP-SVM's solvers (the dual and the augmented Lagrangian): one type, in a module of its own
-so that neither solver imports the other for it; and the one progress event every iterative solver of the NTP
-package reports (:class:`ProgressEvent`)."""
+"""The outcome of the NTP-SVM's solvers (the dual, the augmented Lagrangian, the interior point): one type, in a
+module of its own so that no solver imports another for it; and the one progress event every iterative solver of
+the NTP package reports (:class:`ProgressEvent`)."""
 
 from __future__ import annotations
 
@@ -60,15 +60,16 @@ class SVMOutcome:
 class ProgressEvent:
     """One report of an iterative solver to its ``progress`` callback (``progress(event)``).
 
-    solver : which solver reports: "alm" (the augmented Lagrangian), "dual" (the NTP-SVM dual), "hinge" (the squared
-        hinge of the separability route).
+    solver : which solver reports: "alm" (the augmented Lagrangian), "dual" (the NTP-SVM dual), "ipm" (the interior
+        point), "hinge" (the squared hinge of the separability route).
     iteration : its step count: the ALM's outer steps, the dual's iterations, the hinge's steps (each solver counts
         from its own start, so a count that goes down means a new solver).
     gap : the relative duality gap of the best certified point (inf before one was found; NaN for the hinge, which
         has no dual).
     values : the solver's other numbers, by name — the ALM's ``working_set``, ``rounds``, ``rho``,
         ``factorizations``, ``violation``, ``cg_solves``, ``inexact_solves``; the dual's ``restricted_margin``,
-        ``dual``, ``working_set``, ``rounds``; the hinge's ``phi`` and ``seconds``.
+        ``dual``, ``working_set``, ``rounds``; the interior point's ``mu`` (complementarity sᵀλ/M), ``step`` and
+        ``infeasibility`` (max |Bu − s − 1|); the hinge's ``phi`` and ``seconds``.
     """
 
     solver: str

@@ -41,10 +41,12 @@ margins                            :mod:`embgeo.ntp.theory.margins` — :func:`n
 Solvers: :mod:`embgeo.ntp.solvers.equality` (the equality problem), :mod:`embgeo.ntp.solvers.scan` (full passes over the
 off-support logits), :mod:`embgeo.ntp.solvers.dual_set` (projection onto the dual set),
 :mod:`embgeo.ntp.solvers.svm_dual` (the working-set dual), :mod:`embgeo.ntp.solvers.svm_alm` (the augmented
-Lagrangian), :mod:`embgeo.ntp.solvers.separability_lp` (the separability LP),
+Lagrangian), :mod:`embgeo.ntp.solvers.svm_ipm` (the interior point), :mod:`embgeo.ntp.solvers.separability_lp` (the
+separability LP),
 :mod:`embgeo.ntp.solvers.pair_certificates` (Farkas matrices from two token groups). The solvers' tuning is
 data, frozen dataclasses passed by keyword: :class:`~embgeo.ntp.solvers.svm_alm.ALMOptions` (``ntp_svm``'s
 ``alm_options``), :class:`~embgeo.ntp.solvers.svm_dual.DualOptions` (``dual_options``),
+:class:`~embgeo.ntp.solvers.svm_ipm.IPMOptions` (``ipm_options``),
 :class:`~embgeo.ntp.solvers.squared_hinge.HingeOptions` (``is_separable``'s ``hinge_options``) and the routes'
 :class:`~embgeo.ntp.theory.separability.RouteOptions` with the pair certificates'
 :class:`~embgeo.ntp.solvers.pair_certificates.PairOptions` (``route_options`` of both).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TypedDict
 
@@ -17,13 +17,14 @@ from numpy.typing import ArrayLike
 
 from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status, certified_dict
-from embgeo.errors import InputError, SolverError
+from embgeo.errors import InputError, SolverError, TooLargeError
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import row_dots
 from embgeo.ntp.solvers.outcome import ProgressFn, SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.svm_alm import SVMALM, ALMOptions
 from embgeo.ntp.solvers.svm_dual import DualOptions, SVMDual
+from embgeo.ntp.solvers.svm_ipm import SVMIPM, IPMOptions, ipm_cheap, ipm_fits
 from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
     Problem,
@@ -206,6 +207,10 @@ class SVMRequest:
     separability: Separability | None
     alm_options: ALMOptions | None
     dual_options: DualOptions | None
+    ipm_options: IPMOptions | None = None
+    #: "auto" only: an ALM that stops short of ``tol`` hands over to the interior point where that fits (an explicit
+    #: ``method`` runs its solver alone)
+    rescue: bool = False
 
 
 @dataclass
@@ -251,7 +256,48 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
         out, finished = _active_set_finish(pb, out, tol, deadline)
         name += " + exact active-set solve" if finished else ""
+    if req.rescue and out.status != Status.OPTIMAL and not past(deadline) and ipm_fits(pb.groups.pattern, pb.K.shape[1],
+                                                                        req.ipm_options):
+        # a stall or no point within the ALM's limits, on a problem the interior point takes: its iteration count does
+        # not depend on the conditioning that stalls the ALM (planted d ≪ m data with a tiny margin, svm_ipm)
+        ipm, ipm_name = _interior_point(req)
+        if ipm.X is not None and (out.X is None or ipm.gap < out.gap):
+            ipm.reason = "; ".join(filter(None, [f"the augmented Lagrangian ended {out.status} at gap {out.gap:.2g}"
+                                                 + (f" ({out.reason})" if out.reason else ""), ipm.reason]))
+            return SVMSolved(ipm, f"{ipm_name}, after the augmented Lagrangian ended {out.status}", sep)
     return SVMSolved(out, name, sep)
+
+
+def _interior_point(req: SVMRequest) -> tuple[SVMOutcome, str]:
+    """The interior-point method (:class:`~embgeo.ntp.solvers.svm_ipm.SVMIPM`) with the time left, a stall finished by
+    the exact active-set solve; returns its outcome and name."""
+    pb, tol, deadline = req.pb, req.tol, req.deadline
+    out = SVMIPM(pb.K, pb.groups.pattern, pb.groups.size, options=req.ipm_options).solve(
+        tol=tol, deadline=deadline, progress=req.progress)
+    name = f"interior point (Mehrotra predictor-corrector on the ties' null space, {out.iterations} iterations)"
+    if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
+        out, finished = _active_set_finish(pb, out, tol, deadline)
+        name += " + exact active-set solve" if finished else ""
+    return out, name
+
+
+def _solve_ipm(req: SVMRequest) -> SVMSolved:
+    """The interior-point method on problems within its size (:func:`~embgeo.ntp.solvers.svm_ipm.ipm_fits`; beyond
+    it, :class:`TooLargeError` naming the size); where it finds no point feasible for every constraint, the augmented
+    Lagrangian's route takes over (its Farkas search included)."""
+    pb = req.pb
+    G, r = pb.groups.n_groups, pb.K.shape[1]
+    if not ipm_fits(pb.groups.pattern, r, req.ipm_options):
+        opt = req.ipm_options or IPMOptions()
+        raise TooLargeError(f"ntp_svm(method='ipm'): {G} token groups × r = {r} coordinates = {G * r} unknowns and "
+                            f"{G} × {pb.data.m} pairs, beyond the interior point's size (IPMOptions.MAX_UNKNOWNS = "
+                            f"{opt.MAX_UNKNOWNS}, MAX_PAIRS = {opt.MAX_PAIRS}); use method='alm' (or 'auto')")
+    out, name = _interior_point(req)
+    if out.X is None and out.status != Status.TIME_LIMIT:
+        alm = _solve_alm(replace(req, rescue=False))
+        alm.name += f", after the interior point found no feasible point ({out.reason or out.status})"
+        return alm
+    return SVMSolved(out, name, req.separability)
 
 
 def _solve_dual(req: SVMRequest) -> SVMSolved:
@@ -272,9 +318,10 @@ def _solve_dual(req: SVMRequest) -> SVMSolved:
 
 #: The NTP-SVM's solvers by ``method`` name, each a function (:class:`SVMRequest`) → :class:`SVMSolved`. A new
 #: solver is one module in ``embgeo.ntp.solvers`` and one entry here (docs/internals/architecture.rst).
-SVM_SOLVERS: dict[str, Callable[[SVMRequest], SVMSolved]] = {"alm": _solve_alm, "dual": _solve_dual}
+SVM_SOLVERS: dict[str, Callable[[SVMRequest], SVMSolved]] = {"alm": _solve_alm, "dual": _solve_dual, "ipm": _solve_ipm}
 
-#: The ``method`` names :func:`ntp_svm` accepts: "auto" (dual when rank H̄ = m, else alm) and :data:`SVM_SOLVERS`.
+#: The ``method`` names :func:`ntp_svm` accepts: "auto" (dual when rank H̄ = m; else ipm where its iterations are cheap,
+#: :func:`~embgeo.ntp.solvers.svm_ipm.ipm_cheap`; else alm) and :data:`SVM_SOLVERS`.
 SVM_METHODS = ("auto", *SVM_SOLVERS)
 
 
@@ -283,7 +330,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
             max_seconds: float | None = None, progress: ProgressFn | None = None,
             method: str = "auto", warm_start: ArrayLike | NTPSVM | None = None,
             alm_options: ALMOptions | None = None, dual_options: DualOptions | None = None,
-            route_options: RouteOptions | None = None) -> NTPSVM:
+            route_options: RouteOptions | None = None, ipm_options: IPMOptions | None = None) -> NTPSVM:
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
@@ -296,7 +343,13 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     * ``"dual"``: the accelerated projected gradient on the dual of :class:`~embgeo.ntp.solvers.svm_dual.SVMDual`
       with an exact active-set finish. For rank H̄ = m (d ≥ m), where almost every off-support pair
       is active and the dual is two GEMMs with the m × m Gram per iteration.
-    * ``"auto"`` (default): "dual" when rank H̄ = m, else "alm".
+    * ``"ipm"``: the interior-point method of :mod:`embgeo.ntp.solvers.svm_ipm` (Mehrotra's predictor-corrector on
+      the ties' null space), for problems with G·r and G·m small enough for its dense Newton matrix
+      (:class:`~embgeo.ntp.solvers.svm_ipm.IPMOptions`); its iteration count does not depend on the conditioning
+      that stalls the ALM on data whose margin is tiny next to the embeddings' scale.
+    * ``"auto"`` (default): "dual" when rank H̄ = m; else "ipm" where an iteration of it is cheap
+      (:func:`~embgeo.ntp.solvers.svm_ipm.ipm_cheap`), else "alm", handing over to "ipm" where the ALM stops short
+      of ``tol`` and the problem fits it.
 
     Both stop when the relative duality gap g = (½‖W‖² − D)/(½‖W‖²) of a point W feasible for every
     constraint and a dual value D is ≤ ``tol``; then ‖W − W^mm‖/‖W^mm‖ ≤ √(g/(1 − g))
@@ -315,10 +368,11 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     ``event.values["working_set"]``). A
     ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
 
-    ``alm_options``, ``dual_options``: the augmented Lagrangian's and the dual's tuning
-    (:class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`, :class:`~embgeo.ntp.solvers.svm_dual.DualOptions`; their
-    defaults when None), for a study of a solver or a test that forces one of its paths; ``route_options``: how the
-    separability step chooses its routes (:class:`~embgeo.ntp.theory.separability.RouteOptions`).
+    ``alm_options``, ``dual_options``, ``ipm_options``: the augmented Lagrangian's, the dual's and the interior
+    point's tuning (:class:`~embgeo.ntp.solvers.svm_alm.ALMOptions`, :class:`~embgeo.ntp.solvers.svm_dual.DualOptions`,
+    :class:`~embgeo.ntp.solvers.svm_ipm.IPMOptions`; their defaults when None), for a study of a solver or a test
+    that forces one of its paths; ``route_options``: how the separability step chooses its routes
+    (:class:`~embgeo.ntp.theory.separability.RouteOptions`).
 
     ``max_seconds`` is a wall for the whole call (issue 38): each stage gets the time left (HiGHS as its time
     limit), the solvers stop early enough to certify their last point by then, and the final re-scan of the margins
@@ -350,14 +404,17 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                               sep.method, pb=pb)
     if sep is None:
         stop_if_spent(deadline, "ntp_svm", "the solver started, and separability is undecided")
+    rescue = method == "auto"
     if method == "auto":
-        method = "dual" if pb.coords.rank == data.m else "alm"
+        method = ("dual" if pb.coords.rank == data.m else
+                  "ipm" if ipm_cheap(pb.groups.pattern, pb.K.shape[1], ipm_options) else "alm")
     if past(deadline):  # separable, but no time for the solver
         out = SVMOutcome(Status.TIME_LIMIT, check_seconds=math.inf)  # (the certificate's margins are checked)
         name = "none: the time limit was spent before the solver started"
     else:
         got = SVM_SOLVERS[method](SVMRequest(data, subspace_, pb, tol, max_iter, check_every, deadline, max_seconds,
-                                             progress, warm_W, warm_dual, sep, alm_options, dual_options))
+                                             progress, warm_W, warm_dual, sep, alm_options, dual_options,
+                                             ipm_options, rescue))
         out, name, sep = got.outcome, got.name, got.separability
         if sep is not None and not sep:  # the solver found a Farkas certificate
             return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,

@@ -1,0 +1,349 @@
+"""The NTP-SVM (Def. 3) by a primal-dual interior-point method on the ties' null space, for small problems.
+
+Paper: ``ntp-implicit-bias-neurips.txt`` Def. 3. Problem in t-form on token groups
+(:mod:`embgeo.ntp.solvers.constraints`), z = (X, t) with X (G × r) the group rows, t (m) one tie value per context,
+K (m × r) the context coordinates, n_g the group sizes:
+
+    min ½ zᵀDz = ½ Σ_g n_g ‖x_g‖²   s.t.   A_S z = 0   (6a: x_gᵀk_j − t_j = 0 on the support pairs)
+                                           A_O z ≥ 1   (6b: t_j − x_gᵀk_j ≥ 1 on every off-support pair)
+
+The ties are eliminated exactly. Each context's first support group f(j) fixes t_j = k_jᵀx_{f(j)}; its other support
+pairs ask k_jᵀ(x_g − x_{f(j)}) = 0, the rows of E (n_E × G r), and x = vec(X) = N u with N an orthonormal basis of
+null(E) (from E's SVD). Every iterate then ties its supports to rounding, and the problem is the QP
+
+    min ½ uᵀQu  s.t.  Bu ≥ 1,     Q = Nᵀ diag(n_g I) N,  (Bu)_{gj} = k_jᵀ(x_{f(j)} − x_g)  on the off pairs,
+
+in p = dim null(E) ≤ G r unknowns. Q is positive definite (N has orthonormal columns and n_g ≥ 1). It is solved by
+Mehrotra's predictor-corrector (Nocedal & Wright, *Numerical Optimization*, 2nd ed., §16.6): slacks s = Bu − 1 ≥ 0,
+multipliers λ ≥ 0, and per iteration one Cholesky factorization of the p × p matrix Q + Bᵀ diag(λ/s) B, solved
+twice (the affine predictor, then the centred corrector with σ = (μ_aff/μ)³). B is never formed: the matrix is
+assembled by r × r blocks in X (each off pair (g, j) couples x_g and x_{f(j)} through k_j k_jᵀ) and projected on N.
+
+**Why a second method** (issue 38). On data whose margin is tiny next to the embeddings' scale (‖W^mm‖ in the
+hundreds to tens of thousands in units where max ‖h̄_j‖ = 1: planted d ≪ m instances with exact ties), the
+augmented Lagrangian of :mod:`~embgeo.ntp.solvers.svm_alm` converges linearly at penalties of 10⁸–10⁹ and stalls,
+or finds no feasible point at all, while an interior-point method's iteration count does not depend on that
+conditioning (at m = 600, V = 40, d = 8: cvxpy + Clarabel on every constraint in 1.4–1.8 s, where the ALM ended
+``optimal_inaccurate`` on three seeds of four and undecided on the fourth). It is used where its dense (G r)² Newton
+matrix and the G × m pairs fit (:func:`ipm_fits`): by ``ntp_svm(method="auto")`` first where an iteration is cheap
+(:func:`ipm_cheap`), else after the augmented Lagrangian stopped short of the tolerance.
+
+**Certificate**, as the other solvers': the iterate (already tied) divided by its smallest off-support margin
+min(Bu) is feasible for every constraint, with value P; the multipliers λ on the off pairs, on each context's first
+support pair minus the sum of its other multipliers (stationarity in t_j), and on the other support pairs ν solving
+stationarity in X in least squares (Eᵀν = −(the rest), by E's SVD), taken at their best multiple, are a dual point
+with value D ≤ ½‖W^mm‖² (:meth:`SVMIPM.dual_point`). The relative gap (P − D)/P bounds ‖W − W^mm‖
+(:func:`embgeo.ntp.theory.svm._error_bound`).
+
+Cost: the SVD of E (the n_S − m support pairs past each context's first, × G r) once; per iteration the Newton
+matrix's r × r blocks in X (3 G m r² flops), its projection on the null space (2 (G r)² p) and its Cholesky (p³/3),
+with p ≤ G r, and a few passes over the G × m margins. Memory: (G r)² doubles and a few G × m arrays.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from embgeo.core.deadline import past
+from embgeo.core.status import Status
+from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn, SVMOutcome
+
+
+@dataclass(frozen=True)
+class IPMOptions:
+    """The interior-point method's settings (:class:`SVMIPM` ``options``, :func:`embgeo.ntp.theory.ntp_svm`
+    ``ipm_options``)."""
+
+    #: Largest G·r (the unknowns X; the null space's dimension p is at most this) the route takes: its (G r)² Newton
+    #: matrix is dense, projected on the null space at 2 (G r)² p flops per iteration (at G r = 2500, ~3e10: about a
+    #: second on one core).
+    MAX_UNKNOWNS: int = 2500
+    #: Largest G·m (every pair, as dense G × m arrays: slacks, multipliers, weights).
+    MAX_PAIRS: int = 4_000_000
+    #: ``ntp_svm(method="auto")`` takes this route first (not the augmented Lagrangian) when an iteration's flops
+    #: (:func:`iteration_flops`) are at most this: below ~10 ms an iteration, ~30 of them are cheaper than a well-posed
+    #: ALM solve (measured 2026-11-30: synthetic(8, 10, 6, 3): 0.03 s against 0.10 s; planted(600, 40, 8), the ALM
+    #: stalled after 1.8–2.5 s on every seed where this took 0.23–0.45 s to gap ≤ 2e-11). Larger problems
+    #: that fit go to the ALM first, and here only when it stops short of the tolerance.
+    AUTO_FLOPS: float = 2e8
+    MAX_ITER: int = 100
+    #: Fraction of the step to the boundary of s, λ ≥ 0 (Mehrotra's η).
+    STEP_TO_BOUNDARY: float = 0.995
+    #: Once the certified gap is below 1e-3, the iterations stop when the complementarity μ = sᵀλ/M has not fallen
+    #: below this fraction of its value five iterations earlier (the factorization has run out of digits).
+    STALL: float = 0.5
+
+
+def iteration_flops(pattern: sp.spmatrix, r: int) -> float:
+    """Flops of one iteration, bounded: the Newton matrix's blocks (3 G m r²) and its projection on the null space
+    (2 (G r)³, with p ≤ G r)."""
+    G, m = pattern.shape
+    return 3.0 * G * m * r * r + 2.0 * float(G * r) ** 3
+
+
+def ipm_fits(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -> bool:
+    """Whether the interior-point route takes this problem: G·r ≤ ``MAX_UNKNOWNS`` and G·m ≤ ``MAX_PAIRS``."""
+    opt = options or IPMOptions()
+    G, m = pattern.shape
+    return G * r <= opt.MAX_UNKNOWNS and G * m <= opt.MAX_PAIRS
+
+
+def ipm_cheap(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -> bool:
+    """Whether ``ntp_svm(method="auto")`` takes the interior point first: it fits and an iteration costs at most
+    ``AUTO_FLOPS``."""
+    opt = options or IPMOptions()
+    return ipm_fits(pattern, r, opt) and iteration_flops(pattern, r) <= opt.AUTO_FLOPS
+
+
+#: Multipliers beyond this end the iterations: the QP has no feasible point (or rounding has lost it), and their
+#: growth would overflow. At W^mm, Σλ = ‖W^mm‖² in the unit scale (its strong duality), so 1e100 is no solution's.
+DIVERGED = 1e100
+
+
+class SVMIPM:
+    """Mehrotra's predictor-corrector on the ties' null space (module docstring). ``K`` (m, r) the context
+    coordinates, ``support`` the (G, m) 0/1 pattern of the groups in each support, ``weights`` (G,) the group sizes."""
+
+    def __init__(self, K: np.ndarray, support: sp.spmatrix, weights: np.ndarray, options: IPMOptions | None = None):
+        self.opt = options or IPMOptions()
+        self.K = np.asarray(K, dtype=np.float64)
+        self.support = sp.csr_matrix(support)
+        self.n = np.asarray(weights, dtype=np.float64)
+        self.G, self.m = self.support.shape
+        self.r = self.K.shape[1]
+        coo = self.support.tocoo()
+        order = np.lexsort((coo.row, coo.col))  # by context, then group: each context's first support pair first
+        self.sg, self.sj = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
+        self.first = np.searchsorted(self.sj, np.arange(self.m))  # index of each context's first support pair
+        off = self.support.toarray() == 0
+        self.og, self.oj = (a.astype(np.int64) for a in np.nonzero(off))
+        self._null_space()
+
+    # -- the reduced problem ------------------------------------------------------------------------------------
+    def _null_space(self) -> None:
+        """The ties eliminated: t_j = k_jᵀx_{f(j)} by each context's first support group f(j), and x = vec(X) = N u
+        with N (G r, p) an orthonormal basis of null(E), E the other support pairs' rows k_jᵀ(x_g − x_{f(j)}) = 0
+        (from E's SVD, kept for the multipliers: :meth:`dual_point`). B's row for the off pair (g, j) is its margin
+        t_j − k_jᵀx_g = k_jᵀ(x_{f(j)} − x_g) in u; B is never formed (:meth:`margins`, :meth:`b_t`)."""
+        G, m, r = self.G, self.m, self.r
+        self.f = self.sg[self.first]  # (m,) each context's first support group
+        self.F = np.zeros((G, m))  # first-group incidence (dense: the pairs' G × m arrays are, too)
+        self.F[self.f, np.arange(m)] = 1.0
+        rest = np.ones(len(self.sg), bool)
+        rest[self.first] = False
+        self.eg, self.ej = self.sg[rest], self.sj[rest]
+        E = np.zeros((len(self.eg), G * r))
+        rows = np.arange(len(self.eg))[:, None]
+        E[rows, self.eg[:, None] * r + np.arange(r)] += self.K[self.ej]
+        E[rows, self.f[self.ej][:, None] * r + np.arange(r)] -= self.K[self.ej]
+        self._U, self._sv, self._Vr, self.N = _null_space_of(E)
+        self.p = self.N.shape[1]
+        self._KK = (self.K[:, :, None] * self.K[:, None, :]).reshape(m, r * r)  # rows k_j k_jᵀ
+        self._by_first = [np.flatnonzero(self.f == a) for a in range(G)]
+
+    def _x(self, u: np.ndarray) -> np.ndarray:
+        return (self.N @ u).reshape(self.G, self.r)
+
+    def z_of(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(X (G, r), t (m)) of the reduced point u (p,)."""
+        X = self._x(u)
+        return X, np.einsum("jk,jk->j", self.K, X[self.f])
+
+    def margins(self, u: np.ndarray) -> np.ndarray:
+        """B u: the off-support margins t_j − x_gᵀk_j of the point u, in the order of (og, oj)."""
+        X, t = self.z_of(u)
+        return (t[None, :] - X @ self.K.T)[self.og, self.oj]
+
+    def b_t(self, v: np.ndarray) -> np.ndarray:
+        """Bᵀ v (p,) for v over the off pairs: in X, −Σ_j v_gj k_j on x_g and Σ_g v_gj k_j on x_{f(j)}."""
+        Vd = self._dense(v)
+        return self.N.T @ ((self.F * Vd.sum(axis=0) - Vd) @ self.K).ravel()
+
+    def _dense(self, v: np.ndarray) -> np.ndarray:
+        """(G, m) array of the values v over the off pairs, 0 on the supports."""
+        out = np.zeros((self.G, self.m))
+        out[self.og, self.oj] = v
+        return out
+
+    def hessian(self, w: np.ndarray) -> np.ndarray:
+        """Q + Bᵀ diag(w) B (p, p), assembled in X by r × r blocks (each off pair (g, j) couples x_g and x_{f(j)}
+        through w_gj k_j k_jᵀ) and projected on N: O(G m r² + (G r)² p) flops."""
+        G, r = self.G, self.r
+        Wd = self._dense(w)
+        H = np.zeros((G, r, G, r))
+        diag = (Wd @ self._KK).reshape(G, r, r)  # Σ_j w_gj k_j k_jᵀ on (g, g)
+        diag += self.n[:, None, None] * np.eye(r)  # Q's part: n_g I
+        for a, J in enumerate(self._by_first):
+            if len(J):
+                C = (Wd[:, J] @ self._KK[J]).reshape(G, r, r)  # pairs (g, j) with f(j) = a
+                H[a, :, :, :] -= C.transpose(1, 0, 2)
+                H[:, :, a, :] -= C
+                diag[a] += C.sum(axis=0)
+        H[np.arange(G), :, np.arange(G), :] += diag
+        H = H.reshape(G * r, G * r)
+        return H if not len(self._sv) else self.N.T @ H @ self.N
+
+    # -- the certificate --------------------------------------------------------------------------------------
+    def dual_point(self, X: np.ndarray, lam: np.ndarray) -> tuple[float, tuple]:
+        """(D, (grp, ctx, Ψ)): the dual point of the off-support multipliers λ at the primal X (module docstring).
+        The multipliers of each context sum to zero (stationarity in t_j) when its first support pair carries
+        ν_{f(j)j} = −Σ(its other multipliers); the other support pairs' ν then solve stationarity in X,
+        n_g x_g + Σ_j (multiplier_gj) k_j = 0, in least squares (Eᵀν = −rhs, by E's SVD). The whole is taken at its
+        best multiple s ≥ 0: D = s Σλ − ½ s² Σ_g ‖Σ_j (multiplier_gj) k_j‖²/n_g ≤ ½‖W^mm‖²."""
+        G, m = self.G, self.m
+        L = self._dense(lam)
+        off_sum = L.sum(axis=0)  # Σ_off λ per context
+        fixed = self.n[:, None] * X + (L - self.F * off_sum) @ self.K  # stationarity in X with ν_rest = 0
+        # Eᵀν = −fixed in least squares: ν = −U σ⁻¹ V_rᵀ fixed, with V_r = the rows of E's range (⊥ N)
+        nu_rest = -(self._U @ ((self._Vr.T @ fixed.ravel()) / self._sv)) if len(self._sv) else np.zeros(len(self.eg))
+        rest_sum = np.bincount(self.ej, weights=nu_rest, minlength=m)
+        nu_first = -off_sum - rest_sum
+        g = np.concatenate([self.f, self.eg, self.og])
+        j = np.concatenate([np.arange(m), self.ej, self.oj])
+        mult = np.concatenate([nu_first, nu_rest, lam])
+        Y = sp.csr_matrix((mult, (g, j)), shape=(G, m)) @ self.K  # Σ_j multiplier_gj k_j per group
+        linear, quad = float(np.sum(lam)), float(np.sum(np.einsum("ij,ij->i", Y, Y) / self.n))
+        s = max(linear, 0.0) / quad if quad > 0 else 0.0
+        return s * linear - 0.5 * s * s * quad, (g, j, -s * mult)
+
+    def _certify(self, u: np.ndarray, lam: np.ndarray, best: SVMOutcome, best_dual: list) -> None:
+        """The iterate divided by its smallest margin (feasible for every constraint, when that margin is positive)
+        and the dual point of λ (a lower bound whatever the iterate), each kept when it improves ``best``."""
+        X = self._x(u)
+        gamma = float(np.min(self.margins(u), initial=np.inf))
+        if gamma > 0:
+            Xf, tf = self.z_of(u / gamma)
+            primal = 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", Xf, Xf)))
+            if primal < best.primal:
+                best.X, best.t, best.primal = Xf, tf, primal
+        dual, point = self.dual_point(X, lam)
+        if dual > best.dual:
+            best.dual, best_dual[0] = dual, point
+
+    # -- the method -------------------------------------------------------------------------------------------
+    def _start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mehrotra's starting point: u fitting the margins Bu = 1 in least squares (with Q), s and λ shifted
+        positive and balanced (Nocedal & Wright §14.2, for the QP)."""
+        u = sla.solve(self.hessian(np.ones(len(self.og))), self.b_t(np.ones(len(self.og))), assume_a="pos")
+        s = self.margins(u) - 1.0
+        lam = np.ones(len(s))
+        s = s + max(-1.5 * float(s.min(initial=0.0)), 0.0)
+        s += 0.5 * float(s @ lam) / float(lam.sum()) + 1e-12
+        lam += 0.5 * float(s @ lam) / float(s.sum())
+        return u, s, lam
+
+    def _direction(self, chol, rd: np.ndarray, rp: np.ndarray, s: np.ndarray, lam: np.ndarray, rc: np.ndarray):
+        """(Δu, Δs, Δλ) of the Newton system Q Δu − BᵀΔλ = −r_d, B Δu − Δs = −r_p, Λ Δs + S Δλ = r_c."""
+        du = sla.cho_solve(chol, -rd + self.b_t((rc - lam * rp) / s))
+        ds = self.margins(du) + rp
+        dl = (rc - lam * ds) / s
+        return du, ds, dl
+
+    def solve(self, *, tol: float = 1e-10, deadline: float | None = None,
+              progress: ProgressFn | None = None) -> SVMOutcome:
+        """Iterate until the certified relative gap is ≤ ``tol`` (status "optimal"), the complementarity stalls
+        ("stalled"), ``MAX_ITER`` ("max_iter") or ``deadline`` (a perf_counter value: "time_limit", no iteration
+        begun that would end past it by the last one's time). The best certified point and dual point are returned
+        (X None when no iterate had every margin positive)."""
+        opt = self.opt
+        best, best_dual = SVMOutcome(Status.MAX_ITER, mode="interior point"), [None]
+        u, s, lam = self._start()
+        M = len(s)
+        mus, last = [], 0.0
+        for it in range(1, opt.MAX_ITER + 1):
+            if deadline is not None and time.perf_counter() + last >= deadline:
+                best.status = Status.TIME_LIMIT
+                break
+            tic = time.perf_counter()
+            X = self._x(u)
+            rd = self.N.T @ (self.n[:, None] * X).ravel() - self.b_t(lam)
+            rp = self.margins(u) - s - 1.0
+            mu = float(s @ lam) / M
+            H = self.hessian(lam / s)
+            chol = _regularized_cholesky(H)
+            if chol is None:
+                best.status = Status.STALLED
+                best.reason = f"the interior-point matrix lost definiteness at μ = {mu:.2g}"
+                break
+            du, ds, dl = self._direction(chol, rd, rp, s, lam, -s * lam)
+            alpha = min(_to_boundary(s, ds), _to_boundary(lam, dl))
+            mu_aff = float((s + alpha * ds) @ (lam + alpha * dl)) / M
+            sigma = (mu_aff / mu) ** 3
+            du, ds, dl = self._direction(chol, rd, rp, s, lam, -s * lam + sigma * mu - ds * dl)
+            alpha = min(1.0, opt.STEP_TO_BOUNDARY * min(_to_boundary(s, ds), _to_boundary(lam, dl)))
+            u, s, lam = u + alpha * du, s + alpha * ds, lam + alpha * dl
+            if not (np.all(np.isfinite(u)) and float(lam.max(initial=0.0)) < DIVERGED):
+                # no feasible point: the multipliers of an infeasible QP grow without bound (a Farkas direction)
+                best.status = Status.STALLED
+                best.reason = (f"the interior-point multipliers diverged (max λ {float(lam.max(initial=0.0)):.2g}): "
+                               "the data may not be NTP-separable")
+                break
+            best.iterations = it
+            self._certify(u, lam, best, best_dual)
+            last = time.perf_counter() - tic
+            mus.append(float(s @ lam) / M)
+            if progress is not None:
+                progress(ProgressEvent("ipm", it, best.gap, {"mu": mus[-1], "step": alpha,
+                                                             "infeasibility": float(np.max(np.abs(rp)))}))
+            if best.gap <= tol:
+                best.status = Status.OPTIMAL
+                break
+            if past(deadline):
+                best.status = Status.TIME_LIMIT
+                break
+            if len(mus) > 5 and mus[-1] > opt.STALL * mus[-6] and best.X is not None and best.gap < 1e-3:
+                best.status = Status.STALLED
+                best.reason = f"the interior-point iterations stalled at μ = {mus[-1]:.2g} (gap {best.gap:.2g})"
+                break
+        best.rounds = best.iterations
+        best.working_set = M
+        best.dual_point = best_dual[0]
+        if best.X is not None and best.dual_point is None:  # (a feasible point before any useful dual: D = 0)
+            best.dual = max(best.dual, 0.0)
+            best.dual_point = (self.sg, self.sj, np.zeros(len(self.sg)))
+        return best
+
+
+def _regularized_cholesky(H: np.ndarray):
+    """cho_factor of H, or of H + δI with δ = 1e-14, 1e-12, ... 1e-8 times its largest diagonal entry where rounding has
+    made it indefinite (late iterations: the weights λ/s span 1e-12 to 1e12); None if none of them factors. The
+    interior-point direction need not be exact: each step is measured by the certificate, not by this solve."""
+    try:
+        return sla.cho_factor(H)
+    except np.linalg.LinAlgError:
+        pass
+    top = float(np.max(np.diag(H), initial=1.0))
+    for k in range(14, 7, -2):
+        try:
+            return sla.cho_factor(H + (10.0**-k * top) * np.eye(len(H)))
+        except np.linalg.LinAlgError:
+            continue
+    return None
+
+
+def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
+    """The largest α ≤ 1 with v + α dv ≥ 0 (v > 0)."""
+    neg = dv < 0
+    return min(1.0, float(np.min(-v[neg] / dv[neg], initial=np.inf)))
+
+
+def _null_space_of(E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(U, σ, V_r, N) of E (n × c): E = U diag(σ) V_rᵀ on its range (rank σ > 0 entries) and N (c, c − rank) an
+    orthonormal basis of null(E). Through a QR of E first where n > c (then only the c × c triangle's SVD: no n × n
+    U)."""
+    n, c = E.shape
+    if n == 0:
+        return np.zeros((0, 0)), np.zeros(0), np.zeros((c, 0)), np.eye(c)
+    if n > c:
+        Qe, R = sla.qr(E, mode="economic")
+        Ur, sv, Vt = sla.svd(R)
+        U = Qe @ Ur
+    else:
+        U, sv, Vt = sla.svd(E, full_matrices=True)
+    rank = int(np.sum(sv > sv.max(initial=0.0) * max(n, c) * np.finfo(float).eps))
+    return U[:, :rank], sv[:rank], Vt[:rank].T, Vt[rank:].T
