@@ -87,6 +87,25 @@ def test_a_stalled_alm_is_rescued_by_the_interior_point_under_auto():
     assert_certified_w_mm(data, res, W_ref)
 
 
+def test_an_alm_without_a_feasible_point_is_rescued_before_the_farkas_search(monkeypatch):
+    """Where the ALM ends with no feasible point (here made to: its solve returns none after its iterations), "auto"
+    asks the interior point before the dual's Farkas search (which, on separable data, would run out the time)."""
+    from embgeo.core.status import Status
+    from embgeo.ntp.solvers import svm_alm
+    from embgeo.ntp.solvers.outcome import SVMOutcome
+    from embgeo.ntp.theory import svm
+
+    monkeypatch.setattr(svm_alm.SVMALM, "solve", lambda self, **kw: SVMOutcome(Status.MAX_ITER, reason="made to"))
+    monkeypatch.setattr(svm, "is_separable", lambda *a, **kw: pytest.fail("the Farkas search ran"))
+    data = planted(60, 12, 5, seed=0)
+    res = ntp_svm(data, ipm_options=IPMOptions(AUTO_FLOPS=0), route_options=NO_CHEAP_ROUTES)
+    assert res.method.startswith("interior point") and res.method.endswith("after the augmented Lagrangian ended "
+                                                                          "max_iter")
+    status, W_ref = ref_ntp_svm(data)
+    assert status == "optimal"
+    assert_certified_w_mm(data, res, W_ref)
+
+
 @pytest.mark.parametrize("case", [(7, 6, 5, 3, 0), (6, 6, 4, 2, 0)])
 def test_non_separable_data_diverge_and_end_in_a_farkas_certificate(case, monkeypatch):
     """Non-separable data: the interior point's multipliers diverge (no feasible point, the reason says so), and

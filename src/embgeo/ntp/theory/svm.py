@@ -239,6 +239,10 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
         if dual.outcome.status == Status.INFEASIBLE or dual.outcome.gap < out.gap or out.X is None:
             return SVMSolved(dual.outcome, f"{dual.name}, after the augmented Lagrangian stopped: {out.reason}",
                              dual.separability)
+    if out.X is None:  # no feasible point: the interior point where "auto" may hand over and it fits
+        rescued = _rescue(req, out, sep)
+        if rescued is not None:
+            return rescued
     if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
         stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
                       f"augmented Lagrangian found no feasible point ({out.status})")
@@ -256,16 +260,27 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
         out, finished = _active_set_finish(pb, out, tol, deadline)
         name += " + exact active-set solve" if finished else ""
-    if req.rescue and out.status != Status.OPTIMAL and not past(deadline) and ipm_fits(pb.groups.pattern, pb.K.shape[1],
-                                                                        req.ipm_options):
-        # a stall or no point within the ALM's limits, on a problem the interior point takes: its iteration count does
-        # not depend on the conditioning that stalls the ALM (planted d ≪ m data with a tiny margin, svm_ipm)
-        ipm, ipm_name = _interior_point(req)
-        if ipm.X is not None and (out.X is None or ipm.gap < out.gap):
-            ipm.reason = "; ".join(filter(None, [f"the augmented Lagrangian ended {out.status} at gap {out.gap:.2g}"
-                                                 + (f" ({out.reason})" if out.reason else ""), ipm.reason]))
-            return SVMSolved(ipm, f"{ipm_name}, after the augmented Lagrangian ended {out.status}", sep)
+    if out.status != Status.OPTIMAL:
+        rescued = _rescue(req, out, sep)
+        if rescued is not None:
+            return rescued
     return SVMSolved(out, name, sep)
+
+
+def _rescue(req: SVMRequest, out: SVMOutcome, sep: Separability | None) -> SVMSolved | None:
+    """Under "auto" (``req.rescue``), an ALM that stopped short of ``tol`` (``out``: stalled, or no feasible point)
+    hands the time left to the interior point where the problem fits it: its iteration count does not depend on the
+    conditioning that stalls the ALM (planted d ≪ m data with a tiny margin, :mod:`~embgeo.ntp.solvers.svm_ipm`).
+    Its result when it certifies a smaller gap (or the only point), else None."""
+    pb = req.pb
+    if not req.rescue or past(req.deadline) or not ipm_fits(pb.groups.pattern, pb.K.shape[1], req.ipm_options):
+        return None
+    ipm, ipm_name = _interior_point(req)
+    if ipm.X is None or (out.X is not None and not ipm.gap < out.gap):
+        return None
+    ended = f"the augmented Lagrangian ended {out.status}" + (f" at gap {out.gap:.2g}" if out.X is not None else "")
+    ipm.reason = "; ".join(filter(None, [ended + (f" ({out.reason})" if out.reason else ""), ipm.reason]))
+    return SVMSolved(ipm, f"{ipm_name}, after {ended}", sep)
 
 
 def _interior_point(req: SVMRequest) -> tuple[SVMOutcome, str]:
