@@ -695,11 +695,11 @@ def test_warm_starts_give_the_same_optimum():
     data = synthetic(8, 10, 6, 3, seed=1)
     cold = ntp_svm(data, method="alm")
     rng = np.random.default_rng(0)
-    near = ntp_svm(data, warm_start=1.3 * cold.W + 0.1 * rng.standard_normal(cold.W.shape))
+    near = ntp_svm(data, method="alm", warm_start=1.3 * cold.W + 0.1 * rng.standard_normal(cold.W.shape))
     assert near.status == "optimal" and rel_err(near.W, cold.W) <= SVM_RTOL
     # a previous solution on nearby embeddings with the same supports: its multipliers start the ALM
     moved = NTPData(data.embeddings + 0.01 * rng.standard_normal(data.embeddings.shape), data.probs, data.weights)
-    again = ntp_svm(moved, warm_start=cold)
+    again = ntp_svm(moved, method="alm", warm_start=cold)
     fresh = ntp_svm(moved, method="alm")
     assert again.status == "optimal" and rel_err(again.W, fresh.W) <= SVM_RTOL
 

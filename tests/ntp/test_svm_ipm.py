@@ -110,7 +110,7 @@ def test_an_alm_without_a_feasible_point_is_rescued_before_the_farkas_search(mon
 def test_non_separable_data_diverge_and_end_in_a_farkas_certificate(case, monkeypatch):
     """Non-separable data: the interior point's multipliers diverge (no feasible point, the reason says so), and
     ntp_svm(method="ipm") with no cheap route returns "infeasible" with a Farkas certificate valid from the
-    definitions (found by the dual route the ALM hands over to)."""
+    definitions (found by the dual route the ALM hands over to); with them, an LP's."""
     from embgeo.ntp.theory import separability
 
     monkeypatch.setattr(separability, "pair_farkas", lambda *args, **kwargs: None)
@@ -120,6 +120,11 @@ def test_non_separable_data_diverge_and_end_in_a_farkas_certificate(case, monkey
     assert out.X is None and "diverged" in out.reason
     res = ntp_svm(data, method="ipm", route_options=NO_CHEAP_ROUTES)
     assert res.status == "infeasible" and res.W is None
+    assert_farkas_certificate(data, res.separability)
+    # with the pair LPs and the small LP allowed, they are asked once the interior point diverged (ntp_svm runs none
+    # before "ipm")
+    res = ntp_svm(data, method="ipm")
+    assert res.status == "infeasible" and "LP" in res.separability.method
     assert_farkas_certificate(data, res.separability)
 
 

@@ -248,12 +248,15 @@ def _spy_linprog(monkeypatch, result=None):
 
 
 def test_ntp_svm_gives_highs_the_time_left(monkeypatch):
-    """d < m and small: ntp_svm's separability LP (and the pair LPs before it) run under HiGHS's time limit."""
+    """d < m and small: ntp_svm's separability LP (and the pair LPs before it) run under HiGHS's time limit (before
+    the ALM; "auto" takes the interior point here, which decides separability itself and asks no LP)."""
     calls = _spy_linprog(monkeypatch)
     data = planted(30, 6, 3, seed=1)
-    res = ntp_svm(data, max_seconds=50.0)
+    res = ntp_svm(data, max_seconds=50.0, method="alm")
     assert res.status in (Status.OPTIMAL, Status.TIME_LIMIT)
     assert calls and all(0 < c.get("time_limit", np.inf) <= 50.0 for c in calls)
+    calls.clear()
+    assert ntp_svm(data, max_seconds=50.0).method.startswith("interior point") and not calls
 
 
 def test_separability_lp_says_time_limit_when_highs_stops_there(monkeypatch):
@@ -270,8 +273,8 @@ def test_separability_lp_says_time_limit_when_highs_stops_there(monkeypatch):
     assert L.separability_lp(pb.K, pb.groups.pattern, gi, ji, time_limit=0.0).status == Status.TIME_LIMIT
     assert not calls  # no time left: HiGHS not called
     # ntp_svm: an LP stopped by its limit decides nothing, the solver's route does
-    res = ntp_svm(planted(30, 6, 3, seed=1), max_seconds=50.0)
-    assert res.status in (Status.OPTIMAL, Status.TIME_LIMIT) and res.W is not None
+    res = ntp_svm(planted(30, 6, 3, seed=1), max_seconds=50.0, method="alm")  # (the route that asks the LP)
+    assert calls and res.status in (Status.OPTIMAL, Status.TIME_LIMIT) and res.W is not None
 
 
 def test_pair_farkas_respects_a_budget(clock, monkeypatch):
