@@ -138,3 +138,13 @@ def test_sizes_beyond_the_route_are_refused_with_the_size():
     with pytest.raises(TooLargeError, match=rf"{G} token groups × r = {r} .*MAX_UNKNOWNS = {G * r - 1}.*method='alm'"):
         ntp_svm(data, method="ipm", ipm_options=small)
     assert "augmented Lagrangian" in ntp_svm(data, ipm_options=small).method  # auto: the ALM
+
+
+def test_above_routes_flops_the_pair_routes_decide_before_the_interior_point(monkeypatch):
+    """Where an iteration is not cheap (here: ROUTES_FLOPS = 0), ntp_svm asks the pair certificates and pair LPs
+    before the interior point: a non-separable draw they settle never reaches it."""
+    data = synthetic(60, 30, 12, 4, seed=0)
+    monkeypatch.setattr(SVMIPM, "solve", lambda self, **kw: pytest.fail("the interior point ran"))
+    res = ntp_svm(data, method="ipm", ipm_options=IPMOptions(ROUTES_FLOPS=0))
+    assert res.status == "infeasible" and res.separability.method.startswith("pair of token groups")
+    assert_farkas_certificate(data, res.separability)

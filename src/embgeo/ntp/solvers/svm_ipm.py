@@ -66,11 +66,17 @@ class IPMOptions:
     #: Largest G·m (every pair, as dense G × m arrays: slacks, multipliers, weights).
     MAX_PAIRS: int = 4_000_000
     #: ``ntp_svm(method="auto")`` takes this route first (not the augmented Lagrangian) when an iteration's flops
-    #: (:func:`iteration_flops`) are at most this: below ~10 ms an iteration, ~30 of them are cheaper than a well-posed
-    #: ALM solve (measured 2026-11-30: synthetic(8, 10, 6, 3): 0.03 s against 0.10 s; planted(600, 40, 8), the ALM
-    #: stalled after 1.8–2.5 s on every seed where this took 0.23–0.45 s to gap ≤ 2e-11). Larger problems
-    #: that fit go to the ALM first, and here only when it stops short of the tolerance.
-    AUTO_FLOPS: float = 2e8
+    #: (:func:`iteration_flops`) are at most this. Measured 2026-11-29, one thread: where the margin is tiny
+    #: (``reference.ntp.planted``) the ALM stalled on 6 of 7 instances and this was 4.5–26× faster than Clarabel
+    #: (benchmarks/README.md, ``--planted``); on well-separated planted draws (every margin of the planted decoder
+    #: ≥ 1 or ≥ 3) at 1.1e9–2.2e9 flops it took 2.9–3.9 s against the ALM's 2.3–9.1 s, at 1.2e10–1.3e10 7.8–8.5 s
+    #: against 4.3–9.0 s. Larger problems that fit go to the ALM first, and here when it stops short of the tolerance.
+    AUTO_FLOPS: float = 3e9
+    #: Above this many flops an iteration, ``ntp_svm`` asks the cheap separability routes (Lemma 1, the pair
+    #: certificates and pair LPs; not the LP of the whole problem) before this route: on non-separable ``synthetic``
+    #: draws they decide in 0.01–0.02 s, where this route's multipliers take ~8 iterations to diverge (0.6–1.5 s at
+    #: 5e8–1.5e9 flops); on separable data they cost 0.12–0.24 s at m = 300–600. Below, it decides alone.
+    ROUTES_FLOPS: float = 2e8
     MAX_ITER: int = 100
     #: Fraction of the step to the boundary of s, λ ≥ 0 (Mehrotra's η).
     STEP_TO_BOUNDARY: float = 0.995

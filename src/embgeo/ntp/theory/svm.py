@@ -24,7 +24,7 @@ from embgeo.ntp.solvers.outcome import ProgressFn, SVMOutcome
 from embgeo.ntp.solvers.scan import scan_off_support
 from embgeo.ntp.solvers.svm_alm import SVMALM, ALMOptions
 from embgeo.ntp.solvers.svm_dual import DualOptions, SVMDual
-from embgeo.ntp.solvers.svm_ipm import SVMIPM, IPMOptions, ipm_cheap, ipm_fits
+from embgeo.ntp.solvers.svm_ipm import SVMIPM, IPMOptions, ipm_cheap, ipm_fits, iteration_flops
 from embgeo.ntp.theory.separability import (
     MARGIN_ATOL,
     Problem,
@@ -300,9 +300,9 @@ def _solve_ipm(req: SVMRequest) -> SVMSolved:
     """The interior-point method on problems within its size (:func:`~embgeo.ntp.solvers.svm_ipm.ipm_fits`; beyond
     it, :class:`TooLargeError` naming the size). It decides separability itself: ntp_svm runs no separability LP before
     it (a feasible point certifies it; at planted(300, 20, 6) the pair LPs and the LP took 0.53 s of a 0.61 s call,
-    the interior point 0.07 s). Where its multipliers diverge (no feasible point), the cheap routes and the small LP
-    are asked for a Farkas certificate, then the augmented Lagrangian's route takes over (its Farkas search
-    included)."""
+    the interior point 0.07 s), and the pair routes only above ``IPMOptions.ROUTES_FLOPS``. Where its multipliers
+    diverge (no feasible point), the cheap routes and the small LP are asked for a Farkas certificate, then the
+    augmented Lagrangian's route takes over (its Farkas search included)."""
     pb = req.pb
     G, r = pb.groups.n_groups, pb.K.shape[1]
     if not ipm_fits(pb.groups.pattern, r, req.ipm_options):
@@ -357,9 +357,10 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     """Solve the NTP-SVM (Def. 3) and certify the solution.
 
     Separability is decided first (:func:`is_separable`'s cheap routes: Lemma 1, pair
-    certificates, the LP when small; for "ipm", only where its multipliers diverge: a feasible point of its own
-    decides it); non-separable data give ``status == "infeasible"`` and ``W is None``. Then W^mm by the solver
-    named ``method`` (:data:`SVM_SOLVERS`, one interface: :class:`SVMRequest` → :class:`SVMSolved`):
+    certificates, the LP when small; for "ipm", the LP only where its multipliers diverge, and the pair routes where
+    an iteration is not cheap: a feasible point of its own decides it); non-separable data give
+    ``status == "infeasible"`` and ``W is None``. Then W^mm by the solver named ``method`` (:data:`SVM_SOLVERS`, one
+    interface: :class:`SVMRequest` → :class:`SVMSolved`):
 
     * ``"alm"``: the augmented Lagrangian method with semismooth Newton steps of
       :mod:`embgeo.ntp.solvers.svm_alm`, on the primal. For rank H̄ < m (d ≪ m, e.g. learned embeddings).
@@ -420,8 +421,12 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     if sep is None and warm_W is not None:
         stop_if_spent(deadline, "ntp_svm", "the warm start was tried as a separability certificate")
         sep = separable_from_candidate(pb, warm_W)
-    if sep is None and method != "ipm":  # (the interior point decides it: _solve_ipm)
+    if sep is None and method != "ipm":
         sep = _decide_before(pb, deadline, max_seconds)
+    elif sep is None and iteration_flops(pb.groups.pattern, pb.K.shape[1]) > (ipm_options or IPMOptions()).ROUTES_FLOPS:
+        # the interior point decides feasibility itself; the cheap routes before it settle non-separable data sooner
+        stop_if_spent(deadline, "ntp_svm", "separability was decided")
+        sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
     if sep is not None and not sep:
         return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0,
                               sep.method, pb=pb)
