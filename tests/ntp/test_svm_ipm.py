@@ -148,3 +148,8 @@ def test_above_routes_flops_the_pair_routes_decide_before_the_interior_point(mon
     res = ntp_svm(data, method="ipm", ipm_options=IPMOptions(ROUTES_FLOPS=0))
     assert res.status == "infeasible" and res.separability.method.startswith("pair of token groups")
     assert_farkas_certificate(data, res.separability)
+
+
+def test_ipm_options_must_be_ipm_options():
+    with pytest.raises(TypeError, match="expected an IPMOptions, got dict"):
+        ntp_svm(synthetic(8, 10, 6, 3, seed=1), ipm_options={"AUTO_FLOPS": 0})

@@ -299,7 +299,8 @@ def _head_options(args: argparse.Namespace) -> dict | None:
 SOLVER_LINE_SECONDS = 10.0
 
 #: The solvers' names in progress lines and bars (a ProgressEvent's ``solver``).
-SOLVER_NAMES = {"alm": "NTP-SVM (augmented Lagrangian)", "dual": "NTP-SVM dual", "hinge": "squared hinge"}
+SOLVER_NAMES = {"alm": "NTP-SVM (augmented Lagrangian)", "dual": "NTP-SVM dual", "ipm": "NTP-SVM (interior point)",
+                "hinge": "squared hinge"}
 
 
 def _hooks(plain: bool) -> dict:

@@ -51,6 +51,7 @@ import scipy.sparse as sp
 
 from embgeo.core.deadline import past
 from embgeo.core.status import Status
+from embgeo.core.validate import check_options
 from embgeo.ntp.solvers.outcome import ProgressEvent, ProgressFn, SVMOutcome
 
 
@@ -94,7 +95,7 @@ def iteration_flops(pattern: sp.spmatrix, r: int) -> float:
 
 def ipm_fits(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -> bool:
     """Whether the interior-point route takes this problem: G·r ≤ ``MAX_UNKNOWNS`` and G·m ≤ ``MAX_PAIRS``."""
-    opt = options or IPMOptions()
+    opt = check_options(options, IPMOptions)
     G, m = pattern.shape
     return G * r <= opt.MAX_UNKNOWNS and G * m <= opt.MAX_PAIRS
 
@@ -102,7 +103,7 @@ def ipm_fits(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) ->
 def ipm_cheap(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -> bool:
     """Whether ``ntp_svm(method="auto")`` takes the interior point first: it fits and an iteration costs at most
     ``AUTO_FLOPS``."""
-    opt = options or IPMOptions()
+    opt = check_options(options, IPMOptions)
     return ipm_fits(pattern, r, opt) and iteration_flops(pattern, r) <= opt.AUTO_FLOPS
 
 
@@ -119,7 +120,7 @@ class SVMIPM:
     coordinates, ``support`` the (G, m) 0/1 pattern of the groups in each support, ``weights`` (G,) the group sizes."""
 
     def __init__(self, K: np.ndarray, support: sp.spmatrix, weights: np.ndarray, options: IPMOptions | None = None):
-        self.opt = options or IPMOptions()
+        self.opt = check_options(options, IPMOptions)
         self.K = np.asarray(K, dtype=np.float64)
         self.support = sp.csr_matrix(support)
         self.n = np.asarray(weights, dtype=np.float64)

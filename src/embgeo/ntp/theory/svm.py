@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 
 from embgeo.core.deadline import deadline_of, past, stop_if_spent, time_left
 from embgeo.core.status import Status, certified_dict
+from embgeo.core.validate import check_options
 from embgeo.errors import InputError, SolverError, TooLargeError
 from embgeo.ntp.data import NTPData, check_W
 from embgeo.ntp.solvers.constraints import row_dots
@@ -306,7 +307,7 @@ def _solve_ipm(req: SVMRequest) -> SVMSolved:
     pb = req.pb
     G, r = pb.groups.n_groups, pb.K.shape[1]
     if not ipm_fits(pb.groups.pattern, r, req.ipm_options):
-        opt = req.ipm_options or IPMOptions()
+        opt = check_options(req.ipm_options, IPMOptions)
         raise TooLargeError(f"ntp_svm(method='ipm'): {G} token groups × r = {r} coordinates = {G * r} unknowns and "
                             f"{G} × {pb.data.m} pairs, beyond the interior point's size (IPMOptions.MAX_UNKNOWNS = "
                             f"{opt.MAX_UNKNOWNS}, MAX_PAIRS = {opt.MAX_PAIRS}); use method='alm' (or 'auto')")
@@ -409,6 +410,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         raise InputError(f"method: expected one of {('auto', *SVM_SOLVERS)}, got {method!r}")
     if separability is not None and not isinstance(separability, Separability):
         raise InputError(f"separability: expected the result of is_separable, got {type(separability).__name__}")
+    ipm_options = check_options(ipm_options, IPMOptions)
     deadline = deadline_of(max_seconds, "ntp_svm")
     stop_if_spent(deadline, "ntp_svm", "started")
     pb = make_problem(data, subspace_, route_options)
@@ -423,7 +425,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         sep = separable_from_candidate(pb, warm_W)
     if sep is None and method != "ipm":
         sep = _decide_before(pb, deadline, max_seconds)
-    elif sep is None and iteration_flops(pb.groups.pattern, pb.K.shape[1]) > (ipm_options or IPMOptions()).ROUTES_FLOPS:
+    elif sep is None and iteration_flops(pb.groups.pattern, pb.K.shape[1]) > ipm_options.ROUTES_FLOPS:
         # the interior point decides feasibility itself; the cheap routes before it settle non-separable data sooner
         stop_if_spent(deadline, "ntp_svm", "separability was decided")
         sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
