@@ -27,7 +27,8 @@ effective BLAS thread count is printed in the header.
 one token or two tied exactly, whose margin is tiny next to the embeddings' scale (issue 38: the augmented Lagrangian
 stalls there). Sides: ``ntp_svm`` as a user calls it ("auto"), the augmented Lagrangian alone (``method="alm"``,
 under ``--alm-seconds``), the interior point alone (``method="ipm"``), each once, against cvxpy + Clarabel on every
-constraint (not told the active set).
+constraint, and against Clarabel told the answer's active set (the ties and only the (6b) pairs active at the interior
+point's answer, tolerances 1e-10, as ``cvxpy-active`` of ``bench_ntp_learned.py``).
 
 Run (from the repository root, with the project's venv):
 
@@ -115,8 +116,8 @@ def header() -> None:
 
 # -- reference route on vec(W) -----------------------------------------------------------------
 
-def _clarabel(prob: cp.Problem) -> float:
-    prob.solve(solver=cp.CLARABEL, max_threads=ARGS.threads)
+def _clarabel(prob: cp.Problem, settings: dict | None = None) -> float:
+    prob.solve(solver=cp.CLARABEL, max_threads=ARGS.threads, **(settings or {}))
     return prob.solver_stats.solve_time or float("nan")
 
 
@@ -128,12 +129,16 @@ def ref_w_star(data):
     return (W.value if prob.status == cp.OPTIMAL else None), prob.status, solve
 
 
-def ref_svm(data):
-    A_eq, _, A_in = reference_constraints(data)
+def ref_svm(data, told=None):
+    """W^mm by cvxpy + Clarabel on vec(W); ``told`` (an answer W): only the (6b) pairs active there (margin ≤ 1 +
+    bench_ntp_learned.ACTIVE_TOL), i.e. Clarabel told the answer's active set, at tolerances 1e-10."""
+    from bench_ntp_learned import active_pairs
+
+    A_eq, _, A_in = reference_constraints(data, None if told is None else active_pairs(data, told))
     W = cp.Variable((data.V, data.d))
     x = cp.vec(W, order="C")
     prob = cp.Problem(cp.Minimize(cp.sum_squares(W)), [A_eq @ x == 0, A_in @ x >= 1])
-    solve = _clarabel(prob)
+    solve = _clarabel(prob, {} if told is None else {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10})
     return (W.value if prob.status == cp.OPTIMAL else None), prob.status, solve
 
 
@@ -231,6 +236,7 @@ def run_planted(size) -> None:
     norm_ref = np.linalg.norm(W_ref) if W_ref is not None else float("nan")
     print(f"  {'cvxpy':<6} {t_ref:8.2f} s (Clarabel {t_solve:.2f} s)  {status}  |W| {norm_ref:.6f}")
     sides = [("auto", {}), ("alm", {"method": "alm", "max_seconds": ARGS.alm_seconds}), ("ipm", {"method": "ipm"})]
+    answer = None
     for name, kw in sides:
         t0 = time.perf_counter()
         try:
@@ -244,6 +250,12 @@ def run_planted(size) -> None:
               f"|W| {np.linalg.norm(res.W):.6f}  vs cvxpy {diff:.1e}  ratio Clarabel/ours {t_solve / t:5.2f}  "
               f"[{res.method[:70]}]")
         sys.stdout.flush()
+        if name == "ipm" and res.status == "optimal":
+            answer = (res.W, t)
+    if answer is not None:  # the generic solver told the answer's active set (issue 38's comparison)
+        (W_act, status, t_solve), t_ref = once(lambda d: ref_svm(d, answer[0]), data)
+        print(f"  {'cvxpy told the active set':<6} {t_ref:.2f} s (Clarabel {t_solve:.2f} s)  {status}  "
+              f"|W| {np.linalg.norm(W_act):.6f}  ratio Clarabel's solve / interior point {t_solve / answer[1]:5.2f}")
 
 
 def main() -> None:
