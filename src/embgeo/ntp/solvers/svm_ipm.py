@@ -166,7 +166,11 @@ class SVMIPM:
 
     def margins(self, u: np.ndarray) -> np.ndarray:
         """B u: the off-support margins t_j − x_gᵀk_j of the point u, in the order of (og, oj)."""
-        X, t = self.z_of(u)
+        return self._margins_of(self._x(u))
+
+    def _margins_of(self, X: np.ndarray) -> np.ndarray:
+        """The off-support margins of the group rows X (G, r), t_j tied to x_{f(j)}."""
+        t = np.einsum("jk,jk->j", self.K, X[self.f])
         return (t[None, :] - X @ self.K.T)[self.og, self.oj]
 
     def b_t(self, v: np.ndarray) -> np.ndarray:
@@ -196,7 +200,7 @@ class SVMIPM:
                 diag[a] += C.sum(axis=0)
         H[np.arange(G), :, np.arange(G), :] += diag
         H = H.reshape(G * r, G * r)
-        return H if not len(self._sv) else self.N.T @ H @ self.N
+        return H if not len(self._sv) else self.N.T @ H @ self.N  # (rank E = 0: N = I, _null_space_of)
 
     # -- the certificate --------------------------------------------------------------------------------------
     def dual_point(self, X: np.ndarray, lam: np.ndarray) -> tuple[float, tuple]:
@@ -221,11 +225,12 @@ class SVMIPM:
         s = max(linear, 0.0) / quad if quad > 0 else 0.0
         return s * linear - 0.5 * s * s * quad, (g, j, -s * mult)
 
-    def _certify(self, u: np.ndarray, lam: np.ndarray, best: SVMOutcome, best_dual: list) -> None:
-        """The iterate divided by its smallest margin (feasible for every constraint, when that margin is positive)
-        and the dual point of λ (a lower bound whatever the iterate), each kept when it improves ``best``."""
-        X = self._x(u)
-        gamma = float(np.min(self.margins(u), initial=np.inf))
+    def _certify(self, u: np.ndarray, X: np.ndarray, Bu: np.ndarray, lam: np.ndarray, best: SVMOutcome,
+                 best_dual: list) -> None:
+        """The iterate u (its group rows X and margins Bu) divided by its smallest margin (feasible for every
+        constraint, when that margin is positive) and the dual point of λ (a lower bound whatever the iterate), each
+        kept when it improves ``best``."""
+        gamma = float(np.min(Bu, initial=np.inf))
         if gamma > 0:
             Xf, tf = self.z_of(u / gamma)
             primal = 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", Xf, Xf)))
@@ -263,6 +268,7 @@ class SVMIPM:
         opt = self.opt
         best, best_dual = SVMOutcome(Status.MAX_ITER, mode="interior point"), [None]
         u, s, lam = self._start()
+        X, Bu = self._x(u), self.margins(u)
         M = len(s)
         mus, last = [], 0.0
         for it in range(1, opt.MAX_ITER + 1):
@@ -270,9 +276,8 @@ class SVMIPM:
                 best.status = Status.TIME_LIMIT
                 break
             tic = time.perf_counter()
-            X = self._x(u)
             rd = self.N.T @ (self.n[:, None] * X).ravel() - self.b_t(lam)
-            rp = self.margins(u) - s - 1.0
+            rp = Bu - s - 1.0
             mu = float(s @ lam) / M
             H = self.hessian(lam / s)
             chol = _regularized_cholesky(H)
@@ -288,6 +293,7 @@ class SVMIPM:
             alpha = min(1.0, opt.STEP_TO_BOUNDARY * min(_to_boundary(s, ds), _to_boundary(lam, dl)))
             u, s, lam = u + alpha * du, s + alpha * ds, lam + alpha * dl
             X = self._x(u)
+            Bu = self._margins_of(X)
             quad = float(np.sum(self.n * np.einsum("ij,ij->i", X, X)))
             if not (np.all(np.isfinite(u)) and float(lam.sum()) <= DIVERGED_RATIO * max(quad, 1e-300)):
                 # no feasible point: the multipliers of an infeasible QP grow without bound (a Farkas direction)
@@ -296,7 +302,7 @@ class SVMIPM:
                                f"Σ n_g‖x_g‖² = {quad:.2g}): the data may not be NTP-separable")
                 break
             best.iterations = it
-            self._certify(u, lam, best, best_dual)
+            self._certify(u, X, Bu, lam, best, best_dual)
             last = time.perf_counter() - tic
             mus.append(float(s @ lam) / M)
             if progress is not None:
@@ -346,8 +352,8 @@ def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
 
 def _null_space_of(E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(U, σ, V_r, N) of E (n × c): E = U diag(σ) V_rᵀ on its range (rank σ > 0 entries) and N (c, c − rank) an
-    orthonormal basis of null(E). Through a QR of E first where n > c (then only the c × c triangle's SVD: no n × n
-    U)."""
+    orthonormal basis of null(E), the identity where E has rank 0. Through a QR of E first where n > c (then only the
+    c × c triangle's SVD: no n × n U)."""
     n, c = E.shape
     if n == 0:
         return np.zeros((0, 0)), np.zeros(0), np.zeros((c, 0)), np.eye(c)
@@ -358,4 +364,6 @@ def _null_space_of(E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     else:
         U, sv, Vt = sla.svd(E, full_matrices=True)
     rank = int(np.sum(sv > sv.max(initial=0.0) * max(n, c) * np.finfo(float).eps))
+    if rank == 0:  # (E = 0: every direction is free, and N = I lets SVMIPM.hessian skip the projection)
+        return U[:, :0], sv[:0], Vt[:0].T, np.eye(c)
     return U[:, :rank], sv[:rank], Vt[:rank].T, Vt[rank:].T

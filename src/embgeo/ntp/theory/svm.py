@@ -244,6 +244,7 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
         rescued = _rescue(req, out, sep)
         if rescued is not None:
             return rescued
+        req = replace(req, rescue=False)  # (tried: its answer would be the same after the restart below)
     if out.X is None and sep is None:  # no feasible point: ask the dual route for a Farkas matrix
         stop_if_spent(deadline, "ntp_svm", "the dual route could look for a Farkas matrix, after the "
                       f"augmented Lagrangian found no feasible point ({out.status})")
@@ -315,7 +316,8 @@ def _solve_ipm(req: SVMRequest) -> SVMSolved:
     if out.X is None and out.status != Status.TIME_LIMIT:
         sep = req.separability
         if sep is None and not past(req.deadline):  # its multipliers diverged: the routes ntp_svm left to it
-            sep = _decide_before(pb, req.deadline, time_left(req.deadline))
+            sep = _decide_before(pb, req.deadline, time_left(req.deadline),
+                                 cheap=not _pair_routes_first(pb, req.ipm_options))
             if sep is not None and not sep:
                 return SVMSolved(out, sep.method, sep)
         alm = _solve_alm(replace(req, rescue=False, separability=sep))
@@ -425,10 +427,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         sep = separable_from_candidate(pb, warm_W)
     if sep is None and method != "ipm":
         sep = _decide_before(pb, deadline, max_seconds)
-    elif sep is None and iteration_flops(pb.groups.pattern, pb.K.shape[1]) > ipm_options.ROUTES_FLOPS:
+    elif sep is None and _pair_routes_first(pb, ipm_options):
         # the interior point decides feasibility itself; the cheap routes before it settle non-separable data sooner
-        stop_if_spent(deadline, "ntp_svm", "separability was decided")
-        sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
+        sep = _decide_before(pb, deadline, max_seconds, lp=False)
     if sep is not None and not sep:
         return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, 0, time.perf_counter() - t0,
                               sep.method, pb=pb)
@@ -470,15 +471,22 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
                           time.perf_counter() - t0, name, out.rounds, note, pb=pb, out=out)
 
 
-def _decide_before(pb: Problem, deadline: float | None, max_seconds: float | None) -> Separability | None:
-    """Separability by the cheap routes (Lemma 1, pair certificates: at most a quarter of ``max_seconds``) and, rank
-    H̄ < m, the LP where it is small; None when they leave it undecided."""
+def _decide_before(pb: Problem, deadline: float | None, max_seconds: float | None, *, cheap: bool = True,
+                   lp: bool = True) -> Separability | None:
+    """Separability by the cheap routes (``cheap``: Lemma 1, pair certificates, at most a quarter of ``max_seconds``)
+    and (``lp``), rank H̄ < m, the LP where it is small; None when they leave it undecided."""
     stop_if_spent(deadline, "ntp_svm", "separability was decided")
-    sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4)
-    if sep is None and pb.coords.rank < pb.data.m and lp_is_small(pb):
+    sep = decide_cheaply(pb, None if max_seconds is None else max_seconds / 4) if cheap else None
+    if lp and sep is None and pb.coords.rank < pb.data.m and lp_is_small(pb):
         stop_if_spent(deadline, "ntp_svm", "separability was decided")
         sep = separability_by_lp(pb, time_left(deadline))
     return sep
+
+
+def _pair_routes_first(pb: Problem, options: IPMOptions | None) -> bool:
+    """Whether ntp_svm asks the cheap separability routes before the interior point: an iteration of it costs more than
+    ``IPMOptions.ROUTES_FLOPS``."""
+    return iteration_flops(pb.groups.pattern, pb.K.shape[1]) > check_options(options, IPMOptions).ROUTES_FLOPS
 
 
 def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float | None) -> tuple[SVMOutcome, bool]:
