@@ -51,15 +51,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from reference.ntp_constraints import reference_constraints
 
 
-def _size(text: str) -> tuple[int, int, int, int]:
-    """m,V,d,S (or m,V,d,seed for --planted: the same check, seed ≥ 1 aside, is loose enough)."""
+def _four_ints(text: str, names: str) -> tuple[int, int, int, int]:
     try:
-        m, V, d, S = (int(x) for x in text.split(","))
+        a, b, c, e = (int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected four integers m,V,d,S (or m,V,d,seed), got {text!r}") from None
-    if min(m, V, d) < 1 or S < 0 or S >= V:
-        raise argparse.ArgumentTypeError(f"need positive sizes with 0 ≤ S < V, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {names} (four integers), got {text!r}") from None
+    return a, b, c, e
+
+
+def _size(text: str) -> tuple[int, int, int, int]:
+    m, V, d, S = _four_ints(text, "m,V,d,S")
+    if min(m, V, d, S) < 1 or S >= V:
+        raise argparse.ArgumentTypeError(f"need positive sizes with S < V, got {text!r}")
     return m, V, d, S
+
+
+def _planted(text: str) -> tuple[int, int, int, int]:
+    m, V, d, seed = _four_ints(text, "m,V,d,seed")
+    if min(m, V, d) < 1 or seed < 0:
+        raise argparse.ArgumentTypeError(f"need positive sizes and a seed ≥ 0, got {text!r}")
+    return m, V, d, seed
 
 
 def _parse_args() -> argparse.Namespace:
@@ -69,7 +80,7 @@ def _parse_args() -> argparse.Namespace:
                    help="custom sizes (replace the defaults; reference always runs)")
     p.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/Clarabel threads (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of embgeo.ntp.synthetic (default 0)")
-    p.add_argument("--planted", type=_size, nargs="*", metavar="m,V,d,seed",
+    p.add_argument("--planted", type=_planted, nargs="*", metavar="m,V,d,seed",
                    help="W^mm on reference.ntp.planted instances instead (no values: PLANTED_DEFAULT)")
     p.add_argument("--alm-seconds", type=float, default=60.0, help="max_seconds of the ALM-alone side (default 60)")
     return p.parse_args()
@@ -87,7 +98,7 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 from scipy.optimize import linprog  # noqa: E402
 
-from embgeo.errors import NotCompatibleError  # noqa: E402
+from embgeo.errors import NotCompatibleError, SolverError  # noqa: E402
 from embgeo.ntp import is_separable, ntp_svm, synthetic, w_star  # noqa: E402
 
 # (size, reference by default). d > m sizes are the issue's; (100, 50, 80, 5) has d < m, where
@@ -241,7 +252,7 @@ def run_planted(size) -> None:
         t0 = time.perf_counter()
         try:
             res = ntp_svm(data, **kw)
-        except Exception as err:  # (an undecided ALM raises SolverError: reported as the side's outcome)
+        except SolverError as err:  # (an undecided ALM: reported as the side's outcome)
             print(f"  {name:<6} {time.perf_counter() - t0:8.2f} s  {type(err).__name__}: {str(err)[:100]}")
             continue
         t = time.perf_counter() - t0
