@@ -255,6 +255,8 @@ def test_ntp_svm_gives_highs_the_time_left(monkeypatch):
     res = ntp_svm(data, max_seconds=50.0, method="alm")
     assert res.status in (Status.OPTIMAL, Status.TIME_LIMIT)
     assert calls and all(0 < c.get("time_limit", np.inf) <= 50.0 for c in calls)
+    # presolve off: HiGHS's presolve does not check the limit (751 s past a 30 s limit on a pair LP at m = 100,000)
+    assert all(c.get("presolve") is False for c in calls)
     calls.clear()
     assert ntp_svm(data, max_seconds=50.0).method.startswith("interior point") and not calls
 

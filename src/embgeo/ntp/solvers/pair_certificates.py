@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy.linalg import null_space
 
 from embgeo.core.validate import check_options
+from embgeo.ntp.solvers.separability_lp import highs_options
 from embgeo.ntp.solvers.svm_dual import FARKAS_RTOL, farkas_scale
 
 
@@ -83,7 +84,7 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float |
         rhs = np.r_[np.zeros(r), 1.0]
         bounds = [(0, None)] * (Pj.size + Nj.size) + [(None, None)] * Ej.size
         res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs",
-                      options={"time_limit": left})
+                      options=highs_options(left))
         if res.status != 0:  # (status 1: HiGHS stopped at its time limit, the budget's rest: the loop ends next)
             continue  # the pair is separable (or HiGHS could not tell): no certificate from it
         z = _polish_vertex(A, rhs, res.x, Pj.size + Nj.size)
