@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from embgeo.core.threads import limit_threads
-from embgeo.errors import InputError, MissingDependencyError, SolverError
+from embgeo.errors import InputError, MissingDependencyError, SolverError, TooLargeError
 from embgeo.ntp import synthetic
 from embgeo.ntp.analysis.analyze import analyze as measure
 from embgeo.ntp.analysis.probe import (
@@ -530,3 +530,25 @@ def test_no_constraints_give_one_verdict_line_n_a(capsys):
     verdicts = [s for s in capsys.readouterr().out.splitlines() if s.startswith("separable ")]
     assert res.no_constraints and res.separability_verdict == "n/a"
     assert len(verdicts) == 1 and verdicts[0].startswith("separable    n/a: every support is the whole vocabulary")
+
+
+def test_memory_estimate_leaves_out_an_equality_system_it_will_not_build(monkeypatch):
+    """The analysis builds F's equality system only within the dense budget (analyze.memory_plan); above it the
+    probe's total must not count it, nor refuse for it (issue 38: at m = 100,000 a 31.7 GiB system that would
+    never be built refused a probe of a few GiB)."""
+    from embgeo.core import validate
+    from embgeo.ntp.analysis import probe as P
+
+    data = synthetic(60, 12, 4, 3, seed=0)  # S_j = 3: the system of W* and F is not empty
+    full = P.memory_estimate(data.probs, data.d)
+    assert full["equality_system"] > 0 and full["equality_system_built"] == 1
+    assert full["total"] == sum(v for k, v in full.items() if k not in ("total", "equality_system_built"))
+    monkeypatch.setattr(P, "DENSE_BUDGET_BYTES", full["equality_system"] - 1)
+    skip = P.memory_estimate(data.probs, data.d)
+    assert skip["equality_system_built"] == 0 and skip["equality_system"] == full["equality_system"]
+    assert skip["total"] == full["total"] - full["equality_system"]
+    # a room between the two totals: refused with the system counted, accepted without it
+    monkeypatch.setattr(validate, "available_memory_bytes", lambda: (skip["total"] + full["total"]) / 2)
+    P.check_memory(skip, data.V, data.d)
+    with pytest.raises(TooLargeError, match="exact paths"):
+        P.check_memory(full, data.V, data.d)
