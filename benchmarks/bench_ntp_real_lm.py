@@ -67,10 +67,42 @@ def decide(data, route: str, max_seconds: float) -> dict:
     try:
         sep = is_separable(data, method=route, max_seconds=max_seconds)
         verdict = "separable" if sep else "not separable"
-        detail = f"{sep.method}; {sep.residuals}"
+        detail = f"{sep.method}; {sep.residuals}; checked here: {checked(data, sep)}"
     except SolverError as exc:
         verdict, detail = "undecided", str(exc)[:160]
     return {"route": route, "verdict": verdict, "seconds": time.perf_counter() - t0, "detail": detail}
+
+
+def checked(data, sep) -> str:
+    """The certificate re-checked from (H, supports) with plain numpy, apart from the solvers' own checks.
+
+    Separable: every (6b) margin of W, min over supports minus max off them, ≥ 1, and the (6a) ties.
+    Not separable: Ψ (m, V) has ≤ 0 entries off the supports summing to −1 (μ), each context's entries sum to 0, and
+    ‖Ψᵀ H‖ is at rounding level, so for any W tying its supports Σ μ · margin = −⟨Ψᵀ H, W⟩ ≈ 0 < 1: no W separates.
+    Names the tokens and the number of contexts the Farkas matrix puts weight on."""
+    support = data.probs.copy()
+    support.data[:] = 1.0
+    if sep:
+        worst, ties = np.inf, 0.0
+        for lo in range(0, data.m, 256):  # logits block by block: m × V is too large at once
+            L = data.embeddings[lo:lo + 256] @ sep.W.T
+            S = support[lo:lo + 256].toarray() > 0
+            on = np.where(S, L, np.nan)
+            worst = min(worst, float(np.min(np.nanmin(on, axis=1) - np.where(S, -np.inf, L).max(axis=1))))
+            ties = max(ties, float(np.max(np.nanmax(on, axis=1) - np.nanmin(on, axis=1))))
+        return f"min margin {worst:.12g}, ties {ties:.1e}"
+    Psi = sp.csr_matrix(sep.certificate)
+    coo = Psi.tocoo()
+    off = np.asarray(support[coo.row, coo.col]).ravel() == 0
+    rows = np.abs(np.asarray(Psi.sum(axis=1)).ravel()).max()
+    # relative to the largest it could be: Σ|Ψ| · max_j ‖h_j‖
+    largest = np.abs(coo.data).sum() * np.linalg.norm(data.embeddings, axis=1).max()
+    perp = np.linalg.norm(Psi.T @ data.embeddings) / largest
+    tokens = np.unique(coo.col)
+    return (f"off-support entries {coo.data[off].min():.3g}..{coo.data[off].max():.3g} summing to "
+            f"{coo.data[off].sum():.12g}, largest context sum {rows:.1e}, ‖Ψᵀ H‖/(Σ|Ψ| max‖h‖) = {perp:.1e}; "
+            f"weight on {len(np.unique(coo.row))} contexts and tokens {tokens[:8].tolist()}"
+            + (" …" if tokens.size > 8 else ""))
 
 
 def main() -> None:
