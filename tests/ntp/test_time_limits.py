@@ -366,19 +366,21 @@ def test_a_spent_limit_runs_nothing(clock, monkeypatch):
 
 
 def test_is_separable_begins_no_route_after_the_deadline(clock, monkeypatch):
-    """The candidate's projection and scan cost 5 s of a 2 s limit: the cheap routes and the iterative ones are not
-    begun and the verdict is undecided, naming the stage; negative control: with 10 s the pair certificates run."""
+    """The candidate's projection and scan (tried after the span pair certificate, which decides nothing here) cost
+    5 s of a 2 s limit: the pair LPs and the iterative routes are not begun and the verdict is undecided, naming the
+    stage; negative control: with 10 s the pair LPs run."""
     from embgeo.errors import SolverError
 
     data = planted(60, 12, 5, seed=0)
     W = np.zeros((data.V, data.d))  # no margin at all: the candidate decides nothing
+    spy(monkeypatch, clock, separability, "pair_farkas")
     spy(monkeypatch, clock, separability, "separable_from_candidate", cost=5.0)
-    spy(monkeypatch, clock, separability, "decide_cheaply")
-    with pytest.raises(SolverError, match="before the pair certificates"):
+    spy(monkeypatch, clock, separability, "pair_lp_farkas")
+    with pytest.raises(SolverError, match="before the pair LPs"):
         separability.is_separable(data, candidate=W, max_seconds=2.0)
-    assert not clock.at("decide_cheaply")
+    assert [name for name, _ in clock.log] == ["pair_farkas", "separable_from_candidate"]
     separability.is_separable(data, candidate=W, max_seconds=10.0)
-    assert len(clock.at("decide_cheaply")) == 1
+    assert len(clock.at("pair_lp_farkas")) == 1
 
 
 def test_ntp_svm_returns_the_certificate_when_no_time_is_left_for_its_solver(clock, monkeypatch):

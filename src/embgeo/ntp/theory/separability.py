@@ -196,14 +196,9 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
     deadline = deadline_of(max_seconds, "is_separable")
     stop_if_spent(deadline, "is_separable", "started")
     pb = make_problem(data, subspace_, route_options)
-    if candidate is not None:
-        stop_if_spent(deadline, "is_separable", "the candidate was tried")
-        sep = separable_from_candidate(pb, candidate)
-        if sep is not None:
-            return sep
     if method == "auto":
         stop_if_spent(deadline, "is_separable", "the pair certificates")
-        sep = decide_cheaply(pb, time_left(deadline))
+        sep = decide_cheaply(pb, time_left(deadline), candidate)
         if sep is not None:
             return sep
         if lp_is_small(pb):
@@ -305,19 +300,34 @@ def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
                         "the given candidate projected onto F⊥, scaled to margin 1")
 
 
-def decide_cheaply(pb: Problem, max_seconds: float | None = None) -> Separability | None:
-    """Lemma 1's closed form when rank H̄ = m; a pair certificate or a pair LP when r < m; else None."""
+def decide_cheaply(pb: Problem, max_seconds: float | None = None,
+                   candidate: np.ndarray | None = None) -> Separability | None:
+    """``candidate`` (V, d; a W to try as the separator, :func:`separable_from_candidate`), then Lemma 1's closed
+    form when rank H̄ = m; when r < m a span pair certificate, then the candidate, then a pair LP; else None.
+
+    Why the candidate after the span pairs when r < m: it costs a tie projection and a scan of every (context, token)
+    pair (at m = 100,000 and V = 49,152 several minutes), the span pairs a least-squares solve per heavy pair (0.3 s
+    there, where they decided: not separable, which no candidate can change)."""
+    deadline = deadline_of(max_seconds, "is_separable (pair certificates)")
     if pb.coords.rank == pb.data.m:
+        sep = None if candidate is None else separable_from_candidate(pb, candidate)
+        if sep is not None:
+            return sep
         Z = pb.groups.pattern.toarray()  # (G, m): logit 1 on the supports, 0 off them
         X = pb.coords.solve_logits(Z)  # X Kᵀ = Z
         sep = separable_result(pb, X, np.ones(pb.data.m), "closed form (rank H = m, Lemma 1)")
         if sep and sep.residuals["equality"] <= MARGIN_ATOL:
             return sep
         return None  # K too ill-conditioned for the closed form: decide numerically
-    deadline = deadline_of(max_seconds, "is_separable (pair certificates)")
     pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds, options=pb.options.pair)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
+    if candidate is not None:
+        stop_if_spent(deadline, "is_separable", "the candidate was tried")
+        sep = separable_from_candidate(pb, candidate)
+        if sep is not None:
+            return sep
+        stop_if_spent(deadline, "is_separable", "the pair LPs")
     pair = pair_lp_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=time_left(deadline),
                           options=pb.options.pair)
     if pair is not None:
