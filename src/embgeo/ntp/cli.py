@@ -671,7 +671,7 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
     pr.add_argument("--head-bias", choices=["refuse", "append"], default="refuse",
                     help="a head with a bias b: refuse (default) or append it as a coordinate (h -> [h, 1])")
     pr.add_argument("--separability-method", choices=["auto", "hinge", "dual", "lp"], default="auto",
-                    help="auto (default: the model's W as the certificate, cheap certificates, the LP when small, "
+                    help="auto (default: cheap certificates and the model's W as one, the LP when small, "
                          "else the squared hinge, and the NTP-SVM dual with the time left where the hinge gives up), "
                          "hinge or dual alone, or lp (the LP alone: decides, at the memory of every constraint)")
     pr.add_argument("--max-seconds", type=float, default=600.0, metavar="S",

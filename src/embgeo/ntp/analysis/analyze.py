@@ -363,9 +363,10 @@ def analyze(data: NTPData, W=None, *, max_seconds: float | None = None,
     ``"geometry"`` (with W): the logits' structure and the rows' norms against token frequency, with P_F(W) and
     the normalized NTP-margin of P_⊥(W) (:func:`~embgeo.ntp.measure.alignment.alignment_prep`) — what needs no
     solver, done and timed before the solvers;
-    ``"separability"`` (with W): Def. 2 — with ``separability_method="auto"`` W is tried first as the certificate
-    (exact when P_⊥(W) has all margins > 0), then the cheap routes, the LP when small, else the dual and the
-    squared hinge; ``"hinge"``, ``"dual"`` or ``"lp"`` is that route alone (:func:`theory.is_separable`);
+    ``"separability"`` (with W): Def. 2 — with ``separability_method="auto"`` the cheap routes, W tried as the
+    certificate among them (exact when P_⊥(W) has all margins > 0; after the span pair certificate when r < m), the
+    LP when small, else the squared hinge and the dual; ``"hinge"``, ``"dual"`` or ``"lp"`` is that route alone
+    (:func:`theory.is_separable`);
     ``"svm"``: W^mm (Def. 3). With W: the augmented Lagrangian warm-started from W, when separable or undecided;
     without W: :func:`theory.ntp_svm`, which decides separability itself. When separability was undecided, the
     NTP-SVM's outcome decides it (:attr:`Analysis.separable`, the one verdict printed and written);

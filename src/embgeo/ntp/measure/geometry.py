@@ -428,7 +428,7 @@ def track_reference(H: ArrayLike, W: ArrayLike, data: NTPData, max_seconds: floa
     except SolverError:  # too ill-conditioned to decide: undecided, not an error of the caller
         comp = None
     try:
-        # the trained decoder is tried first as a separator of H_t (exact when its projection's margins are > 0)
+        # the trained decoder is tried as a separator of H_t (exact when its projection's margins are > 0)
         sep = theory.is_separable(current, F, max_seconds=_positive(left()), candidate=W)
         out["separable"] = bool(sep)
         out["separability_method"] = sep.method  # the certificate behind the verdict, for the claims' premises

@@ -179,7 +179,8 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
       the LP has at most ``LP_SMALL_NNZ`` nonzeros, else "hinge", and "dual" with the time left where the hinge gives
       up undecided (:func:`_hinge_then_dual` says why). An explicit method skips
       the shortcuts (an independent check of Lemma 1, e.g.).
-    * ``candidate`` (V, d), with "auto" only: a W to try first, e.g. a trained decoder. P_⊥(W) ties
+    * ``candidate`` (V, d), with "auto" only: a W to try, e.g. a trained decoder — first when rank H̄ = m, after the
+      span pair certificate and before the pair LPs when r < m (:func:`decide_cheaply`). P_⊥(W) ties
       every support exactly; if its smallest (6b) margin γ is > 0, P_⊥(W)/γ is the certificate
       (O(projection + m V r)). Otherwise the routes above decide as without it.
     * ``hinge_options``, ``dual_options``: the squared hinge's and the dual's tuning
