@@ -543,7 +543,7 @@ def test_memory_estimate_leaves_out_an_equality_system_it_will_not_build(monkeyp
     full = P.memory_estimate(data.probs, data.d)
     assert full["equality_system"] > 0 and full["equality_system_built"] == 1
     assert full["total"] == sum(v for k, v in full.items() if k not in ("total", "equality_system_built"))
-    monkeypatch.setattr(P, "DENSE_BUDGET_BYTES", full["equality_system"] - 1)
+    monkeypatch.setattr(validate, "DENSE_BUDGET_BYTES", full["equality_system"] - 1)
     skip = P.memory_estimate(data.probs, data.d)
     assert skip["equality_system_built"] == 0 and skip["equality_system"] == full["equality_system"]
     assert skip["total"] == full["total"] - full["equality_system"]

@@ -902,7 +902,7 @@ def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
     HiGHS's time limit, never more than PairOptions.SECONDS, also when ntp_svm was given no max_seconds."""
     import scipy.optimize
 
-    limits = []
+    limits, presolve = [], []
     real = scipy.optimize.linprog
 
     def spy(*args, options=None, **kw):
@@ -910,7 +910,6 @@ def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
         presolve.append((options or {}).get("presolve"))
         return real(*args, options=options, **kw)
 
-    presolve = []
     monkeypatch.setattr(scipy.optimize, "linprog", spy)
     pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
     assert _pair_lp(pb, options=pair_certificates.PairOptions(SECONDS=7.0)) is not None

@@ -96,6 +96,14 @@ class MemoryPlan:
         return out
 
 
+def builds_equality_system(system: float, room: float = math.inf) -> bool:
+    """Whether the analysis builds F's exact equality system of ``system`` bytes: within the dense budget
+    (``validate.DENSE_BUDGET_BYTES``, read at call time) and ``room``, what the process can still allocate; else dim F
+    is bounded and W* comes from certificates only (:func:`memory_plan`; the probe's estimate,
+    :func:`~embgeo.ntp.analysis.probe.memory_estimate`, leaves an unbuilt system out of its total)."""
+    return system <= min(validate.DENSE_BUDGET_BYTES, room)
+
+
 def memory_plan(data: NTPData, F: theory.Subspace) -> MemoryPlan:
     """The memory the analysis of ``data`` will take; refuses what cannot fit before any solver (:func:`check_memory`).
 
@@ -110,7 +118,7 @@ def memory_plan(data: NTPData, F: theory.Subspace) -> MemoryPlan:
                         "use a smaller d or fewer tokens (--embeddings random:D, --max-vocab, --max-contexts)")
     now = psutil.Process().memory_info().rss
     system = F.system_bytes()
-    fits = system <= min(validate.DENSE_BUDGET_BYTES, room)
+    fits = builds_equality_system(system, room)
     return MemoryPlan(process=now, equality_system=system, equality_system_built=fits,
                       svm=parts["svm_dual"] + parts["outputs"], parts=parts, available=room,
                       peak_estimate=now + (system if fits else 0) + parts["outputs"])

@@ -43,10 +43,10 @@ import torch
 
 from embgeo.core.deadline import past, time_left
 from embgeo.core.device import device_label, resolve_device
-from embgeo.core.validate import DENSE_BUDGET_BYTES, as_float_array, check_float, check_positive_int
+from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, stage_done
+from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, builds_equality_system, stage_done
 from embgeo.ntp.analysis.analyze import check_memory as _check_memory
 from embgeo.ntp.data import NTPData, first_seen_rows, window_pairs
 from embgeo.ntp.measure.alignment import blockwise_kl
@@ -415,8 +415,8 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     loaded), and ``forward_activations``, one batch's forward pass: B·L positions × (6 d + 2 d_ff) values (the
     residual stream, q, k, v, attention output, the MLP's two d_ff-wide temporaries of one layer: no gradients
     are kept, so layers do not add up) plus the attention scores B × heads × L × L. ``total`` sums them all, but for
-    an equality system above the dense budget (``validate.DENSE_BUDGET_BYTES``), which the analysis does not build
-    (:func:`~embgeo.ntp.analysis.analyze.memory_plan`: dim F is then bounded and W* comes from certificates only):
+    an equality system above the dense budget, which the analysis does not build
+    (:func:`~embgeo.ntp.analysis.analyze.builds_equality_system`: dim F is then bounded, W* from certificates only):
     it stays listed, and ``equality_system_built`` is 0. Issue 38: at m = 100,000 contexts of SmolLM2 over the Vim
     documentation that system alone is 31.7 GiB, and counting it refused a probe that needs a few GiB.
     """
@@ -430,7 +430,7 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
         b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
         mem["model"] = int(model["parameter_bytes"])
         mem["forward_activations"] = int(b * plan["largest"] * (6 * width + 2 * ff + model["heads"] * plan["longest"]))
-    skipped = mem["equality_system"] if mem["equality_system"] > DENSE_BUDGET_BYTES else 0
+    skipped = 0 if builds_equality_system(mem["equality_system"]) else mem["equality_system"]
     mem["total"] = int(sum(mem.values()) - skipped)
     mem["equality_system_built"] = int(not skipped)  # (after total: a flag, not bytes)
     return mem
