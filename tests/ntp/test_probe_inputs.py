@@ -552,3 +552,24 @@ def test_memory_estimate_leaves_out_an_equality_system_it_will_not_build(monkeyp
     P.check_memory(skip, data.V, data.d)
     with pytest.raises(TooLargeError, match="exact paths"):
         P.check_memory(full, data.V, data.d)
+
+
+def test_memory_estimate_leaves_out_an_equality_system_that_does_not_fit_the_memory_left():
+    """Within the dense budget but beyond the memory left beside the other parts, the analysis does not build F's
+    system either (analyze.memory_plan, room): the estimate must not count it, so the probe does not refuse a run
+    the analysis would do without it; one byte more room and it is built and counted."""
+    from embgeo.ntp.analysis import probe as P
+
+    data = synthetic(60, 12, 4, 3, seed=0)
+    full = P.memory_estimate(data.probs, data.d)
+    others = full["total"] - full["equality_system"]
+    exact = P.memory_estimate(data.probs, data.d, room=others + full["equality_system"])
+    assert exact["equality_system_built"] == 1 and exact["total"] == full["total"]
+    short = P.memory_estimate(data.probs, data.d, room=others + full["equality_system"] - 1)
+    assert short["equality_system_built"] == 0 and short["total"] == others
+    # the model is loaded already: its bytes are not taken from the room
+    model = {"dtype_bytes": 4, "hidden_size": 8, "intermediate_size": 16, "heads": 2, "parameter_bytes": 10**9}
+    plan = {"largest": 4, "longest": 3}
+    with_model = P.memory_estimate(data.probs, data.d, model, plan, room=others + full["equality_system"] + 4 * 4 * (
+        6 * 8 + 2 * 16 + 2 * 3))
+    assert with_model["equality_system_built"] == 1

@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from embgeo.core import validate
 from embgeo.core.deadline import past, time_left
 from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
@@ -404,7 +405,8 @@ def _check_causal(hidden: HiddenFn, first: torch.Tensor, in_batch: torch.Tensor,
 
 # -- the measurement -------------------------------------------------------------------------------
 
-def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, plan: dict | None = None) -> dict:
+def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, plan: dict | None = None,
+                    room: float = math.inf) -> dict:
     """Bytes the probe needs at most, by part, before any forward pass (probs (m, V) sparse, width d).
 
     The theory's parts (:func:`embgeo.ntp.theory.estimate_memory`: coordinates, the equality system of W*,
@@ -415,10 +417,13 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     loaded), and ``forward_activations``, one batch's forward pass: B·L positions × (6 d + 2 d_ff) values (the
     residual stream, q, k, v, attention output, the MLP's two d_ff-wide temporaries of one layer: no gradients
     are kept, so layers do not add up) plus the attention scores B × heads × L × L. ``total`` sums them all, but for
-    an equality system above the dense budget, which the analysis does not build
+    an equality system that the analysis does not build
     (:func:`~embgeo.ntp.analysis.analyze.builds_equality_system`: dim F is then bounded, W* from certificates only):
-    it stays listed, and ``equality_system_built`` is 0. Issue 38: at m = 100,000 contexts of SmolLM2 over the Vim
-    documentation that system alone is 31.7 GiB, and counting it refused a probe that needs a few GiB.
+    it stays listed, and ``equality_system_built`` is 0. The system is built when it fits the dense budget and the
+    memory left beside the other parts: ``room`` (bytes the process can still allocate; the model, already loaded,
+    is not taken from it) less those parts, as :func:`~embgeo.ntp.analysis.analyze.memory_plan` will decide it.
+    Issue 38: at m = 100,000 contexts of SmolLM2 over the Vim documentation that system alone is 31.7 GiB, and
+    counting it refused a probe that needs a few GiB.
     """
     m, V = probs.shape
     mem = dict(theory.estimate_memory(NTPData(np.zeros((m, d)), probs)))
@@ -430,7 +435,8 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
         b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
         mem["model"] = int(model["parameter_bytes"])
         mem["forward_activations"] = int(b * plan["largest"] * (6 * width + 2 * ff + model["heads"] * plan["longest"]))
-    skipped = 0 if builds_equality_system(mem["equality_system"]) else mem["equality_system"]
+    others = sum(mem.values()) - mem["equality_system"] - mem.get("model", 0)
+    skipped = 0 if builds_equality_system(mem["equality_system"], room - others) else mem["equality_system"]
     mem["total"] = int(sum(mem.values()) - skipped)
     mem["equality_system_built"] = int(not skipped)  # (after total: a flag, not bytes)
     return mem
@@ -534,8 +540,6 @@ def check_memory(memory: dict, V: int, d: int) -> None:
     parameters are not counted against the room)."""
     _check_memory(V, d, memory["total"] - memory.get("model", 0), "the probe's exact paths",
                   "use fewer contexts (max_contexts, --max-contexts)")
-
-
 
 
 #: The optimizers ``train_head`` accepts (those of :func:`embgeo.ntp.training.train.train` that run on the full loss).
@@ -759,7 +763,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
                     head_bias="appended as a coordinate of h" if bias is not None else "none",
                     device=device_label(dev), max_seconds=max_seconds, separability_method=separability_method)
     plan = batch_plan(contexts, batch_size)
-    res.memory = memory_estimate(probs, d_theory, model, plan)
+    res.memory = memory_estimate(probs, d_theory, model, plan, room=validate.available_memory_bytes())
     W_theory = W if bias is None else np.hstack([W, bias[:, None]])
     rates = {"forward": forward_rate(hidden, contexts, batch_size, dev, d), **pass_rates(probs, weights, W_theory)}
     res.estimate = time_estimate(plan, contexts.m, max_seconds, rates)
