@@ -171,8 +171,6 @@ def pair_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float | No
     return None
 
 
-
-
 def heavy_pairs(Pt: sp.csr_matrix, r: int, limit: int = 50):
     """Pairs of rows of Pt (tokens or groups × contexts) sharing more than r columns, most shared
     first (at most ``limit``), with the shared columns. Only rows with more than r columns count."""
