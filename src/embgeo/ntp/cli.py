@@ -486,7 +486,8 @@ def _print_probe_plan(r) -> None:
     mem = r.memory
     model = (f"model {_gib(mem['model'])}, forward pass {_gib(mem['forward_activations'])} per batch, "
              if "model" in mem else "")
-    unbuilt = "" if mem.get("equality_system_built", 1) else " not built: above the dense budget, dim F bounded"
+    unbuilt = ("" if mem.get("equality_system_built", 1)
+               else " not built: above the dense budget or the memory left, dim F bounded")
     print(f"memory       up to {_gib(mem['total'])} ({model}H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
           f"equality system {_gib(mem['equality_system'])}{unbuilt}, SVM dual {_gib(mem['svm_dual'])}, "
           f"W*/W^mm/certificate {_gib(mem['outputs'])})")

@@ -435,9 +435,10 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
         b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
         mem["model"] = int(model["parameter_bytes"])
         mem["forward_activations"] = int(b * plan["largest"] * (6 * width + 2 * ff + model["heads"] * plan["longest"]))
-    others = sum(mem.values()) - mem["equality_system"] - mem.get("model", 0)
+    every = sum(mem.values())
+    others = every - mem["equality_system"] - mem.get("model", 0)
     skipped = 0 if builds_equality_system(mem["equality_system"], room - others) else mem["equality_system"]
-    mem["total"] = int(sum(mem.values()) - skipped)
+    mem["total"] = int(every - skipped)
     mem["equality_system_built"] = int(not skipped)  # (after total: a flag, not bytes)
     return mem
 
