@@ -420,7 +420,12 @@ def test_time_estimate_from_timed_kernels(monkeypatch):
 
     contexts = count_contexts([[1, 2, 3, 4, 5, 6]] * 3, 10, context_length=2)
     assert 0 < forward_rate(hidden, contexts, 2, torch.device("cpu"), 8) < 1.0
-    assert calls == [(2, 2), (2, 2)]  # the first batch, twice (a warm-up, then timed)
+    assert calls == [(1, 2), (2, 2)]  # a warm-up on the first row, then the first batch timed
+    # long prefixes: only the first rows holding RATE_POSITIONS positions are timed, not the whole first batch
+    calls.clear()
+    long = count_contexts([list(range(1, 301 + i)) for i in range(6)], 400, prefixes=True, window=1000)
+    assert 0 < forward_rate(hidden, long, 4, torch.device("cpu"), 8) < 1.0
+    assert calls == [(1, 8), (2, 304)]  # the first batch is (4, 304): its first 2 rows hold the 512 positions
     data = synthetic(80, 50, 8, 3, seed=0)
     timed = pass_rates(data.probs, data.weights, np.ones((50, 8)), min_seconds=0.01)
     assert set(timed) == {"loss", "margins", "fixed"} and all(0 < v < 1.0 for v in timed.values())  # seconds

@@ -501,8 +501,9 @@ def _print_probe_plan(r) -> None:
           f"{est['tokens']:,} token positions), {LOGIT_PASSES} passes over the m × V logits ≈ "
           f"{_duration(est['logit_passes'])}, solvers ≤ {_duration(est['solvers'])} (what is left of the limit for "
           f"the whole probe, --max-seconds); not included: the exact equality solve of W* and F (it begins no step "
-          f"past the solvers' share); timed here on the first batch and contexts: {1e3 * rates['forward']:.2g} ms "
-          f"per token position, a pass over the logits {1e3 * rates['margins']:.2g} ms per context (the loss's "
+          f"past the solvers' share); timed here on the first batch's first rows and contexts: "
+          f"{1e3 * rates['forward']:.2g} ms per token position, a pass over the logits "
+          f"{1e3 * rates['margins']:.2g} ms per context (the loss's "
           f"{1e3 * rates['loss']:.2g})", flush=True)
     if est["solvers"] == 0.0:
         print(f"warning      the forward passes and the passes over the logits alone (≈ "

@@ -455,17 +455,26 @@ def _seconds_per_call(fn: Callable[[], object], min_seconds: float) -> float:
             return elapsed / calls
 
 
+#: :func:`forward_rate` times the first rows of the first batch that hold at least this many token positions (the whole
+#: batch when it is smaller). Timing the whole first batch, twice, cost 82 s before a prefix probe whose forward passes
+#: took 49 s (issue 38: 800 prefixes of a 10,000-word text, its first batch the 32 longest paragraphs).
+RATE_POSITIONS = 512
+
+
 def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, device: torch.device,
                  d: int | None) -> float:
-    """Seconds per token position of ``hidden`` on this machine: its first batch (:func:`_batches`; the longest when
-    the passes are padded prefixes, so per position an upper bound) timed once after a warm-up call. Measured
+    """Seconds per token position of ``hidden`` on this machine, timed once on the first rows of its first batch
+    (:func:`_batches`) that hold RATE_POSITIONS positions, after a warm-up call on its first few tokens. The first
+    batch is the longest when the passes are padded prefixes, so per position this is an upper bound. Measured
     rather than counted: 2 × parameters × positions at a nominal rate was 2–4× off (issue 38: attention, the norms
     and small batches of k = 2 positions are not in the parameter count)."""
     _, batch, _, _ = next(_batches(contexts, batch_size))
-    tokens = torch.as_tensor(batch, dtype=torch.long, device=device)
+    B, L = batch.shape
+    rows = min(B, -(-RATE_POSITIONS // L))  # ceil: at least one row
+    tokens = torch.as_tensor(batch[:rows], dtype=torch.long, device=device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     with torch.no_grad():
-        _call(hidden, tokens, d)
+        _call(hidden, tokens[:1, :min(L, 8)], d)  # the first call's one-time costs (allocation, kernel choice)
         sync()
         t0 = time.perf_counter()
         _call(hidden, tokens, d)
