@@ -179,6 +179,9 @@ def test_trained_head_equals_train_on_the_same_H(tiny_probe):
     gd = ht["runs"]["gd"]["claims"]
     assert gd["loss"]["status"] == "trend toward" and gd["subspace"]["status"] in ("trend toward", "no trend")
     assert ht["runs"]["adam"]["claims"]["direction"]["status"] == "not covered"
+    assert "the paper shows Adam empirically" in ht["runs"]["adam"]["claims"]["loss"]["note"]  # its name, as printed
+    assert "the paper shows NGD empirically" in ht["runs"]["ngd"]["claims"]["loss"]["note"]
+    assert "note" not in gd["loss"]  # GD is Theorem 2's own optimizer
     assert json.loads(json.dumps(res.to_dict(), allow_nan=False))["head_training"]["runs"]["gd"]["rows"]
 
 

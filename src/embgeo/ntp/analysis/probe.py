@@ -688,7 +688,8 @@ def _head_claims(optimizer: str, rows: list[dict], why: dict) -> dict:
         else:
             out[claim] = trend(col, lo, hi, down)
             if optimizer != "gd":
-                out[claim]["note"] = f"Theorem 2 is about GD; the paper shows {optimizer.upper()} empirically (Fig. 5)"
+                name = {"ngd": "NGD", "adam": "Adam"}[optimizer]
+                out[claim]["note"] = f"Theorem 2 is about GD; the paper shows {name} empirically (Fig. 5)"
     return out
 
 
