@@ -393,6 +393,32 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     assert "squared hinge step 5: phi 12.5" in (out := capsys.readouterr().out) and "gap" not in out  # NaN: none
 
 
+def test_a_silent_stage_says_it_is_still_running_off_a_terminal(capsys, monkeypatch):
+    """Off a terminal, a stage that has printed nothing for HEARTBEAT_SECONDS gets a line naming it (the loss pass ran
+    253 s without one at m = 100,000); never before that, never on a terminal, and _interruptible ticks it while the
+    work runs in its thread."""
+    import time
+
+    from embgeo.ntp import cli
+
+    hooks = cli._hooks(plain=True)
+    beat = hooks.pop("heartbeat")
+    hooks["started"]("loss")
+    beat()  # just started: within HEARTBEAT_SECONDS of its own line
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("progress     loss started (")  # its own line only
+    monkeypatch.setattr(cli, "HEARTBEAT_SECONDS", 0.0)
+    beat()
+    out = capsys.readouterr().out
+    assert out.startswith("progress     loss still running (") and "s in it)" in out
+    terminal = cli._hooks(plain=False).pop("heartbeat")
+    terminal()
+    assert capsys.readouterr().out == ""  # a terminal has bars, not lines
+    ticks = []
+    assert cli._interruptible(lambda: time.sleep(0.45) or 7, tick=lambda: ticks.append(1)) == 7
+    assert len(ticks) >= 3  # every 0.1 s join
+
+
 def test_time_estimate_from_timed_kernels(monkeypatch):
     """The estimate is the counted work at the rates timed on this machine: the forward passes' token positions, the
     loss's pass and LOGIT_PASSES − 1 margin passes per context, and the solvers get what the limit leaves (0 when

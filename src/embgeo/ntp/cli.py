@@ -152,9 +152,10 @@ def ntp_analyze(args: argparse.Namespace) -> dict:
     _print_data(data, source, info, t_load)
     result = Analysis(data, meta={"source": source}, input=info, seconds={"load": t_load})
     hooks = _hooks(plain=not sys.stdout.isatty())
+    heartbeat = hooks.pop("heartbeat")
     hooks.pop("on_batch", None)
     hooks.pop("progress", None)
-    _interruptible(lambda: analyze(data, max_seconds=args.max_seconds, result=result, **hooks))
+    _interruptible(lambda: analyze(data, max_seconds=args.max_seconds, result=result, **hooks), tick=heartbeat)
     _print_totals(result)
     if args.out:
         written = result.save(args.out, save_arrays=True)  # W*, W^mm: V × d, small at the sizes analyze accepts
@@ -162,9 +163,10 @@ def ntp_analyze(args: argparse.Namespace) -> dict:
     return result.to_dict()
 
 
-def _interruptible(fn, *args):
+def _interruptible(fn, *args, tick=None):
     """``fn(*args)`` in a daemon thread, waited for in short joins: Ctrl-C reaches the main thread within a
-    fraction of a second and the process exits (the thread dies with it); the thread's exception is re-raised."""
+    fraction of a second and the process exits (the thread dies with it); the thread's exception is re-raised.
+    ``tick()``, if given, is called by the main thread after every join (the heartbeat of :func:`_hooks`)."""
     import contextvars
     import threading
 
@@ -182,6 +184,8 @@ def _interruptible(fn, *args):
     try:
         while worker.is_alive():
             worker.join(0.1)
+            if tick is not None:
+                tick()
     except KeyboardInterrupt:
         # The worker may be inside native code (a torch forward pass): tearing the interpreter down around it
         # aborts the process ("terminate called without an active exception", exit 134, measured on SmolLM2).
@@ -261,13 +265,15 @@ def ntp_probe(args: argparse.Namespace) -> None:
     from embgeo.ntp.analysis.probe import probe_model, train_head  # torch and transformers: after the checks above
 
     hooks = _hooks(plain=not sys.stdout.isatty())
+    heartbeat = hooks.pop("heartbeat")
     result = _interruptible(lambda: probe_model(
         args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
         max_contexts=args.max_contexts, sample=args.sample, seed=args.seed, units=args.units,
         batch_size=args.batch_size, device=args.device, dtype=args.dtype, head_bias=args.head_bias,
-        max_seconds=args.max_seconds, separability_method=args.separability_method, **hooks))
+        max_seconds=args.max_seconds, separability_method=args.separability_method, **hooks), tick=heartbeat)
     if head is not None:
-        _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started")))
+        _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started")),
+                       tick=heartbeat)
     _print_totals(result)
     if args.out:
         written = result.save(args.out, save_arrays=args.save_arrays)
@@ -298,6 +304,10 @@ def _head_options(args: argparse.Namespace) -> dict | None:
 #: ``ntp probe`` off a terminal: a solver's progress line at most this often (seconds).
 SOLVER_LINE_SECONDS = 10.0
 
+#: ``ntp probe`` / ``ntp analyze`` off a terminal: a stage that has printed nothing for this many seconds says that it
+#: is still running (the loss pass ran 253 s, the geometry 109 s, without a line at m = 100,000: issue 38).
+HEARTBEAT_SECONDS = 60.0
+
 #: The solvers' names in progress lines and bars (a ProgressEvent's ``solver``).
 SOLVER_NAMES = {"alm": "NTP-SVM (augmented Lagrangian)", "dual": "NTP-SVM dual", "ipm": "NTP-SVM (interior point)",
                 "hinge": "squared hinge"}
@@ -306,14 +316,28 @@ SOLVER_NAMES = {"alm": "NTP-SVM (augmented Lagrangian)", "dual": "NTP-SVM dual",
 def _hooks(plain: bool) -> dict:
     """The callbacks of ``ntp probe`` and ``ntp analyze``: ``report`` (the stage's lines), ``solver_progress`` (a bar
     on a terminal), and where output is not a terminal (``plain``) ``started``, ``on_batch`` and ``solver_progress``:
-    progress lines, flushed (the solver's at most every SOLVER_LINE_SECONDS)."""
+    progress lines, flushed (the solver's at most every SOLVER_LINE_SECONDS); and ``heartbeat``, which the caller pops
+    and hands to :func:`_interruptible` (not a hook of the analysis): off a terminal, a line saying which stage is still
+    running once nothing has been printed for HEARTBEAT_SECONDS."""
     from tqdm import tqdm
 
     t0 = time.perf_counter()
     bars = {}  # one bar per solver stage, opened when the solver first reports (a terminal only)
+    now = {"stage": None, "since": t0, "said": t0}  # the stage running, since when, and the last progress line
 
     def say(text: str) -> None:
-        print(f"progress     {text} ({time.perf_counter() - t0:.1f} s since the start)", flush=True)
+        now["said"] = time.perf_counter()
+        # one write per line: the heartbeat prints from the main thread while the analysis runs in another
+        sys.stdout.write(f"progress     {text} ({now['said'] - t0:.1f} s since the start)\n")
+        sys.stdout.flush()
+
+    def started(stage: str) -> None:
+        now["stage"], now["since"] = stage, time.perf_counter()
+        say(f"{stage} started")
+
+    def heartbeat() -> None:
+        if plain and now["stage"] is not None and time.perf_counter() - now["said"] >= HEARTBEAT_SECONDS:
+            say(f"{now['stage']} still running ({time.perf_counter() - now['since']:.0f} s in it)")
 
     def solver_progress(event):  # a ProgressEvent (embgeo.ntp.solvers.outcome)
         if plain:  # a line at most every SOLVER_LINE_SECONDS: a logged solver stage is not silent for minutes
@@ -347,9 +371,9 @@ def _hooks(plain: bool) -> dict:
         if done % step == 0 or done == total:
             say(f"forward pass {done}/{total} batches ({100 * done / total:.0f}%)")
 
-    hooks = {"report": report, "solver_progress": solver_progress}
+    hooks = {"report": report, "solver_progress": solver_progress, "heartbeat": heartbeat}
     if plain:
-        hooks.update(started=lambda stage: say(f"{stage} started"), on_batch=on_batch, progress=False)
+        hooks.update(started=started, on_batch=on_batch, progress=False)
     return hooks
 
 
