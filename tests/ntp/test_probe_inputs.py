@@ -397,7 +397,7 @@ def test_a_silent_stage_says_it_is_still_running_off_a_terminal(capsys, monkeypa
     """Off a terminal, a stage that has printed nothing for HEARTBEAT_SECONDS gets a line naming it (the loss pass ran
     253 s without one at m = 100,000); never before that, never on a terminal, and _interruptible ticks it while the
     work runs in its thread."""
-    import time
+    import threading
 
     from embgeo.ntp import cli
 
@@ -414,9 +414,18 @@ def test_a_silent_stage_says_it_is_still_running_off_a_terminal(capsys, monkeypa
     terminal = cli._hooks(plain=False).pop("heartbeat")
     terminal()
     assert capsys.readouterr().out == ""  # a terminal has bars, not lines
-    ticks = []
-    assert cli._interruptible(lambda: time.sleep(0.45) or 7, tick=lambda: ticks.append(1)) == 7
-    assert len(ticks) >= 3  # every 0.1 s join
+    ticks, ticked = [], threading.Event()
+
+    def tick():
+        ticks.append(1)
+        if len(ticks) >= 3:
+            ticked.set()
+
+    def work():  # returns only once the main thread has ticked three times (no timing assumed: a busy machine too)
+        assert ticked.wait(60)
+        return 7
+
+    assert cli._interruptible(work, tick=tick) == 7 and len(ticks) >= 3
 
 
 def test_time_estimate_from_timed_kernels(monkeypatch):
