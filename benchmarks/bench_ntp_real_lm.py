@@ -49,7 +49,7 @@ def states(model: str, texts: list[str], k: int, m: int, cache: Path):  # texts:
     W = lm.get_output_embeddings().weight
     contexts = count_contexts(sequences, W.shape[0], context_length=k, max_contexts=m, sample="random", seed=0)
     t0 = time.perf_counter()
-    H = hidden_states(hf_hidden(lm), contexts, d=W.shape[1], batch_size=64, progress=False)
+    H = hidden_states(hf_hidden(lm), contexts, d=W.shape[1], progress=False)
     seconds = time.perf_counter() - t0
     probs, _ = contexts.probs_and_weights()
     counts = sp.csr_matrix(probs)

@@ -269,6 +269,32 @@ def test_dense_arrays_only_with_save_arrays(tmp_path):
     assert {"H.npy", "W.npy"} <= set(written) and np.array_equal(np.load(tmp_path / "b" / "W.npy"), W)
 
 
+def test_default_batch_holds_512_positions_of_short_windows():
+    """Without batch_size, windows of k tokens go max(32, 512 // k) to a pass (a pass of 32 × 2 positions was mostly
+    per-call overhead on a real LM); prefixes 32 lines; a given batch_size is kept."""
+    from embgeo.ntp.analysis.probe import count_contexts, default_batch_size
+
+    seqs = [list(range(1, 40)), list(range(5, 30))]
+    assert default_batch_size(count_contexts(seqs, 50, context_length=2)) == 256
+    assert default_batch_size(count_contexts(seqs, 50, context_length=4)) == 128
+    assert default_batch_size(count_contexts(seqs, 50, context_length=30)) == 32
+    assert default_batch_size(count_contexts(seqs, 50, prefixes=True, window=64)) == 32
+    calls = []
+    hidden, W = _causal()
+
+    def spy(tokens):
+        calls.append(tuple(tokens.shape))
+        return hidden(tokens)
+
+    seqs = np.random.default_rng(0).integers(1, 9, size=(6, 60)).tolist()  # nearly all 64 windows of 2 tokens
+    res = probe(spy, W, seqs, context_length=2, progress=False, max_seconds=None)
+    assert res.data.m > 32  # so that the old default of 32 would have shown
+    assert res.meta["batch_size"] == 256 and max(b for b, _ in calls) == res.data.m  # all in one pass
+    calls.clear()
+    res = probe(spy, W, seqs, context_length=2, progress=False, max_seconds=None, batch_size=5)
+    assert res.meta["batch_size"] == 5 and max(b for b, _ in calls) == 5
+
+
 # -- 6. one separability verdict ------------------------------------------------------------------------------
 
 def _measured(capsys) -> tuple:

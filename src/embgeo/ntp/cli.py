@@ -256,7 +256,7 @@ def ntp_probe(args: argparse.Namespace) -> None:
     and end, the forward passes every ~10 % of batches, with the seconds since the start) replace the bars."""
     if args.max_contexts is not None and args.max_contexts < 1:
         raise InputError(f"--max-contexts: expected an integer >= 1, got {args.max_contexts}")
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise InputError(f"--batch-size: expected an integer >= 1, got {args.batch_size}")
     if not args.max_seconds > 0 or args.max_seconds == float("inf"):
         raise InputError(f"--max-seconds: expected a finite number of seconds > 0, got {args.max_seconds}")
@@ -689,7 +689,8 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
                          "contexts drawn with --seed), frequent (the N most frequent; ties: first appearance), "
                          "first (the first N to appear)")
     pr.add_argument("--seed", type=int, default=0, help="seed of --sample random (default 0)")
-    pr.add_argument("--batch-size", type=int, default=32, metavar="B", help="sequences per forward pass (default 32)")
+    pr.add_argument("--batch-size", type=int, default=None, metavar="B",
+                    help="sequences per forward pass (default 32, or max(32, 512 // k) windows of k tokens)")
     pr.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N for the forward passes")
     pr.add_argument("--dtype", choices=["bfloat16", "float32", "float64"], default=None,
                     help="the forward passes' dtype (default: the model's own — its config's for a folder, float32 "
