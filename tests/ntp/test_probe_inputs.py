@@ -269,6 +269,31 @@ def test_dense_arrays_only_with_save_arrays(tmp_path):
     assert {"H.npy", "W.npy"} <= set(written) and np.array_equal(np.load(tmp_path / "b" / "W.npy"), W)
 
 
+def test_the_timed_rows_are_not_run_again():
+    """forward_rate's states of the first batch's first rows go into hidden_states (``first``): H is the same as
+    without them, and the forward passes run only the rest of that batch (a long stream's timed row is 8,192
+    positions)."""
+    import torch
+
+    from embgeo.ntp.analysis.probe import count_contexts, forward_rate, hidden_states
+
+    hidden, _ = _causal()
+    calls = []
+
+    def spy(tokens):
+        calls.append(tuple(tokens.shape))
+        return hidden(tokens)
+
+    seqs = np.random.default_rng(1).integers(1, 9, size=(7, 300)).tolist()
+    contexts = count_contexts(seqs, 9, prefixes=True, window=400)
+    timing = forward_rate(spy, contexts, 4, torch.device("cpu"), 4)
+    assert timing.rows == 2 and calls == [(1, 8), (2, 299)]
+    calls.clear()
+    H = hidden_states(spy, contexts, d=4, batch_size=4, progress=False, first=timing)
+    assert calls == [(2, 299), (1, 1), (3, 299)]  # the first batch's other 2 rows, the causal check, the last batch
+    assert np.allclose(H, hidden_states(hidden, contexts, d=4, batch_size=4, progress=False), rtol=1e-12, atol=0)
+
+
 def test_default_batch_holds_512_positions_of_short_windows():
     """Without batch_size, windows of k tokens go max(32, 512 // k) to a pass (a pass of 32 × 2 positions was mostly
     per-call overhead on a real LM); prefixes 32 lines; a given batch_size is kept."""
@@ -343,14 +368,16 @@ def test_cli_estimates_messages_and_progress_lines(tiny_gguf, text_file, tmp_pat
     from embgeo.cli import main
 
     out = tmp_path / "out"
+    # three passes of 4 windows: the rate is timed on the first (kept), so two are left to estimate
     assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
-                 "--max-contexts", "12", "--out", str(out)]) == 0
+                 "--max-contexts", "12", "--batch-size", "4", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()
     memory = next(s for s in lines if s.startswith("memory "))
     timing = next(s for s in lines if s.startswith("time "))
     assert "model " in memory and "forward pass " in memory
     assert "forward passes ≈" in timing and "what is left of the limit for the whole probe, --max-seconds" in timing
+    assert "(3 batches, 16 token positions to run)" in timing  # 24 positions, 8 of them timed and kept
     assert "passes over the m × V logits ≈" in timing and "ms per context" in timing
     assert not any(s.startswith("warning ") for s in lines)
     assert lines.index(timing) < lines.index(next(s for s in lines if s.startswith("forward ")))
@@ -480,12 +507,13 @@ def test_time_estimate_from_timed_kernels(monkeypatch):
         return torch.zeros(*tokens.shape, 8)
 
     contexts = count_contexts([[1, 2, 3, 4, 5, 6]] * 3, 10, context_length=2)
-    assert 0 < forward_rate(hidden, contexts, 2, torch.device("cpu"), 8) < 1.0
+    assert 0 < forward_rate(hidden, contexts, 2, torch.device("cpu"), 8).rate < 1.0
     assert calls == [(1, 2), (2, 2)]  # a warm-up on the first row, then the first batch timed
     # long prefixes: only the first rows holding RATE_POSITIONS positions are timed, not the whole first batch
     calls.clear()
     long = count_contexts([list(range(1, 301 + i)) for i in range(6)], 400, prefixes=True, window=1000)
-    assert 0 < forward_rate(hidden, long, 4, torch.device("cpu"), 8) < 1.0
+    timing = forward_rate(hidden, long, 4, torch.device("cpu"), 8)
+    assert 0 < timing.rate < 1.0 and timing.rows == 2 and tuple(timing.states.shape) == (2, 304, 8)
     assert calls == [(1, 8), (2, 304)]  # the first batch is (4, 304): its first 2 rows hold the 512 positions
     data = synthetic(80, 50, 8, 3, seed=0)
     timed = pass_rates(data.probs, data.weights, np.ones((50, 8)), min_seconds=0.01)

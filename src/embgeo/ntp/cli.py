@@ -522,7 +522,7 @@ def _print_probe_plan(r) -> None:
     fwd = "< 1 s" if fwd < 1 else _duration(fwd)
     rates = est["rates"]
     print(f"time         ≈ {_duration(est['total'])} from here: forward passes ≈ {fwd} ({est['batches']} batches, "
-          f"{est['tokens']:,} token positions), {LOGIT_PASSES} passes over the m × V logits ≈ "
+          f"{est['tokens']:,} token positions to run), {LOGIT_PASSES} passes over the m × V logits ≈ "
           f"{_duration(est['logit_passes'])}, solvers ≤ {_duration(est['solvers'])} (what is left of the limit for "
           f"the whole probe, --max-seconds); not included: the exact equality solve of W* and F (it begins no step "
           f"past the solvers' share); timed here on the first batch's first rows and contexts: "

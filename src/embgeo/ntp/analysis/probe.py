@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -278,7 +279,8 @@ def _keep(line, start, end, ctx, nxt, kept: np.ndarray, info: dict):
 
 def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = None, batch_size: int | None = None,
                   device: str | torch.device = "cpu", progress: bool = True,
-                  on_batch: Callable[[int, int], object] | None = None, deadline: float | None = None) -> np.ndarray:
+                  on_batch: Callable[[int, int], object] | None = None, deadline: float | None = None,
+                  first: ForwardTiming | None = None) -> np.ndarray:
     """H (m, d) float64: the final hidden state at the last position of every context.
 
     ``hidden(tokens)`` takes a torch.long tensor (B, L) of token ids on ``device`` and returns the final
@@ -295,7 +297,8 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
     ``d``: the expected width (W's), checked. A tqdm bar counts contexts; Ctrl-C raises KeyboardInterrupt.
     Whatever the model's dtype, H is returned in float64. ``on_batch(done, total)`` is called after each forward
     pass (batches done, batches in all); past ``deadline`` (a ``time.perf_counter()`` value) the next batch is
-    not started: :class:`~embgeo.errors.TooLargeError` saying how far it got.
+    not started: :class:`~embgeo.errors.TooLargeError` saying how far it got. ``first``: :func:`forward_rate`'s timing
+    with the same ``batch_size``, whose states of the first batch's first rows are used instead of run again.
     """
     from tqdm.auto import tqdm
 
@@ -316,7 +319,12 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
                                     f"({time.perf_counter() - t0:.0f} s): allow more time (max_seconds, --max-seconds) "
                                     "or use fewer contexts (max_contexts, --max-contexts)")
             tokens = torch.as_tensor(batch, dtype=torch.long, device=dev)
-            states = _call(hidden, tokens, d)
+            if done == 0 and first is not None and tuple(first.states.shape[:2]) == (first.rows, tokens.shape[1]) \
+                    and first.rows <= tokens.shape[0]:
+                rest = tokens[first.rows:]  # the timed rows are done (a causal model: rows do not see each other)
+                states = first.states if not len(rest) else torch.cat([first.states, _call(hidden, rest, d)])
+            else:
+                states = _call(hidden, tokens, d)
             if H is None:
                 H = np.empty((m, states.shape[2]))
                 if contexts.mode == "prefixes" and tokens.shape[1] > 1:
@@ -478,13 +486,25 @@ def _seconds_per_call(fn: Callable[[], object], min_seconds: float) -> float:
 RATE_POSITIONS = 512
 
 
+class ForwardTiming(NamedTuple):
+    """What :func:`forward_rate` measured: ``rate``, seconds per token position, and the work it did on the way —
+    ``states`` (rows, L, d), the hidden states of the first ``rows`` sequences of the first batch, which
+    :func:`hidden_states` takes as ``first`` instead of running them again."""
+
+    rate: float
+    rows: int
+    states: torch.Tensor
+
+
 def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, device: torch.device,
-                 d: int | None) -> float:
+                 d: int | None) -> ForwardTiming:
     """Seconds per token position of ``hidden`` on this machine, timed once on the first rows of its first batch
-    (:func:`_batches`) that hold RATE_POSITIONS positions, after a warm-up call on its first few tokens. The first
-    batch is the longest when the passes are padded prefixes, so per position this is an upper bound. Measured
-    rather than counted: 2 × parameters × positions at a nominal rate was 2–4× off (issue 38: attention, the norms
-    and small batches of k = 2 positions are not in the parameter count)."""
+    (:func:`_batches`) that hold RATE_POSITIONS positions, after a warm-up call on its first few tokens; the states of
+    those rows are kept (:class:`ForwardTiming`), so the timing costs the forward passes nothing but the warm-up (a
+    prefix probe of one text as a stream: the timed row is 8,192 positions, 30 s). The first batch is the longest when
+    the passes are padded prefixes, so per position this is an upper bound. Measured rather than counted:
+    2 × parameters × positions at a nominal rate was 2–4× off (issue 38: attention, the norms and small batches of
+    k = 2 positions are not in the parameter count)."""
     _, batch, _, _ = next(_batches(contexts, batch_size))
     B, L = batch.shape
     rows = min(B, -(-RATE_POSITIONS // L))  # ceil: at least one row
@@ -494,9 +514,9 @@ def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, dev
         _call(hidden, tokens[:1, :min(L, 8)], d)  # the first call's one-time costs (allocation, kernel choice)
         sync()
         t0 = time.perf_counter()
-        _call(hidden, tokens, d)
+        states = _call(hidden, tokens, d)
         sync()
-    return (time.perf_counter() - t0) / tokens.numel()
+    return ForwardTiming((time.perf_counter() - t0) / tokens.numel(), rows, states)
 
 
 def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample: int = 64,
@@ -795,13 +815,17 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     plan = batch_plan(contexts, batch_size)
     res.memory = memory_estimate(probs, d_theory, model, plan, room=validate.available_memory_bytes())
     W_theory = W if bias is None else np.hstack([W, bias[:, None]])
-    rates = {"forward": forward_rate(hidden, contexts, batch_size, dev, d), **pass_rates(probs, weights, W_theory)}
-    res.estimate = time_estimate(plan, contexts.m, max_seconds, rates)
+    timing = forward_rate(hidden, contexts, batch_size, dev, d)
+    rates = {"forward": timing.rate, **pass_rates(probs, weights, W_theory)}
+    # the forward passes still to run: the timed rows are done (hidden_states takes their states)
+    left = dict(plan, tokens=plan["tokens"] - timing.states.shape[0] * timing.states.shape[1])
+    res.estimate = time_estimate(left, contexts.m, max_seconds, rates)
     check_memory(res.memory, V, d_theory)
     t = stage_done(res, report, "contexts", t, started, "hidden")
 
     H = hidden_states(hidden, contexts, d=d, batch_size=batch_size, device=dev, progress=progress,
-                      on_batch=on_batch, deadline=deadline)
+                      on_batch=on_batch, deadline=deadline, first=timing)
+    del timing
     if bias is not None:
         H = np.hstack([H, np.ones((H.shape[0], 1))])
     W = W_theory
