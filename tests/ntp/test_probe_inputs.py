@@ -648,6 +648,26 @@ def test_memory_estimate_leaves_out_an_equality_system_it_will_not_build(monkeyp
         P.check_memory(full, data.V, data.d)
 
 
+def test_attention_scores_are_counted_only_where_the_kernel_forms_them():
+    """B × heads × L × L scores: counted for eager attention and an unknown one, not for "sdpa" on the CPU (float32 or
+    float64: its fused kernel never forms them), counted again for float64 on CUDA (the fallback kernel)."""
+    import torch
+
+    from embgeo.ntp.analysis import probe as P
+
+    held = P.attention_scores_held
+    assert held("eager", "cpu", torch.float32) and held(None, "cpu", torch.float32)
+    assert held("eager", "cuda", torch.float16)
+    assert not held("sdpa", "cpu", torch.float32) and not held("sdpa", "cpu", torch.float64)
+    assert not held("sdpa", "cuda", torch.bfloat16) and held("sdpa", "cuda", torch.float64)
+    data = synthetic(20, 12, 4, 3, seed=0)
+    model = {"dtype_bytes": 4, "hidden_size": 8, "intermediate_size": 16, "heads": 2, "parameter_bytes": 100}
+    plan = {"largest": 64, "longest": 32}
+    eager = P.memory_estimate(data.probs, data.d, {**model, "attention_scores": True}, plan)["forward_activations"]
+    fused = P.memory_estimate(data.probs, data.d, {**model, "attention_scores": False}, plan)["forward_activations"]
+    assert fused == 4 * 64 * (6 * 8 + 2 * 16) and eager == fused + 4 * 64 * 2 * 32
+
+
 def test_memory_estimate_leaves_out_an_equality_system_that_does_not_fit_the_memory_left():
     """Within the dense budget but beyond the memory left beside the other parts, the analysis does not build F's
     system either (analyze.memory_plan, room): the estimate must not count it, so the probe does not refuse a run
