@@ -446,6 +446,30 @@ def test_solver_progress_lines_off_a_terminal(capsys, monkeypatch):
     assert "squared hinge step 5: phi 12.5" in (out := capsys.readouterr().out) and "gap" not in out  # NaN: none
 
 
+@pytest.mark.parametrize("user", [None, ""])
+def test_no_third_party_bars_in_a_logged_probe(tiny_gguf, text_file, tmp_path, user):
+    """Off a terminal (here: pipes) transformers' bars — the GGUF conversion's, written with carriage returns — are
+    off and the probe's own progress lines are there; a TQDM_DISABLE the user set is kept (tqdm reads any non-empty
+    value as "disable", so the empty one asks for the bars). A fresh process: tqdm reads its environment once, when
+    first imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TQDM_")}
+    if user is not None:
+        env["TQDM_DISABLE"] = user
+    run = "import sys; from embgeo.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2", "--max-contexts", "12",
+            "--max-seconds", "120"]
+    proc = subprocess.run([sys.executable, "-c", run, *args], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "progress     hidden started" in proc.stdout
+    bars = "Converting and de-quantizing GGUF tensors" in proc.stderr
+    assert bars == (user == "")  # the bar is there only where the user asked for it
+
+
 def test_a_silent_stage_says_it_is_still_running_off_a_terminal(capsys, monkeypatch):
     """Off a terminal, a stage that has printed nothing for HEARTBEAT_SECONDS gets a line naming it (the loss pass ran
     253 s without one at m = 100,000); never before that, never on a terminal, and _interruptible ticks it while the

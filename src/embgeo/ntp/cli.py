@@ -262,6 +262,11 @@ def ntp_probe(args: argparse.Namespace) -> None:
         raise InputError(f"--max-seconds: expected a finite number of seconds > 0, got {args.max_seconds}")
     _check_probe_context_length(args.model, args.context_length)
     head = _head_options(args)
+    if not sys.stderr.isatty():
+        # transformers' own bars (a GGUF file's conversion, the weights' loading) write carriage-return updates that a
+        # log keeps as one long line; off a terminal the probe prints progress lines instead. tqdm reads TQDM_* once,
+        # when first imported (below, with transformers): a variable the user set is kept (TQDM_DISABLE= shows them).
+        os.environ.setdefault("TQDM_DISABLE", "1")
     from embgeo.ntp.analysis.probe import probe_model, train_head  # torch and transformers: after the checks above
 
     hooks = _hooks(plain=not sys.stdout.isatty())
