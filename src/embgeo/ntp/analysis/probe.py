@@ -305,7 +305,7 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
     if not callable(hidden):
         raise InputError(f"hidden: expected a callable hidden(tokens (B, L)) -> states (B, L, d), got "
                          f"{type(hidden).__name__}")
-    batch_size = default_batch_size(contexts) if batch_size is None else check_positive_int("batch_size", batch_size)
+    batch_size = resolve_batch_size(contexts, batch_size)
     dev = resolve_device(device)
     m = contexts.m
     H: np.ndarray | None = None
@@ -319,7 +319,7 @@ def hidden_states(hidden: HiddenFn, contexts: ProbeContexts, *, d: int | None = 
                                     f"({time.perf_counter() - t0:.0f} s): allow more time (max_seconds, --max-seconds) "
                                     "or use fewer contexts (max_contexts, --max-contexts)")
             tokens = torch.as_tensor(batch, dtype=torch.long, device=dev)
-            if done == 0 and first is not None and tuple(first.states.shape[:2]) == (first.rows, tokens.shape[1]) \
+            if done == 0 and first is not None and first.states.shape[1] == tokens.shape[1] \
                     and first.rows <= tokens.shape[0]:
                 rest = tokens[first.rows:]  # the timed rows are done (a causal model: rows do not see each other)
                 states = first.states if not len(rest) else torch.cat([first.states, _call(hidden, rest, d)])
@@ -352,6 +352,11 @@ def default_batch_size(contexts: ProbeContexts) -> int:
     if contexts.mode == "windows":
         return max(DEFAULT_BATCH_SIZE, BATCH_POSITIONS // contexts.context_length)
     return DEFAULT_BATCH_SIZE
+
+
+def resolve_batch_size(contexts: ProbeContexts, batch_size: int | None) -> int:
+    """``batch_size`` checked (an integer ≥ 1), or :func:`default_batch_size` for None."""
+    return default_batch_size(contexts) if batch_size is None else check_positive_int("batch_size", batch_size)
 
 
 def batch_plan(contexts: ProbeContexts, batch_size: int) -> dict:
@@ -490,12 +495,21 @@ RATE_POSITIONS = 512
 
 class ForwardTiming(NamedTuple):
     """What :func:`forward_rate` measured: ``rate``, seconds per token position, and the work it did on the way —
-    ``states`` (rows, L, d), the hidden states of the first ``rows`` sequences of the first batch, which
-    :func:`hidden_states` takes as ``first`` instead of running them again."""
+    ``states`` (rows, L, d), the hidden states of the first rows of the first batch, which :func:`hidden_states` takes
+    as ``first`` instead of running them again."""
 
     rate: float
-    rows: int
     states: torch.Tensor
+
+    @property
+    def rows(self) -> int:
+        """The sequences timed (the first rows of the first batch)."""
+        return int(self.states.shape[0])
+
+    @property
+    def positions(self) -> int:
+        """The token positions timed (rows × L), which the forward passes need not run again."""
+        return int(self.states.shape[0] * self.states.shape[1])
 
 
 def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, device: torch.device,
@@ -518,7 +532,7 @@ def forward_rate(hidden: HiddenFn, contexts: ProbeContexts, batch_size: int, dev
         t0 = time.perf_counter()
         states = _call(hidden, tokens, d)
         sync()
-    return ForwardTiming((time.perf_counter() - t0) / tokens.numel(), rows, states)
+    return ForwardTiming((time.perf_counter() - t0) / tokens.numel(), states)
 
 
 def pass_rates(probs: sp.csr_matrix, weights: np.ndarray, W: np.ndarray, sample: int = 64,
@@ -806,7 +820,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
                               max_contexts=max_contexts, sample=sample, seed=seed)
     probs, weights = contexts.probs_and_weights()
     d_theory = d + (bias is not None)
-    batch_size = default_batch_size(contexts) if batch_size is None else check_positive_int("batch_size", batch_size)
+    batch_size = resolve_batch_size(contexts, batch_size)
     dev = resolve_device(device)
     res = Analysis(None, W, contexts, meta=dict(meta or {}), input=contexts.info,
                    token_labels=None if token_labels is None else [str(s) for s in token_labels])
@@ -820,7 +834,7 @@ def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_le
     timing = forward_rate(hidden, contexts, batch_size, dev, d)
     rates = {"forward": timing.rate, **pass_rates(probs, weights, W_theory)}
     # the forward passes still to run: the timed rows are done (hidden_states takes their states)
-    left = dict(plan, tokens=plan["tokens"] - timing.states.shape[0] * timing.states.shape[1])
+    left = dict(plan, tokens=plan["tokens"] - timing.positions)
     res.estimate = time_estimate(left, contexts.m, max_seconds, rates)
     check_memory(res.memory, V, d_theory)
     t = stage_done(res, report, "contexts", t, started, "hidden")
