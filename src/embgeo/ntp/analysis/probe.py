@@ -752,8 +752,7 @@ def _head_claims(optimizer: str, rows: list[dict], why: dict) -> dict:
 def probe(hidden: HiddenFn, W, sequences: Sequence[Sequence[int]], *, context_length: int | None = None,
           prefixes: bool = False, window: int | None = None, max_contexts: int | None = None,
           sample: str = "random", seed: int = 0, batch_size: int | None = None, device: str | torch.device = "cpu",
-          bias=None,
-          token_labels: Sequence[str] | None = None, max_seconds: float | None = DEFAULT_MAX_SECONDS,
+          bias=None, token_labels: Sequence[str] | None = None, max_seconds: float | None = DEFAULT_MAX_SECONDS,
           progress: bool = True, report: Callable[[str, Analysis], object] | None = None,
           solver_progress: ProgressFn | None = None, meta: dict | None = None,
           model: dict | None = None, separability_method: str = "auto",
@@ -987,16 +986,16 @@ def model_info(lm) -> dict:
     skipped = {id(m.weight): m.weight.numel() for m in (lm.get_input_embeddings(), lm.get_output_embeddings())
                if m is not None and isinstance(getattr(m, "weight", None), torch.Tensor)}
     total = int(sum(q.numel() for q in params))
+    dtype = next((q.dtype for q in params if q.is_floating_point()), torch.float32)  # the forward passes' dtype
     return {"parameters": total, "forward_parameters": max(total - int(sum(skipped.values())), 0),
             "parameter_bytes": int(sum(q.numel() * q.element_size() for q in params)),
-            "dtype_bytes": int(next((q.element_size() for q in params if q.is_floating_point()), 4)),
+            "dtype_bytes": int(dtype.itemsize),
             "hidden_size": int(width),
             "intermediate_size": int(getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None)
                                      or 4 * width),
             "heads": int(getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", None) or 1),
             "attention_scores": attention_scores_held(getattr(cfg, "_attn_implementation", None), params[0].device.type,
-                                                      next((q.dtype for q in params if q.is_floating_point()),
-                                                           torch.float32))}
+                                                      dtype)}
 
 
 def attention_scores_held(implementation: str | None, device_type: str, dtype: torch.dtype) -> bool:
