@@ -130,6 +130,17 @@ def _causal(V=9, d=4, seed=0):
     return hidden, np.random.default_rng(seed).normal(size=(V, d))
 
 
+def _recorded(hidden):
+    """(hidden that records the shape of every batch it is called on, that list of shapes)."""
+    calls = []
+
+    def spy(tokens):
+        calls.append(tuple(tokens.shape))
+        return hidden(tokens)
+
+    return spy, calls
+
+
 # -- 1. GGUF files ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", [{"context_length": 3}, {"prefixes": True}])
@@ -278,12 +289,7 @@ def test_the_timed_rows_are_not_run_again():
     from embgeo.ntp.analysis.probe import count_contexts, forward_rate, hidden_states
 
     hidden, _ = _causal()
-    calls = []
-
-    def spy(tokens):
-        calls.append(tuple(tokens.shape))
-        return hidden(tokens)
-
+    spy, calls = _recorded(hidden)
     seqs = np.random.default_rng(1).integers(1, 9, size=(7, 300)).tolist()
     contexts = count_contexts(seqs, 9, prefixes=True, window=400)
     timing = forward_rate(spy, contexts, 4, torch.device("cpu"), 4)
@@ -304,13 +310,8 @@ def test_default_batch_holds_512_positions_of_short_windows():
     assert default_batch_size(count_contexts(seqs, 50, context_length=4)) == 128
     assert default_batch_size(count_contexts(seqs, 50, context_length=30)) == 32
     assert default_batch_size(count_contexts(seqs, 50, prefixes=True, window=64)) == 32
-    calls = []
     hidden, W = _causal()
-
-    def spy(tokens):
-        calls.append(tuple(tokens.shape))
-        return hidden(tokens)
-
+    spy, calls = _recorded(hidden)
     seqs = np.random.default_rng(0).integers(1, 9, size=(6, 60)).tolist()  # nearly all 64 windows of 2 tokens
     res = probe(spy, W, seqs, context_length=2, progress=False, max_seconds=None)
     assert res.data.m > 32  # so that the old default of 32 would have shown
@@ -524,12 +525,7 @@ def test_time_estimate_from_timed_kernels(monkeypatch):
     assert est["total"] == pytest.approx(10.0) and est["limit"] == 10.0
     tight = time_estimate({"tokens": 10**5, "batches": 4}, 100, 10.0, rates)  # forward 100 s > 10 s
     assert tight["solvers"] == 0.0 and tight["total"] == pytest.approx(tight["forward"] + tight["logit_passes"])
-    calls = []
-
-    def hidden(tokens):
-        calls.append(tuple(tokens.shape))
-        return torch.zeros(*tokens.shape, 8)
-
+    hidden, calls = _recorded(lambda tokens: torch.zeros(*tokens.shape, 8))
     contexts = count_contexts([[1, 2, 3, 4, 5, 6]] * 3, 10, context_length=2)
     assert 0 < forward_rate(hidden, contexts, 2, torch.device("cpu"), 8).rate < 1.0
     assert calls == [(1, 2), (2, 2)]  # a warm-up on the first row, then the first batch timed
