@@ -18,6 +18,14 @@ forward pass, one thread) are computed once and cached beside ``--cache``; then 
   "auto" took before issue 38;
 * ``auto``: what ``is_separable`` does now (cheap certificates, the dual for a quarter of the time, the hinge).
 
+``--top-tokens C …`` runs the same on *relaxations* of each m's data (:func:`relaxation`): the C tokens that follow
+the most contexts, one token that follows none (the never-next block), and the contexts after which one of the C
+follows. Every constraint of Def. 2 kept there is one of the whole data's (ties among kept tokens, their margins over
+kept tokens), so a relaxation that is not separable proves the whole data not separable (its Farkas matrix, padded
+with zeros, is one of the whole problem); a separable one says nothing about the whole. ``--svm`` also solves the
+NTP-SVM (``ntp_svm``, "auto", within ``--max-seconds``, handed the hinge's verdict where it decided) and prints its
+status, ‖W‖ and certified gap.
+
 It prints, per m and route: the verdict (separable / not / undecided), the certificate's residuals, the seconds,
 and the ratio of the previous route's seconds to the new one's (">" when the previous one did not decide).
 """
@@ -69,8 +77,39 @@ def decide(data, route: str, max_seconds: float) -> dict:
         verdict = "separable" if sep else "not separable"
         detail = f"{sep.method}; {sep.residuals}; checked here: {checked(data, sep)}"
     except SolverError as exc:
-        verdict, detail = "undecided", str(exc)[:160]
-    return {"route": route, "verdict": verdict, "seconds": time.perf_counter() - t0, "detail": detail}
+        sep, verdict, detail = None, "undecided", str(exc)[:160]
+    return {"route": route, "verdict": verdict, "seconds": time.perf_counter() - t0, "detail": detail, "sep": sep}
+
+
+def relaxation(data, c: int):
+    """Def. 2's data restricted to the c tokens with the most contexts, one never-next token, and the contexts after
+    which one of the c follows (renormalised over the kept tokens): a relaxation (see the module docstring)."""
+    from embgeo.ntp import NTPData
+
+    support = data.probs.copy()
+    support.data[:] = 1.0
+    followed = np.asarray(support.sum(axis=0)).ravel()
+    never = np.flatnonzero(followed == 0)[:1]  # the never-next block, whose row every context constrains
+    keep = np.concatenate([np.argsort(-followed, kind="stable")[:c], never])
+    P = sp.csr_matrix(data.probs[:, keep])
+    rows = np.flatnonzero(np.diff(P.indptr) > 0)
+    P = P[rows]
+    return NTPData(data.embeddings[rows], sp.csr_matrix(sp.diags(1.0 / np.asarray(P.sum(axis=1)).ravel()) @ P))
+
+
+def max_margin(data, sep, max_seconds: float) -> str:
+    """``ntp_svm`` ("auto") within ``max_seconds``, handed the separability verdict ``sep`` when there is one."""
+    from embgeo.errors import SolverError
+    from embgeo.ntp import ntp_svm
+
+    t0 = time.perf_counter()
+    try:
+        svm = ntp_svm(data, max_seconds=max_seconds, separability=sep)
+    except SolverError as exc:
+        return f"undecided, {time.perf_counter() - t0:.1f} s: {str(exc)[:160]}"
+    norm = "" if svm.W is None else f", ‖W‖ = {np.linalg.norm(svm.W):.6g}"
+    return (f"{svm.status}{norm}, gap {svm.residuals.get('duality_gap', float('nan')):.2g}, "
+            f"{time.perf_counter() - t0:.1f} s")
 
 
 def checked(data, sep) -> str:
@@ -114,6 +153,10 @@ def main() -> None:
     ap.add_argument("--routes", nargs="*", default=["hinge", "dual", "auto"])
     ap.add_argument("--max-seconds", type=float, default=300.0)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/embgeo-real-lm"))
+    ap.add_argument("--top-tokens", type=int, nargs="*", default=[],
+                    help="also decide the relaxations to the C tokens that follow the most contexts")
+    ap.add_argument("--relaxations-only", action="store_true", help="with --top-tokens: skip the whole data")
+    ap.add_argument("--svm", action="store_true", help="also solve the NTP-SVM (ntp_svm) on each data set")
     args = ap.parse_args()
     limit_threads(1)
     files = args.text or sorted(glob.glob(VIM))
@@ -129,13 +172,26 @@ def main() -> None:
         seen = int((np.asarray(counts.sum(axis=0)).ravel() > 0).sum())
         print(f"k = {args.k}, m = {data.m}: V = {data.V}, d = {data.d}, {seen} tokens seen as next tokens, "
               f"S_j = 1 in {np.mean(data.support_sizes == 1):.0%}; forward pass {fwd:.0f} s", flush=True)
-        rows = [decide(data, route, args.max_seconds) for route in args.routes]
-        for row in rows:
-            print(f"  {row['route']:6s} {row['verdict']:14s} {row['seconds']:7.1f} s   {row['detail']}", flush=True)
-        by = {row["route"]: row for row in rows}
-        if "hinge" in by and "dual" in by and by["hinge"]["verdict"] != "undecided":
-            sign = ">" if by["dual"]["verdict"] == "undecided" else ""
-            print(f"  previous (dual) / hinge: {sign}{by['dual']['seconds'] / by['hinge']['seconds']:.1f}×")
+        if not (args.relaxations_only and args.top_tokens):
+            report(data, args)
+        for c in args.top_tokens:
+            sub = relaxation(data, c)
+            print(f"  relaxation to the {c} tokens that follow the most contexts and one that follows none: "
+                  f"m = {sub.m}, {int(np.sum(sub.support_sizes - 1))} ties", flush=True)
+            report(sub, args)
+
+
+def report(data, args) -> None:
+    rows = [decide(data, route, args.max_seconds) for route in args.routes]
+    for row in rows:
+        print(f"  {row['route']:6s} {row['verdict']:14s} {row['seconds']:7.1f} s   {row['detail']}", flush=True)
+    by = {row["route"]: row for row in rows}
+    if "hinge" in by and "dual" in by and by["hinge"]["verdict"] != "undecided":
+        sign = ">" if by["dual"]["verdict"] == "undecided" else ""
+        print(f"  previous (dual) / hinge: {sign}{by['dual']['seconds'] / by['hinge']['seconds']:.1f}×")
+    if args.svm:
+        sep = next((row["sep"] for row in rows if row["sep"] is not None), None)
+        print(f"  ntp_svm {max_margin(data, sep, args.max_seconds)}", flush=True)
 
 
 if __name__ == "__main__":
