@@ -23,8 +23,8 @@ the most contexts, one token that follows none (the never-next block), and the c
 follows. Every constraint of Def. 2 kept there is one of the whole data's (ties among kept tokens, their margins over
 kept tokens), so a relaxation that is not separable proves the whole data not separable (its Farkas matrix, padded
 with zeros, is one of the whole problem); a separable one says nothing about the whole. ``--svm`` also solves the
-NTP-SVM (``ntp_svm``, "auto", within ``--max-seconds``, handed the hinge's verdict where it decided) and prints its
-status, ‖W‖ and certified gap.
+NTP-SVM (``ntp_svm``, "auto", within ``--max-seconds``, handed the verdict of the first route that decided) and prints
+its status, ‖W‖ and certified gap.
 
 It prints, per m and route: the verdict (separable / not / undecided), the certificate's residuals, the seconds,
 and the ratio of the previous route's seconds to the new one's (">" when the previous one did not decide).
@@ -182,6 +182,7 @@ def main() -> None:
 
 
 def report(data, args) -> None:
+    """Each route's verdict on ``data`` (and the NTP-SVM with ``--svm``), one line each."""
     rows = [decide(data, route, args.max_seconds) for route in args.routes]
     for row in rows:
         print(f"  {row['route']:6s} {row['verdict']:14s} {row['seconds']:7.1f} s   {row['detail']}", flush=True)
