@@ -2,7 +2,7 @@
 
 * its reduced problem against the definitions: the null-space point ties every support exactly, B u are the off-support
   margins t_j − x_gᵀk_j computed pair by pair, Bᵀv and the Newton matrix Q + Bᵀ diag(w) B against B formed column by
-  column from unit vectors, and uᵀQu = Σ_g n_g ‖x_g‖²;
+  column from unit vectors (its Gram sums from kept rows k_jk_jᵀ and by blocks of contexts), and uᵀQu = Σ_g n_g ‖x_g‖²;
 * W^mm against cvxpy + Clarabel on the paper's all-pair constraints (``reference.py``) on the ALM's shapes
   (test_svm_alm.test_primal_solvers_match_cvxpy_and_certify) and on the planted d ≪ m instances with exact ties
   and a tiny margin (‖W^mm‖ 447 and 3566 against max ‖h̄_j‖ ≈ 5) on which the augmented Lagrangian stalls or finds
@@ -22,6 +22,7 @@ import pytest
 
 from embgeo.errors import TooLargeError
 from embgeo.ntp import ntp_svm, synthetic
+from embgeo.ntp.solvers import svm_ipm
 from embgeo.ntp.solvers.svm_ipm import SVMIPM, IPMOptions, ipm_cheap, ipm_fits
 from embgeo.ntp.theory.separability import make_problem
 from reference.ntp import INFEASIBLE, planted, ref_ntp_svm
@@ -35,10 +36,15 @@ def ipm_of(data) -> SVMIPM:
     return SVMIPM(pb.K, pb.groups.pattern, pb.groups.size)
 
 
+@pytest.mark.parametrize("kept", [True, False], ids=["kept-rows", "blocks"])
 @pytest.mark.parametrize("make", [lambda: planted(60, 12, 5, seed=0), lambda: synthetic(8, 10, 6, 3, seed=1),
                                   lambda: synthetic(6, 5, 9, 2, seed=0)], ids=["planted", "d<m", "d>m"])
-def test_reduced_problem_matches_the_definitions(make):
+def test_reduced_problem_matches_the_definitions(make, kept, monkeypatch):
+    if not kept:  # the Newton matrix's Gram sums by blocks of one context, as at a real LM's r, not from kept rows
+        monkeypatch.setattr(svm_ipm, "KK_MAX_ENTRIES", 0)
+        monkeypatch.setattr(svm_ipm, "GRAM_BLOCK_ENTRIES", 1)
     ipm = ipm_of(make())
+    assert (ipm._KK is not None) == kept
     rng = np.random.default_rng(0)
     u = rng.standard_normal(ipm.p)
     X, t = ipm.z_of(u)

@@ -37,7 +37,10 @@ with value D ≤ ½‖W^mm‖² (:meth:`SVMIPM.dual_point`). The relative gap (P
 
 Cost: the SVD of E (the n_S − m support pairs past each context's first, × G r) once; per iteration the Newton
 matrix's r × r blocks in X (3 G m r² flops), its projection on the null space (2 (G r)² p) and its Cholesky (p³/3),
-with p ≤ G r, and a few passes over the G × m margins. Memory: (G r)² doubles and a few G × m arrays.
+with p ≤ G r, and a few passes over the G × m margins. Memory: (G r)² doubles, a few G × m arrays, the SVD of E
+(n_S − m rows × G r) and at most KK_MAX_ENTRIES doubles for the r × r blocks' sums. Until 2026-11-30 every k_jk_jᵀ was
+kept, m r² doubles whatever their size: 26 GB at m = 10,000, r = 576 (a real LM's states, three tokens), which the
+route's size checks did not see.
 """
 
 from __future__ import annotations
@@ -107,6 +110,15 @@ def ipm_cheap(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -
     return ipm_fits(pattern, r, opt) and iteration_flops(pattern, r) <= opt.AUTO_FLOPS
 
 
+#: :meth:`SVMIPM.hessian`'s weighted Gram sums Σ_j w_gj k_j k_jᵀ: from the rows k_j k_jᵀ kept once (one product,
+#: m r² doubles) where m r² is at most KK_MAX_ENTRIES (128 MB), else by blocks of b contexts, G·b·r ≤ GRAM_BLOCK_ENTRIES
+#: doubles (32 MB) at a time. Measured 2026-11-30, one thread: on SmolLM2's states relaxed to 2 tokens (m = 1,476,
+#: r = 576, G = 3; m r² = 3.9 GB) the blocks took the solve from 67.9 s and 6.5 GB to 14.6 s and 0.33 GB; on
+#: planted(1000, 60, 16) (m r² = 256,000) they were 22 % slower than the kept rows, which stay there.
+KK_MAX_ENTRIES = 16_000_000
+GRAM_BLOCK_ENTRIES = 4_000_000
+
+
 #: The iterations end as diverged when Σλ exceeds this multiple of uᵀQu = Σ_g n_g‖x_g‖²: at W^mm the two are equal
 #: (strong duality), and an infeasible QP's multipliers grow without bound. Measured (2026-11-30): on separable data
 #: the ratio peaked at 17–3.4e3 (planted(1000, 60, 16), planted(300, 20, 6), planted(600, 40, 8, seed=1)); on two
@@ -153,8 +165,9 @@ class SVMIPM:
         E[rows, self.f[self.ej][:, None] * r + np.arange(r)] -= self.K[self.ej]
         self._U, self._sv, self._Vr, self.N = _null_space_of(E)
         self.p = self.N.shape[1]
-        self._KK = (self.K[:, :, None] * self.K[:, None, :]).reshape(m, r * r)  # rows k_j k_jᵀ
         self._by_first = [np.flatnonzero(self.f == a) for a in range(G)]
+        # the rows k_j k_jᵀ, where they are small enough to keep (KK_MAX_ENTRIES)
+        self._KK = (self.K[:, :, None] * self.K[:, None, :]).reshape(m, r * r) if m * r * r <= KK_MAX_ENTRIES else None
 
     def _x(self, u: np.ndarray) -> np.ndarray:
         return (self.N @ u).reshape(self.G, self.r)
@@ -190,17 +203,32 @@ class SVMIPM:
         G, r = self.G, self.r
         Wd = self._dense(w)
         H = np.zeros((G, r, G, r))
-        diag = (Wd @ self._KK).reshape(G, r, r)  # Σ_j w_gj k_j k_jᵀ on (g, g)
+        diag = self._weighted_grams(Wd, np.arange(self.m))  # Σ_j w_gj k_j k_jᵀ on (g, g)
         diag += self.n[:, None, None] * np.eye(r)  # Q's part: n_g I
         for a, J in enumerate(self._by_first):
             if len(J):
-                C = (Wd[:, J] @ self._KK[J]).reshape(G, r, r)  # pairs (g, j) with f(j) = a
+                C = self._weighted_grams(Wd, J)  # pairs (g, j) with f(j) = a
                 H[a, :, :, :] -= C.transpose(1, 0, 2)
                 H[:, :, a, :] -= C
                 diag[a] += C.sum(axis=0)
         H[np.arange(G), :, np.arange(G), :] += diag
         H = H.reshape(G * r, G * r)
         return H if not len(self._sv) else self.N.T @ H @ self.N  # (rank E = 0: N = I, _null_space_of)
+
+    def _weighted_grams(self, Wd: np.ndarray, J: np.ndarray) -> np.ndarray:
+        """(G, r, r): Σ_{j ∈ J} Wd[g, j] k_j k_jᵀ for every group g, with Wd (G, m) the weights: one product with the
+        kept rows k_j k_jᵀ, or by blocks of b contexts, G·b·r ≤ GRAM_BLOCK_ENTRIES doubles at a time (KK_MAX_ENTRIES;
+        G m r² flops either way)."""
+        G, r = self.G, self.r
+        if self._KK is not None:
+            return (Wd[:, J] @ self._KK[J]).reshape(G, r, r)
+        out = np.zeros((G, r, r))
+        b = max(1, GRAM_BLOCK_ENTRIES // (G * r))
+        for lo in range(0, len(J), b):
+            block = J[lo:lo + b]
+            Kb = self.K[block]
+            out += np.matmul(Kb.T, Wd[:, block, None] * Kb)  # (r, b) @ (G, b, r): one r × r Gram per group
+        return out
 
     # -- the certificate --------------------------------------------------------------------------------------
     def dual_point(self, X: np.ndarray, lam: np.ndarray) -> tuple[float, tuple]:
