@@ -113,7 +113,7 @@ def ipm_cheap(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -
 #: :meth:`SVMIPM.hessian`'s weighted Gram sums Σ_j w_gj k_j k_jᵀ: from the rows k_j k_jᵀ kept once (one product,
 #: m r² doubles) where m r² is at most KK_MAX_ENTRIES (128 MB), else by blocks of b contexts, G·b·r ≤ GRAM_BLOCK_ENTRIES
 #: doubles (32 MB) at a time. Measured 2026-11-30, one thread: on SmolLM2's states relaxed to 2 tokens (m = 1,476,
-#: r = 576, G = 3; m r² = 3.9 GB) the blocks took the solve from 67.9 s and 6.5 GB to 14.6 s and 0.33 GB; on
+#: r = 576, G = 3; m r² = 3.9 GB) the blocks took the solve from 67.9 s and 6.5 GB to 14.6–15.0 s and 0.33 GB; on
 #: planted(1000, 60, 16) (m r² = 256,000) they were 22 % slower than the kept rows, which stay there.
 KK_MAX_ENTRIES = 16_000_000
 GRAM_BLOCK_ENTRIES = 4_000_000
@@ -203,7 +203,7 @@ class SVMIPM:
         G, r = self.G, self.r
         Wd = self._dense(w)
         H = np.zeros((G, r, G, r))
-        diag = self._weighted_grams(Wd, np.arange(self.m))  # Σ_j w_gj k_j k_jᵀ on (g, g)
+        diag = self._weighted_grams(Wd)  # Σ_j w_gj k_j k_jᵀ on (g, g)
         diag += self.n[:, None, None] * np.eye(r)  # Q's part: n_g I
         for a, J in enumerate(self._by_first):
             if len(J):
@@ -215,13 +215,14 @@ class SVMIPM:
         H = H.reshape(G * r, G * r)
         return H if not len(self._sv) else self.N.T @ H @ self.N  # (rank E = 0: N = I, _null_space_of)
 
-    def _weighted_grams(self, Wd: np.ndarray, J: np.ndarray) -> np.ndarray:
-        """(G, r, r): Σ_{j ∈ J} Wd[g, j] k_j k_jᵀ for every group g, with Wd (G, m) the weights: one product with the
-        kept rows k_j k_jᵀ, or by blocks of b contexts, G·b·r ≤ GRAM_BLOCK_ENTRIES doubles at a time (KK_MAX_ENTRIES;
-        G m r² flops either way)."""
+    def _weighted_grams(self, Wd: np.ndarray, J: np.ndarray | None = None) -> np.ndarray:
+        """(G, r, r): Σ_{j ∈ J} Wd[g, j] k_j k_jᵀ for every group g (J: every context when None), with Wd (G, m) the
+        weights: one product with the kept rows k_j k_jᵀ, or by blocks of b contexts, G·b·r ≤ GRAM_BLOCK_ENTRIES doubles
+        at a time (KK_MAX_ENTRIES; G m r² flops either way)."""
         G, r = self.G, self.r
-        if self._KK is not None:
-            return (Wd[:, J] @ self._KK[J]).reshape(G, r, r)
+        if self._KK is not None:  # (all contexts without indexing: a fancy index would copy the m r² rows)
+            return (Wd @ self._KK if J is None else Wd[:, J] @ self._KK[J]).reshape(G, r, r)
+        J = np.arange(self.m) if J is None else J
         out = np.zeros((G, r, r))
         b = max(1, GRAM_BLOCK_ENTRIES // (G * r))
         for lo in range(0, len(J), b):
