@@ -86,9 +86,7 @@ def relaxation(data, c: int):
     which one of the c follows (renormalised over the kept tokens): a relaxation (see the module docstring)."""
     from embgeo.ntp import NTPData
 
-    support = data.probs.copy()
-    support.data[:] = 1.0
-    followed = np.asarray(support.sum(axis=0)).ravel()
+    followed = np.bincount(data.probs.indices, minlength=data.V)  # contexts per token (probs keeps no explicit zeros)
     never = np.flatnonzero(followed == 0)[:1]  # the never-next block, whose row every context constrains
     keep = np.concatenate([np.argsort(-followed, kind="stable")[:c], never])
     P = sp.csr_matrix(data.probs[:, keep])

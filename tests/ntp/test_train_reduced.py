@@ -69,13 +69,13 @@ def test_reduced_trajectories_equal_full_training(small, opt, lr, kw):
     red = train(small, opt, lr, steps=60, init="zeros", reference=False, progress=False, reduce_unseen=True,
                 expand=True, **kw)
     _compare(full, red, ("ce", "kl_gap", "norm"))
-    np.testing.assert_allclose(red.W, full.W, rtol=0, atol=1e-10 * max(1.0, np.abs(full.W).max()))
+    scale = max(1.0, float(np.abs(full.W).max()))
+    np.testing.assert_allclose(red.W, full.W, rtol=0, atol=1e-10 * scale)
     seen, unseen = red.reduced.seen, red.reduced.unseen
     assert red.W_reduced.shape == (9, 6)
     # (iii) in the full run: the unseen rows get the same updates, so they stay equal — to rounding, not bitwise: the
     # GEMM kernel may sum two rows in different orders (on an AVX-512 machine they were 1e-17–1e-16 apart after 60
     # steps, on the earlier machines bitwise equal); an update that differed between them would part them by far more
-    scale = max(1.0, float(np.abs(full.W).max()))
     np.testing.assert_allclose(full.W[unseen], np.broadcast_to(full.W[unseen[0]], full.W[unseen].shape), rtol=0,
                                atol=1e-12 * scale)
     np.testing.assert_allclose(red.W_reduced[:8], full.W[seen], atol=1e-10)
