@@ -259,7 +259,7 @@ def run_planted(size) -> None:
         diff = np.linalg.norm(res.W - W_ref) / norm_ref if W_ref is not None and res.W is not None else float("nan")
         print(f"  {name:<6} {t:8.2f} s  {res.status:<18} gap {res.residuals.get('duality_gap', float('nan')):.1e}  "
               f"|W| {np.linalg.norm(res.W):.6f}  vs cvxpy {diff:.1e}  ratio Clarabel/ours {t_solve / t:5.2f}  "
-              f"[{res.method[:70]}]")
+              f"[{res.method[:100]}]")
         sys.stdout.flush()
         if name == "ipm" and res.status == "optimal":
             answer = (res.W, t)

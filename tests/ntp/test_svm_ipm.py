@@ -23,7 +23,7 @@ import pytest
 from embgeo.errors import TooLargeError
 from embgeo.ntp import ntp_svm, synthetic
 from embgeo.ntp.solvers import svm_ipm
-from embgeo.ntp.solvers.svm_ipm import SVMIPM, IPMOptions, ipm_cheap, ipm_fits
+from embgeo.ntp.solvers.svm_ipm import SVMIPM, IPMOptions, ipm_cheap, ipm_fits, newton_flops
 from embgeo.ntp.theory.separability import make_problem
 from reference.ntp import INFEASIBLE, planted, ref_ntp_svm
 
@@ -31,22 +31,27 @@ from .test_solvers import NO_CHEAP_ROUTES, assert_farkas_certificate
 from .test_svm_alm import assert_certified_w_mm
 
 
-def ipm_of(data) -> SVMIPM:
+def ipm_of(data, newton: str = "auto") -> SVMIPM:
     pb = make_problem(data, None)
-    return SVMIPM(pb.K, pb.groups.pattern, pb.groups.size)
+    return SVMIPM(pb.K, pb.groups.pattern, pb.groups.size, options=IPMOptions(NEWTON=newton))
 
 
+NEWTON = ["null space", "range space"]
+
+
+@pytest.mark.parametrize("newton", NEWTON)
 @pytest.mark.parametrize("kept", [True, False], ids=["kept-rows", "blocks"])
 @pytest.mark.parametrize("make", [lambda: planted(60, 12, 5, seed=0), lambda: synthetic(8, 10, 6, 3, seed=1),
                                   lambda: synthetic(6, 5, 9, 2, seed=0)], ids=["planted", "d<m", "d>m"])
-def test_reduced_problem_matches_the_definitions(make, kept, monkeypatch):
+def test_reduced_problem_matches_the_definitions(make, kept, newton, monkeypatch):
     if not kept:  # the Newton matrix's Gram sums by blocks of one context, as at a real LM's r, not from kept rows
         monkeypatch.setattr(svm_ipm, "KK_MAX_ENTRIES", 0)
         monkeypatch.setattr(svm_ipm, "GRAM_BLOCK_ENTRIES", 1)
-    ipm = ipm_of(make())
-    assert (ipm._KK is not None) == kept
+    ipm = ipm_of(make(), newton)
+    assert (ipm._KK is not None) == kept and ipm.newton == newton
+    assert ipm.p == (ipm.G * ipm.r if newton == "range space" else ipm.G * ipm.r - len(ipm._sv))
     rng = np.random.default_rng(0)
-    u = rng.standard_normal(ipm.p)
+    u = ipm.tie(rng.standard_normal(ipm.p))  # (the range space's u is vec(X), tied by the projection on null(E))
     X, t = ipm.z_of(u)
     support = ipm.support.toarray() > 0
     # the ties hold exactly on every support pair, whatever u
@@ -65,12 +70,54 @@ def test_reduced_problem_matches_the_definitions(make, kept, monkeypatch):
                                atol=1e-10 * np.abs(B.T @ (w[:, None] * B)).max())
 
 
+@pytest.mark.parametrize("make", [lambda: planted(60, 12, 5, seed=0), lambda: planted(300, 20, 6, seed=0),
+                                  lambda: synthetic(8, 10, 6, 3, seed=1)], ids=["planted60", "planted300", "d<m"])
+def test_both_ways_of_keeping_the_ties_give_the_newton_direction(make):
+    """The range space's solve (a Cholesky in X, a Schur complement in the ties, iterative refinement) against the
+    null space's (the matrix projected on N). At weights spanning 1e-3–1e3 the system is well conditioned: the same
+    Δx = N Δu. At 1e-10–1e10, as late iterations' λ/s, the direction itself is ill-determined (the two differ by
+    ~1e-6 entrywise), so what is asserted is what each solve can promise: a backward error (the reduced residual
+    Nᵀ(H Δx − rhs) against ‖H‖‖Δx‖) at rounding level, and Δx tied (E Δx = 0) in both cases."""
+    data = make()
+    null, rng_ = ipm_of(data, "null space"), ipm_of(data, "range space")
+    E = null._U * null._sv @ null._Vr.T  # E from its SVD: its rows are the ties k_jᵀ(x_g − x_{f(j)}) = 0
+    rng = np.random.default_rng(3)
+    for spread in (3, 10):
+        w = 10.0 ** rng.uniform(-spread, spread, len(null.og))
+        rhs = rng.standard_normal(null.G * null.r)  # a right-hand side over vec(X)
+        du = null._solve(null._factor(null.hessian(w)), null.N.T @ rhs)
+        H = rng_.hessian(w)
+        dx = rng_._solve(rng_._factor(H), rhs)
+        scale = np.abs(dx).max()
+        if spread == 3:
+            np.testing.assert_allclose(dx, null.N @ du, rtol=0, atol=1e-9 * scale)
+        for x in (dx, null.N @ du):
+            backward = np.abs(null.N.T @ (H @ x - rhs)).max() / (np.abs(H).max() * np.abs(x).max())
+            assert backward < 1e-14
+            np.testing.assert_allclose(E @ x, 0.0, atol=1e-13 * np.abs(E).max() * scale)
+
+
+def test_auto_takes_the_way_with_fewer_flops():
+    """newton_flops at n = G r unknowns and k ties: few ties (planted(1000, 60, 16): n = 928, k = 334) go to the range
+    space, many (planted(300, 20, 6): n = 120, k = 100) to the null space; the formulas' terms at n = 6, k = 2."""
+    assert newton_flops(6, 2) == {"null space": 2 * 36 * 4 + 2 * 6 * 16 + 64 / 3,
+                                  "range space": 72 + 36 * 2 + 2 * 6 * 4 + 8 / 3}
+    assert newton_flops(6, 0)["null space"] == 72  # (no ties: N = I, the matrix factored alone)
+    assert ipm_of(planted(1000, 60, 16, seed=0)).newton == "range space"
+    assert ipm_of(planted(300, 20, 6, seed=0)).newton == "null space"
+    with pytest.raises(ValueError, match="IPMOptions.NEWTON: expected 'auto', 'null space' or 'range space', got 'x'"):
+        ipm_of(planted(60, 12, 5, seed=0), "x")
+
+
+@pytest.mark.parametrize("newton", ["auto", *NEWTON])
 @pytest.mark.parametrize("seed", [0, 2])
-def test_the_tiny_margin_shape_the_alm_fails_on_is_solved_by_auto(seed):
+def test_the_tiny_margin_shape_the_alm_fails_on_is_solved_by_auto(seed, newton):
     """planted(600, 40, 8): the ALM ended optimal_inaccurate at gap 0.54 (seed 0, its point 47 % off) and found no
-    feasible point in 60 s (seed 2); "auto" now takes the interior point here and reaches cvxpy's W^mm, certified."""
+    feasible point in 60 s (seed 2); "auto" now takes the interior point here and reaches cvxpy's W^mm, certified,
+    keeping the ties either way (without the range space's iterative refinement both seeds stalled, at gaps 7e-8
+    and 1e-4)."""
     data = planted(600, 40, 8, seed=seed)
-    res = ntp_svm(data, max_seconds=60)
+    res = ntp_svm(data, max_seconds=60, ipm_options=IPMOptions(NEWTON=newton))
     status, W_ref = ref_ntp_svm(data)
     assert status == "optimal"
     assert res.method.startswith("interior point")
@@ -159,3 +206,26 @@ def test_above_routes_flops_the_pair_routes_decide_before_the_interior_point(mon
 def test_ipm_options_must_be_ipm_options():
     with pytest.raises(TypeError, match="expected an IPMOptions, got dict"):
         ntp_svm(synthetic(8, 10, 6, 3, seed=1), ipm_options={"AUTO_FLOPS": 0})
+
+
+@pytest.mark.parametrize("iterations", [1, 0])
+def test_a_stalled_interior_point_is_finished_within_its_iterations_cost(iterations, monkeypatch):
+    """An interior point that stalls short of tol (made to: the range space without iterative refinement stalls on
+    planted(60, 12, 5) at gap 1.3e-8) is finished by the exact active-set solve when that costs at most
+    FINISH_IPM_ITERATIONS of its iterations, even where FINISH_SCANS scans of the margins (the ALM's budget, here 0)
+    would refuse it: then W^mm as cvxpy's, certified; with no budget, the stalled point is returned as it is."""
+    from embgeo.ntp.theory import svm
+
+    monkeypatch.setattr(svm_ipm, "REFINE", 0)
+    monkeypatch.setattr(svm, "FINISH_SCANS", 0)
+    monkeypatch.setattr(svm, "FINISH_IPM_ITERATIONS", iterations)
+    data = planted(60, 12, 5, seed=0)
+    res = ntp_svm(data, method="ipm", ipm_options=IPMOptions(NEWTON="range space"))
+    if iterations:
+        assert res.method.endswith("+ exact active-set solve") and "the interior point stalled at gap" in res.note
+        status, W_ref = ref_ntp_svm(data)
+        assert status == "optimal"
+        assert_certified_w_mm(data, res, W_ref)
+    else:
+        assert res.status == "optimal_inaccurate" and "exact active-set" not in res.method
+        assert 1e-10 < res.residuals["duality_gap"] < 1e-6

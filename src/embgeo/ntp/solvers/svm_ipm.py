@@ -19,6 +19,23 @@ multipliers λ ≥ 0, and per iteration one Cholesky factorization of the p × p
 twice (the affine predictor, then the centred corrector with σ = (μ_aff/μ)³). B is never formed: the matrix is
 assembled by r × r blocks in X (each off pair (g, j) couples x_g and x_{f(j)} through k_j k_jᵀ) and projected on N.
 
+**Two ways to keep the ties** (``IPMOptions.NEWTON``). The projection Nᵀ H N of the matrix H in X costs
+2 (G r)² p + 2 G r p² flops, most of an iteration when the ties are few (p close to G r). The same step solves the
+KKT system in X with the ties as equality rows, V_r an orthonormal basis of E's rows (from the same SVD):
+
+    H Δx + V_r ν = rhs,   V_rᵀ Δx = 0    ⇔    Nᵀ(H Δx − rhs) = 0, Δx = N Δu,
+
+by a Cholesky factorization H = RᵀR ((G r)³/3) and the Schur complement S = V_rᵀ H⁻¹ V_r = YᵀY, Y = R⁻ᵀ V_r, of the
+k ≤ n_S − m tie directions ((G r)² k + 2 G r k² + k³/3): ν = S⁻¹ YᵀR⁻ᵀ rhs, Δx = R⁻¹(R⁻ᵀ rhs − Y ν), projected on
+null(E) so that the iterates tie their supports to rounding (u is then vec(X) itself). H in X is worse conditioned
+than on the null space (its weights λ/s span 1e-12–1e12 late in the solve, and the directions across the ties are
+not damped by the projection), so each such solve is followed by iterative refinement on the null space (at most
+:data:`REFINE` steps). "auto" takes the way with fewer flops (:func:`newton_flops`): the range space where the ties
+are fewer than about half the unknowns. Both solve the same Newton system (tested against each other), and on the
+planted shapes reach the same gaps (≤ 2e-11) in the same number of iterations or up to three more. On SmolLM2's states
+relaxed to 5 tokens (G r = 3,456, 444 ties) an iteration took 1.5 s instead of 4.2 s, to 10 tokens (G r = 6,336,
+1,088 ties) 6.2 s instead of 20.6 s (benchmarks/README.md, ``bench_ntp_real_lm``).
+
 **Why a second method** (issue 38). On data whose margin is tiny next to the embeddings' scale (‖W^mm‖ in the
 hundreds to tens of thousands in units where max ‖h̄_j‖ = 1: planted d ≪ m instances with exact ties), the
 augmented Lagrangian of :mod:`~embgeo.ntp.solvers.svm_alm` converges linearly at penalties of 10⁸–10⁹ and stalls,
@@ -36,9 +53,11 @@ with value D ≤ ½‖W^mm‖² (:meth:`SVMIPM.dual_point`). The relative gap (P
 (:func:`embgeo.ntp.theory.svm._error_bound`).
 
 Cost: the SVD of E (the n_S − m support pairs past each context's first, × G r) once; per iteration the Newton
-matrix's r × r blocks in X (3 G m r² flops), its projection on the null space (2 (G r)² p) and its Cholesky (p³/3),
-with p ≤ G r, and a few passes over the G × m margins. Memory: (G r)² doubles, a few G × m arrays, the SVD of E
-(n_S − m rows × G r) and at most KK_MAX_ENTRIES doubles for the r × r blocks' sums. Until 2026-11-30 every k_jk_jᵀ was
+matrix's r × r blocks in X (3 G m r² flops), its factorization (:func:`newton_flops`: on the null space its
+projection, 2 (G r)² p + 2 G r p², and Cholesky, p³/3; in the range space (G r)³/3 + (G r)² k + 2 G r k² + k³/3),
+and a few passes over the G × m margins. Memory: a few (G r)² doubles, a few G × m arrays, the SVD of E
+(n_S − m rows × G r; in the range space without the (G r)² null-space basis) and at most KK_MAX_ENTRIES doubles for
+the r × r blocks' sums. Until 2026-11-30 every k_jk_jᵀ was
 kept, m r² doubles whatever their size: 26 GB at m = 10,000, r = 576 (a real LM's states, three tokens), which the
 route's size checks did not see.
 """
@@ -64,9 +83,10 @@ class IPMOptions:
     ``ipm_options``)."""
 
     #: Largest G·r (the unknowns X; the null space's dimension p is at most this) the route takes: its (G r)² Newton
-    #: matrix is dense, projected on the null space at 2 (G r)² p flops per iteration (at G r = 2500, ~3e10: about a
-    #: second on one core).
-    MAX_UNKNOWNS: int = 2500
+    #: matrix is dense (a few copies of it: 0.5 GB each at 8,000), and an iteration costs up to ~1.3 (G r)³ flops
+    #: (:func:`newton_flops`). 2,500 until 2026-11-30, when the range space made an iteration with few ties ~5× cheaper:
+    #: SmolLM2's states relaxed to 10 tokens (G r = 6,336) took ~5 s an iteration and 2.1 GB at peak.
+    MAX_UNKNOWNS: int = 8000
     #: Largest G·m (every pair, as dense G × m arrays: slacks, multipliers, weights).
     MAX_PAIRS: int = 4_000_000
     #: ``ntp_svm(method="auto")`` takes this route first (not the augmented Lagrangian) when an iteration's flops
@@ -82,6 +102,10 @@ class IPMOptions:
     #: 5e8–1.5e9 flops); on separable data they cost 0.12–0.24 s at m = 300–600. Below, it decides alone.
     ROUTES_FLOPS: float = 2e8
     MAX_ITER: int = 100
+    #: How the Newton systems keep the ties (module docstring, "Two ways to keep the ties"): "null space" (the
+    #: matrix projected on N), "range space" (a Cholesky of the matrix in X and a Schur complement in the ties) or
+    #: "auto", the one with fewer flops by :func:`newton_flops`.
+    NEWTON: str = "auto"
     #: Fraction of the step to the boundary of s, λ ≥ 0 (Mehrotra's η).
     STEP_TO_BOUNDARY: float = 0.995
     #: Once the certified gap is below 1e-3, the iterations stop when the complementarity μ = sᵀλ/M has not fallen
@@ -90,10 +114,22 @@ class IPMOptions:
 
 
 def iteration_flops(pattern: sp.spmatrix, r: int) -> float:
-    """Flops of one iteration, bounded: the Newton matrix's blocks (3 G m r²) and its projection on the null space
-    (2 (G r)³, with p ≤ G r)."""
+    """Flops of one iteration, bounded: the Newton matrix's blocks (3 G m r²) and its factorization, 2 (G r)³ (the
+    cheaper of the two ways in :func:`newton_flops` is at most 1.3 (G r)³ whatever the number of ties)."""
     G, m = pattern.shape
     return 3.0 * G * m * r * r + 2.0 * float(G * r) ** 3
+
+
+def newton_flops(unknowns: int, ties: int) -> dict[str, float]:
+    """Flops of one factorization of the Newton system by each way of keeping the ties, with n = G·r unknowns and k
+    tie rows (the support pairs past each context's first; rank E ≤ k, p = n − k): "null space" projects the n × n
+    matrix on N (2 n² p + 2 n p²) and factors the p × p result (p³/3), or factors the n × n matrix alone where there
+    are no ties (N = I); "range space" factors the n × n matrix (n³/3), solves it for E's k range directions
+    (n² k), forms their k × k Schur complement (2 n k²) and factors it (k³/3)."""
+    n, k = float(unknowns), float(min(ties, unknowns))
+    p = n - k
+    null = n**3 / 3 if k == 0 else 2 * n * n * p + 2 * n * p * p + p**3 / 3
+    return {"null space": null, "range space": n**3 / 3 + n * n * k + 2 * n * k * k + k**3 / 3}
 
 
 def ipm_fits(pattern: sp.spmatrix, r: int, options: IPMOptions | None = None) -> bool:
@@ -126,6 +162,16 @@ GRAM_BLOCK_ENTRIES = 4_000_000
 #: alarm costs time, not a wrong answer: the separability routes and the augmented Lagrangian then take over.
 DIVERGED_RATIO = 1e10
 
+#: Most steps of iterative refinement of a range-space solve (:meth:`SVMIPM._solve`); they stop once the reduced
+#: residual is below 1e-15 of the right-hand side or no longer falls. Measured 2026-11-30, one thread: without them the
+#: range space stalled at gaps 1e-8–1e-4 on planted(60, 12, 5), planted(300, 20, 6), planted(600, 40, 8, seeds 0, 2)
+#: and planted(1000, 60, 16), where the null space reached 1e-11 (its late residuals 1e-8–1e-7 of the right-hand side:
+#: the weights λ/s span 1e-12–1e12, and H in X is worse conditioned than on the null space); with at most 3,
+#: planted(600, 40, 8, seed=2) still stalled at 3e-8; with 10, all reached gaps ≤ 2e-11. Stopping as soon as a step
+#: did not halve the residual, SmolLM2's states relaxed to 10 tokens stalled at gap 2.4e-6; stopping only when it no
+#: longer falls, at 6.4e-8 (the null space: 4.8e-8), in about the same time.
+REFINE = 10
+
 
 class SVMIPM:
     """Mehrotra's predictor-corrector on the ties' null space (module docstring). ``K`` (m, r) the context
@@ -144,6 +190,12 @@ class SVMIPM:
         self.first = np.searchsorted(self.sj, np.arange(self.m))  # index of each context's first support pair
         off = self.support.toarray() == 0
         self.og, self.oj = (a.astype(np.int64) for a in np.nonzero(off))
+        ways = newton_flops(self.G * self.r, len(self.sg) - self.m)
+        if self.opt.NEWTON not in ("auto", *ways):
+            raise ValueError("IPMOptions.NEWTON: expected 'auto', 'null space' or 'range space', "
+                             f"got {self.opt.NEWTON!r}")
+        #: "null space" or "range space": how the Newton systems keep the ties (module docstring)
+        self.newton = min(ways, key=ways.get) if self.opt.NEWTON == "auto" else self.opt.NEWTON
         self._null_space()
 
     # -- the reduced problem ------------------------------------------------------------------------------------
@@ -163,14 +215,23 @@ class SVMIPM:
         rows = np.arange(len(self.eg))[:, None]
         E[rows, self.eg[:, None] * r + np.arange(r)] += self.K[self.ej]
         E[rows, self.f[self.ej][:, None] * r + np.arange(r)] -= self.K[self.ej]
-        self._U, self._sv, self._Vr, self.N = _null_space_of(E)
-        self.p = self.N.shape[1]
+        self._U, self._sv, self._Vr, self.N = _null_space_of(E, basis=self.newton == "null space")
+        self.p = G * r if self.N is None else self.N.shape[1]  # (range space: u is vec(X) itself)
         self._by_first = [np.flatnonzero(self.f == a) for a in range(G)]
         # the rows k_j k_jᵀ, where they are small enough to keep (KK_MAX_ENTRIES)
         self._KK = (self.K[:, :, None] * self.K[:, None, :]).reshape(m, r * r) if m * r * r <= KK_MAX_ENTRIES else None
 
     def _x(self, u: np.ndarray) -> np.ndarray:
-        return (self.N @ u).reshape(self.G, self.r)
+        return (u if self.N is None else self.N @ u).reshape(self.G, self.r)
+
+    def _reduce(self, v: np.ndarray) -> np.ndarray:
+        """A vector over vec(X) (G r,) in u's coordinates: Nᵀv, or v itself in the range space."""
+        return v if self.N is None else self.N.T @ v
+
+    def tie(self, u: np.ndarray) -> np.ndarray:
+        """The point u moved onto the ties: itself on the null space (every u is tied), its projection on null(E)
+        in the range space (where the iterates are tied by the Newton steps: :meth:`_solve`)."""
+        return u if self.N is not None else u - self._Vr @ (self._Vr.T @ u)
 
     def z_of(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(X (G, r), t (m)) of the reduced point u (p,)."""
@@ -189,7 +250,7 @@ class SVMIPM:
     def b_t(self, v: np.ndarray) -> np.ndarray:
         """Bᵀ v (p,) for v over the off pairs: in X, −Σ_j v_gj k_j on x_g and Σ_g v_gj k_j on x_{f(j)}."""
         Vd = self._dense(v)
-        return self.N.T @ ((self.F * Vd.sum(axis=0) - Vd) @ self.K).ravel()
+        return self._reduce(((self.F * Vd.sum(axis=0) - Vd) @ self.K).ravel())
 
     def _dense(self, v: np.ndarray) -> np.ndarray:
         """(G, m) array of the values v over the off pairs, 0 on the supports."""
@@ -199,7 +260,8 @@ class SVMIPM:
 
     def hessian(self, w: np.ndarray) -> np.ndarray:
         """Q + Bᵀ diag(w) B (p, p), assembled in X by r × r blocks (each off pair (g, j) couples x_g and x_{f(j)}
-        through w_gj k_j k_jᵀ) and projected on N: O(G m r² + (G r)² p) flops."""
+        through w_gj k_j k_jᵀ) and projected on N (not in the range space, where p = G r): O(G m r² + (G r)² p)
+        flops."""
         G, r = self.G, self.r
         Wd = self._dense(w)
         H = np.zeros((G, r, G, r))
@@ -213,7 +275,7 @@ class SVMIPM:
                 diag[a] += C.sum(axis=0)
         H[np.arange(G), :, np.arange(G), :] += diag
         H = H.reshape(G * r, G * r)
-        return H if not len(self._sv) else self.N.T @ H @ self.N  # (rank E = 0: N = I, _null_space_of)
+        return H if self.N is None or not len(self._sv) else self.N.T @ H @ self.N  # (rank E = 0: N = I)
 
     def _weighted_grams(self, Wd: np.ndarray, J: np.ndarray | None = None) -> np.ndarray:
         """(G, r, r): Σ_{j ∈ J} Wd[g, j] k_j k_jᵀ for every group g (J: every context when None), with Wd (G, m) the
@@ -273,7 +335,10 @@ class SVMIPM:
     def _start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mehrotra's starting point: u fitting the margins Bu = 1 in least squares (with Q), s and λ shifted
         positive and balanced (Nocedal & Wright §14.2, for the QP)."""
-        u = sla.solve(self.hessian(np.ones(len(self.og))), self.b_t(np.ones(len(self.og))), assume_a="pos")
+        factor = self._factor(self.hessian(np.ones(len(self.og))))  # (≥ n_g I: positive definite, to rounding)
+        if factor is None:
+            raise np.linalg.LinAlgError("the interior point's first Newton matrix is not positive definite")
+        u = self._solve(factor, self.b_t(np.ones(len(self.og))))
         s = self.margins(u) - 1.0
         lam = np.ones(len(s))
         s = s + max(-1.5 * float(s.min(initial=0.0)), 0.0)
@@ -281,9 +346,43 @@ class SVMIPM:
         lam += 0.5 * float(s @ lam) / float(s.sum())
         return u, s, lam
 
-    def _direction(self, chol, rd: np.ndarray, rp: np.ndarray, s: np.ndarray, lam: np.ndarray, rc: np.ndarray):
+    def _factor(self, H: np.ndarray):
+        """The Newton matrix H (from :meth:`hessian`) factored for :meth:`_solve`, or None where it (or, in the range
+        space, the ties' Schur complement) is not positive definite. In the range space: H = RᵀR, Y = R⁻ᵀV_r for E's
+        range directions V_r (G r, rank E), and the Schur complement S = YᵀY = V_rᵀH⁻¹V_r factored."""
+        chol = _regularized_cholesky(H)
+        if chol is None or self.N is not None or not len(self._sv):
+            return chol if chol is None else (chol, None, None, None)
+        Y = sla.solve_triangular(chol[0], self._Vr, trans="T", lower=chol[1], check_finite=False)
+        schur = _regularized_cholesky(Y.T @ Y)
+        return None if schur is None else (chol, Y, schur, H)
+
+    def _solve(self, factor, rhs: np.ndarray) -> np.ndarray:
+        """Δu with (Newton matrix) Δu = rhs on the ties. On the null space, one Cholesky solve. In the range space,
+        the KKT system H Δx + V_r ν = rhs, V_rᵀΔx = 0: ν = S⁻¹ YᵀR⁻ᵀrhs, Δx = R⁻¹(R⁻ᵀrhs − Y ν), then Δx
+        projected on null(E) so that every iterate ties its supports to rounding, however inexact the solve."""
+        chol, Y, schur, H = factor
+        if Y is None:
+            return sla.cho_solve(chol, rhs, check_finite=False)
+        (c, lower) = chol
+
+        def once(b):
+            z = sla.solve_triangular(c, b, trans="T", lower=lower, check_finite=False)
+            z -= Y @ sla.cho_solve(schur, Y.T @ z, check_finite=False)
+            return self.tie(sla.solve_triangular(c, z, lower=lower, check_finite=False))
+
+        dx, last = once(rhs), np.inf
+        for _ in range(REFINE):  # iterative refinement on the ties' null space: P(rhs − H Δx) → 0
+            res = self.tie(rhs - H @ dx)
+            size = np.linalg.norm(res)
+            if not (size > 1e-15 * np.linalg.norm(rhs) and size < last):  # (solved, or no longer shrinking)
+                break
+            dx, last = dx + once(res), size
+        return dx
+
+    def _direction(self, factor, rd: np.ndarray, rp: np.ndarray, s: np.ndarray, lam: np.ndarray, rc: np.ndarray):
         """(Δu, Δs, Δλ) of the Newton system Q Δu − BᵀΔλ = −r_d, B Δu − Δs = −r_p, Λ Δs + S Δλ = r_c."""
-        du = sla.cho_solve(chol, -rd + self.b_t((rc - lam * rp) / s))
+        du = self._solve(factor, -rd + self.b_t((rc - lam * rp) / s))
         ds = self.margins(du) + rp
         dl = (rc - lam * ds) / s
         return du, ds, dl
@@ -305,20 +404,20 @@ class SVMIPM:
                 best.status = Status.TIME_LIMIT
                 break
             tic = time.perf_counter()
-            rd = self.N.T @ (self.n[:, None] * X).ravel() - self.b_t(lam)
+            rd = self._reduce((self.n[:, None] * X).ravel()) - self.b_t(lam)
             rp = Bu - s - 1.0
             mu = float(s @ lam) / M
             H = self.hessian(lam / s)
-            chol = _regularized_cholesky(H)
-            if chol is None:
+            factor = self._factor(H)
+            if factor is None:
                 best.status = Status.STALLED
                 best.reason = f"the interior-point matrix lost definiteness at μ = {mu:.2g}"
                 break
-            du, ds, dl = self._direction(chol, rd, rp, s, lam, -s * lam)
+            du, ds, dl = self._direction(factor, rd, rp, s, lam, -s * lam)
             alpha = min(_to_boundary(s, ds), _to_boundary(lam, dl))
             mu_aff = float((s + alpha * ds) @ (lam + alpha * dl)) / M
             sigma = (mu_aff / mu) ** 3
-            du, ds, dl = self._direction(chol, rd, rp, s, lam, -s * lam + sigma * mu - ds * dl)
+            du, ds, dl = self._direction(factor, rd, rp, s, lam, -s * lam + sigma * mu - ds * dl)
             alpha = min(1.0, opt.STEP_TO_BOUNDARY * min(_to_boundary(s, ds), _to_boundary(lam, dl)))
             u, s, lam = u + alpha * du, s + alpha * ds, lam + alpha * dl
             X = self._x(u)
@@ -379,20 +478,23 @@ def _to_boundary(v: np.ndarray, dv: np.ndarray) -> float:
     return min(1.0, float(np.min(-v[neg] / dv[neg], initial=np.inf)))
 
 
-def _null_space_of(E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _null_space_of(E: np.ndarray, basis: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """(U, σ, V_r, N) of E (n × c): E = U diag(σ) V_rᵀ on its range (rank σ > 0 entries) and N (c, c − rank) an
-    orthonormal basis of null(E), the identity where E has rank 0. Through a QR of E first where n > c (then only the
-    c × c triangle's SVD: no n × n U)."""
+    orthonormal basis of null(E), the identity where E has rank 0; N None when not ``basis`` (the range space: then
+    no c × c factor is formed where n < c). Through a QR of E first where n > c (then only the c × c triangle's SVD: no
+    n × n U)."""
     n, c = E.shape
     if n == 0:
-        return np.zeros((0, 0)), np.zeros(0), np.zeros((c, 0)), np.eye(c)
+        return np.zeros((0, 0)), np.zeros(0), np.zeros((c, 0)), np.eye(c) if basis else None
     if n > c:
         Qe, R = sla.qr(E, mode="economic")
         Ur, sv, Vt = sla.svd(R)
         U = Qe @ Ur
     else:
-        U, sv, Vt = sla.svd(E, full_matrices=True)
+        U, sv, Vt = sla.svd(E, full_matrices=basis)
     rank = int(np.sum(sv > sv.max(initial=0.0) * max(n, c) * np.finfo(float).eps))
+    if not basis:
+        return U[:, :rank], sv[:rank], Vt[:rank].T, None
     if rank == 0:  # (E = 0: every direction is free, and N = I lets SVMIPM.hessian skip the projection)
         return U[:, :0], sv[:0], Vt[:0].T, np.eye(c)
     return U[:, :rank], sv[:rank], Vt[:rank].T, Vt[rank:].T

@@ -51,8 +51,14 @@ RESCAN_GRACE = 0.05
 #: A stalled ALM's point: its off-support pairs with margin ≤ 1 + FINISH_RTOL guess the active set of the exact finish
 #: (:func:`_active_set_finish`; at the stall we measured, 1e-4 to 1e-2 all gave the same nine pairs).
 FINISH_RTOL = 1e-3
-#: ... and the finish is tried when its factorizations cost at most this many full scans of the margins (flops).
+#: ... and the finish is tried when its factorizations cost at most this many full scans of the margins (flops),
 FINISH_SCANS = 20
+#: ... or, after the interior point, this many of its iterations (:func:`~embgeo.ntp.solvers.svm_ipm.iteration_flops`):
+#: its iterations cost far more than a scan. Measured 2026-11-30, one thread: SmolLM2's states relaxed to 5 tokens
+#: (2,319 contexts, r = 576; ``benchmarks/bench_ntp_real_lm.py --top-tokens 5``) stalled at gap 3.3e-8 after 36
+#: iterations and 49 s; its 1,539 nearly tight pairs, 2.7e10 flops by the estimate (20 scans: 3.2e8; an iteration's
+#: bound 9.6e10; three rounds of the per-group factorizations), solved exactly in 15.3 s to gap 9.2e-11.
+FINISH_IPM_ITERATIONS = 1
 
 
 class SVMResiduals(TypedDict, total=False):
@@ -289,11 +295,12 @@ def _interior_point(req: SVMRequest) -> tuple[SVMOutcome, str]:
     """The interior-point method (:class:`~embgeo.ntp.solvers.svm_ipm.SVMIPM`) with the time left, a stall finished by
     the exact active-set solve; returns its outcome and name."""
     pb, tol, deadline = req.pb, req.tol, req.deadline
-    out = SVMIPM(pb.K, pb.groups.pattern, pb.groups.size, options=req.ipm_options).solve(
-        tol=tol, deadline=deadline, progress=req.progress)
-    name = f"interior point (Mehrotra predictor-corrector on the ties' null space, {out.iterations} iterations)"
+    ipm = SVMIPM(pb.K, pb.groups.pattern, pb.groups.size, options=req.ipm_options)
+    out = ipm.solve(tol=tol, deadline=deadline, progress=req.progress)
+    name = f"interior point (Mehrotra predictor-corrector, the ties by their {ipm.newton}, {out.iterations} iterations)"
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
-        out, finished = _active_set_finish(pb, out, tol, deadline)
+        budget = FINISH_IPM_ITERATIONS * iteration_flops(pb.groups.pattern, pb.K.shape[1])
+        out, finished = _active_set_finish(pb, out, tol, deadline, budget)
         name += " + exact active-set solve" if finished else ""
     return out, name
 
@@ -489,11 +496,13 @@ def _pair_routes_first(pb: Problem, options: IPMOptions | None) -> bool:
     return iteration_flops(pb.groups.pattern, pb.K.shape[1]) > check_options(options, IPMOptions).ROUTES_FLOPS
 
 
-def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float | None) -> tuple[SVMOutcome, bool]:
-    """A stalled ALM's best point finished exactly: the off-support pairs within FINISH_RTOL of margin 1 there, with
-    (6a), as equalities of min ½Σ n_g‖x_g‖² (:meth:`SVMDual._polish_pairs`, which drops pairs whose multiplier has the
-    wrong sign and adds violated ones), accepted only as a KKT point of the whole problem and only when its certified
-    gap is smaller. Returns (the outcome, whether the exact solve was taken).
+def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float | None,
+                       budget: float = 0.0) -> tuple[SVMOutcome, bool]:
+    """A stalled ALM's (or interior point's) best point finished exactly: the off-support pairs within FINISH_RTOL of
+    margin 1 there, with (6a), as equalities of min ½Σ n_g‖x_g‖² (:meth:`SVMDual._polish_pairs`, which drops pairs
+    whose multiplier has the wrong sign and adds violated ones), accepted only as a KKT point of the whole problem and
+    only when its certified gap is smaller; tried when about three rounds of its factorizations cost at most
+    FINISH_SCANS scans of the margins or ``budget`` flops. Returns (the outcome, whether the exact solve was taken).
 
     Why: on nearly degenerate instances (planted d ≪ m data with mixed supports and exact ties, W^mm's norm ~100
     times the embeddings') the ALM's multipliers converge linearly at ρ = 10⁸–10⁹ and it stalls; on one of twelve
@@ -503,7 +512,7 @@ def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float
     scan = scan_off_support(out.X, out.t, pb.K, pb.groups.pattern.tocsc(), every_below=1.0 + FINISH_RTOL)
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     G, m, r = pb.groups.n_groups, pb.data.m, pb.K.shape[1]
-    if 3 * solver._polish_cost(scan.groups) > FINISH_SCANS * 2.0 * G * m * r:  # (about three rounds of factorizations)
+    if 3 * solver._polish_cost(scan.groups) > max(FINISH_SCANS * 2.0 * G * m * r, budget):  # (~3 factorization rounds)
         return out, False
     try:
         exact = solver._polish_pairs(scan.groups, scan.contexts, deadline=deadline)
@@ -514,7 +523,8 @@ def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float
     exact.iterations, exact.rounds, exact.factorizations = out.iterations, out.rounds, out.factorizations
     exact.working_set, exact.mode, exact.check_seconds = out.working_set, out.mode, out.check_seconds
     exact.status = Status.OPTIMAL if exact.gap <= tol else Status.STALLED  # (a better point, still short of tol)
-    exact.reason = (f"the augmented Lagrangian stalled at gap {out.gap:.2g}; its {len(scan.groups)} nearly tight pairs "
+    solver_name = "interior point" if out.mode == "interior point" else "augmented Lagrangian"
+    exact.reason = (f"the {solver_name} stalled at gap {out.gap:.2g}; its {len(scan.groups)} nearly tight pairs "
                     "(margin within FINISH_RTOL of 1) as equalities gave a KKT point of the whole problem")
     return exact, True
 
