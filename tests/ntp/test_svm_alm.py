@@ -803,6 +803,25 @@ def test_a_stall_is_declared_only_after_stall_outer_steps_at_rho_max():
     flat = [0.5, 0.5, 0.5, 0.5]
     assert not A._stalled(flat[-1:], 2) and A._stalled(flat[-3:], 2)
     assert not A._stalled([0.5, 0.3, 0.2], 2)  # halved over the window: progress
+    # no feasible point over the window at RHO_MAX (∞ > ½·∞ is false): a stall where the violation has not fallen
+    inf = math.inf
+    assert A._stalled([inf] * 3, 8, [1.0, 1.2, 1.1], 2) and not A._stalled([inf] * 2, 8, [1.0, 1.0], 2)
+    assert A._stalled([inf] * 4, 8, [1.0, 0.9, 1.1, 0.95], 2)  # no new low (0.9) over the last two steps
+    assert not A._stalled([inf] * 3, 8, [1.0, 0.999, 0.998], 2)  # falling, however slowly: on its way to a point
+    assert not A._stalled([inf, 0.9, 0.8], 2, [1.0, 1.0, 1.0], 2)  # a first feasible point is progress
+
+
+def test_an_alm_without_a_feasible_point_at_its_largest_penalty_stalls_instead_of_running_out_the_time():
+    """planted(600, 40, 8, seed=2) (‖W^mm‖ = 3566 where max ‖h̄_j‖ ≈ 5): the ALM alone finds no feasible point. It ran
+    to its 60 s limit before (benchmarks/README.md, ``--planted``); now it stops once STALL_OUTER outer steps at its
+    largest penalty found none while its violation reached no new low (NO_POINT_OUTER of them), stalled, with the
+    reason, and no point."""
+    data = planted(600, 40, 8, seed=2)
+    pb = separability.make_problem(data, None)
+    out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(max_seconds=600)
+    assert out.status == "stalled" and out.X is None
+    assert out.reason.startswith(f"no feasible point, its violation at no new low over "
+                                 f"{A.DEFAULT_OPTIONS.NO_POINT_OUTER} outer steps at the largest penalty allowed")
 
 
 def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch):

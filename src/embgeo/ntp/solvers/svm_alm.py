@@ -49,6 +49,7 @@ per heavy group, Σ q_g² ≤ |P| r for the light groups' blocks and O(|W| + G r
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,8 +170,12 @@ class ALMOptions:
     #: floor to three steps of α = 0, where STUCK_STEPS took the floor for an inaccurate factor and lowered ρ
     #: (optimal_inaccurate).
     FLOOR_DECREASE: float = 0.5
-    #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap).
+    #: Stalled: the certified gap has not halved over this many outer steps at ρ = RHO_MAX (or the lower cap) ...
     STALL_OUTER: int = 8
+    #: ... or, with no feasible point yet, the violation has reached no new low over this many (:func:`_stalled`). At 8,
+    #: ``synthetic(8, 10, 6, 3, seed=1)`` at RHO_MAX = 1 would have stopped: its violation rose over the first outer
+    #: steps (0.80 → 0.83, the working set growing) and took 13 to fall below its first value, 49 to a feasible point.
+    NO_POINT_OUTER: int = 20
     #: Up to this penalty the unit Newton step is taken where it lowers φ by at least ARMIJO times its first-order
     #: prediction (the standard sufficient-decrease test); else, and above it, the exact minimiser along the line.
     #: The exact minimiser stops at the first breakpoints where pairs switch: on the paper-like instance (m = 15,012,
@@ -632,9 +637,20 @@ def _violation(aS: np.ndarray, aW: np.ndarray) -> float:
     return max(float(np.max(np.abs(aS), initial=0.0)), float(np.max(aW + 1.0, initial=0.0)))
 
 
-def _stalled(gaps_at_max: list[float], outer: int) -> bool:
+def _stalled(gaps_at_max: list[float], outer: int, violations_at_max: list[float] | None = None,
+             no_point_outer: int = 8) -> bool:
     """Whether the certified gap has not halved over the last ``outer`` (STALL_OUTER) outer steps, counting only the
-    steps at ρ = RHO_MAX (``gaps_at_max``, oldest first): the steps before, at a smaller ρ, are not a stall."""
+    steps at ρ = RHO_MAX (``gaps_at_max``, oldest first): the steps before, at a smaller ρ, are not a stall. Where no
+    feasible point has been found yet (the gap still infinite: ∞ > ½·∞ is false), whether the violation of the
+    multipliers' constraints (``violations_at_max``, the same steps) has reached no new low over the last
+    ``no_point_outer`` (NO_POINT_OUTER): until 2026-11-30
+    such a solve ran on to its time limit (SmolLM2's states relaxed to 10 tokens: 90 outer steps at ρ capped at
+    10³–10⁴, violation 0.9–1.2, where the interior point reaches W^mm). A violation that falls, however slowly, is on
+    its way to a feasible point (``synthetic(8, 10, 6, 3, seed=1)`` at RHO_MAX = 1: 0.80 → 0.69 over 49 outer steps,
+    then feasible)."""
+    if math.isinf(gaps_at_max[-1] if gaps_at_max else 0.0):
+        v = violations_at_max or []
+        return len(v) > no_point_outer and min(v[-no_point_outer:]) >= min(v[:-no_point_outer])
     return len(gaps_at_max) > outer and gaps_at_max[-1] > 0.5 * gaps_at_max[-1 - outer]
 
 
@@ -836,6 +852,7 @@ class _Run:
     prev_violation: float = np.inf
     gtol: float | None = None
     history: list = field(default_factory=list)
+    violations: list = field(default_factory=list)  # (the violation at each outer step of history)
     at_max: int = 0
     gamma: float = -np.inf
 
@@ -1244,6 +1261,7 @@ class SVMALM:
         Xf, tf, scan = self._certify(run, select)
         best.rounds, best.working_set = outer, len(st.wg)
         run.history.append(best.gap)
+        run.violations.append(violation)
         if progress is not None:
             progress(ProgressEvent("alm", outer, best.gap, {
                 "working_set": len(st.wg), "rounds": outer, "rho": st.rho, "factorizations": self.factorizations,
@@ -1309,8 +1327,11 @@ class SVMALM:
             return True
         if st.rho < run.rho_cap:
             run.at_max = len(run.history)  # the outer steps from here on are the ones at the largest ρ allowed
-        if _stalled(run.history[run.at_max:], opt.STALL_OUTER):
+        if _stalled(run.history[run.at_max:], opt.STALL_OUTER, run.violations[run.at_max:], opt.NO_POINT_OUTER):
             best.status = Status.STALLED
+            if best.X is None:
+                best.reason = (f"no feasible point, its violation at no new low over {opt.NO_POINT_OUTER} outer steps at "
+                               f"the largest penalty allowed (ρ = {st.rho:.2g})")
             return True
         if self.inexact_solves > inexact_before and same > run.prev_violation:
             # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
