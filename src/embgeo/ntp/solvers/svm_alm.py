@@ -1330,8 +1330,8 @@ class SVMALM:
         if _stalled(run.history[run.at_max:], opt.STALL_OUTER, run.violations[run.at_max:], opt.NO_POINT_OUTER):
             best.status = Status.STALLED
             if best.X is None:
-                best.reason = (f"no feasible point, its violation at no new low over {opt.NO_POINT_OUTER} outer steps at "
-                               f"the largest penalty allowed (ρ = {st.rho:.2g})")
+                best.reason = (f"no feasible point, its violation at no new low over {opt.NO_POINT_OUTER} outer "
+                               f"steps at the largest penalty allowed (ρ = {st.rho:.2g})")
             return True
         if self.inexact_solves > inexact_before and same > run.prev_violation:
             # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
