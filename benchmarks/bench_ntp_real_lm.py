@@ -23,8 +23,10 @@ the most contexts, one token that follows none (the never-next block), and the c
 follows. Every constraint of Def. 2 kept there is one of the whole data's (ties among kept tokens, their margins over
 kept tokens), so a relaxation that is not separable proves the whole data not separable (its Farkas matrix, padded
 with zeros, is one of the whole problem); a separable one says nothing about the whole. ``--svm`` also solves the
-NTP-SVM (``ntp_svm``, "auto", within ``--max-seconds``, handed the verdict of the first route that decided) and prints
-its status, ‖W‖ and certified gap.
+NTP-SVM (``ntp_svm``, "auto" or ``--svm-method``, within ``--max-seconds``, handed the verdict of the first route that
+decided) and prints its status, ‖W‖, certified gap and method; ``--ipm-max-unknowns`` lets the interior point take
+problems beyond its default size (``IPMOptions.MAX_UNKNOWNS``, G·r: the relaxations to 5 and 10 tokens have 3,456
+and 6,336).
 
 It prints, per m and route: the verdict (separable / not / undecided), the certificate's residuals, the seconds,
 and the ratio of the previous route's seconds to the new one's (">" when the previous one did not decide).
@@ -95,19 +97,22 @@ def relaxation(data, c: int):
     return NTPData(data.embeddings[rows], sp.csr_matrix(sp.diags(1.0 / np.asarray(P.sum(axis=1)).ravel()) @ P))
 
 
-def max_margin(data, sep, max_seconds: float) -> str:
-    """``ntp_svm`` ("auto") within ``max_seconds``, handed the separability verdict ``sep`` when there is one."""
+def max_margin(data, sep, max_seconds: float, method: str = "auto", ipm_max_unknowns: int | None = None) -> str:
+    """``ntp_svm`` by ``method`` within ``max_seconds``, handed the separability verdict ``sep`` when there is one;
+    the interior point allowed up to ``ipm_max_unknowns`` (G·r) when given."""
     from embgeo.errors import SolverError
     from embgeo.ntp import ntp_svm
+    from embgeo.ntp.solvers.svm_ipm import IPMOptions
 
+    ipm = None if ipm_max_unknowns is None else IPMOptions(MAX_UNKNOWNS=ipm_max_unknowns)
     t0 = time.perf_counter()
     try:
-        svm = ntp_svm(data, max_seconds=max_seconds, separability=sep)
+        svm = ntp_svm(data, method=method, max_seconds=max_seconds, separability=sep, ipm_options=ipm)
     except SolverError as exc:
         return f"undecided, {time.perf_counter() - t0:.1f} s: {str(exc)[:160]}"
-    norm = "" if svm.W is None else f", ‖W‖ = {np.linalg.norm(svm.W):.6g}"
+    norm = "" if svm.W is None else f", ‖W‖ = {np.linalg.norm(svm.W):.8g}"
     return (f"{svm.status}{norm}, gap {svm.residuals.get('duality_gap', float('nan')):.2g}, "
-            f"{time.perf_counter() - t0:.1f} s")
+            f"{time.perf_counter() - t0:.1f} s, by {svm.method}")
 
 
 def checked(data, sep) -> str:
@@ -155,6 +160,8 @@ def main() -> None:
                     help="also decide the relaxations to the C tokens that follow the most contexts")
     ap.add_argument("--relaxations-only", action="store_true", help="with --top-tokens: skip the whole data")
     ap.add_argument("--svm", action="store_true", help="also solve the NTP-SVM (ntp_svm) on each data set")
+    ap.add_argument("--svm-method", default="auto", choices=["auto", "alm", "ipm", "dual"], help="ntp_svm's method")
+    ap.add_argument("--ipm-max-unknowns", type=int, default=None, help="IPMOptions.MAX_UNKNOWNS (G·r) for --svm")
     args = ap.parse_args()
     limit_threads(1)
     files = args.text or sorted(glob.glob(VIM))
@@ -190,7 +197,8 @@ def report(data, args) -> None:
         print(f"  previous (dual) / hinge: {sign}{by['dual']['seconds'] / by['hinge']['seconds']:.1f}×")
     if args.svm:
         sep = next((row["sep"] for row in rows if row["sep"] is not None), None)
-        print(f"  ntp_svm {max_margin(data, sep, args.max_seconds)}", flush=True)
+        line = max_margin(data, sep, args.max_seconds, args.svm_method, args.ipm_max_unknowns)
+        print(f"  ntp_svm {line}", flush=True)
 
 
 if __name__ == "__main__":
