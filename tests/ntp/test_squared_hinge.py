@@ -196,6 +196,12 @@ def test_single_precision_products_agree_with_double():
     np.testing.assert_allclose(t32, t64, rtol=1e-4, atol=1e-4 * np.abs(t64).max())
 
 
+def rounds_only(rounds: int) -> RouteOptions:
+    """``rounds`` weighted tie projections and not the exact one after them (EXACT_TIE_FLOPS = 0): what the tests of
+    the rounds below measure (the exact projection has its own tests in test_svm_ipm)."""
+    return RouteOptions(TIE_ROUNDS=rounds, EXACT_TIE_FLOPS=0.0)
+
+
 def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
     """A positive smallest margin is not enough: the tie projection's rounding, magnified by 1/γ, must leave the
     ties exact to MARGIN_ATOL. Ties broken on purpose (1e-3 added to the projected rows) are never returned as a
@@ -210,9 +216,9 @@ def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
     monkeypatch.setattr(squared_hinge, "separating_margin", broken)
     data = synthetic(12, 10, 6, 2, seed=3)
     with pytest.raises(SolverError, match="undecided"):  # no refinement: the broken ties stay broken
-        is_separable(data, method="hinge", max_seconds=2.0, route_options=RouteOptions(TIE_ROUNDS=0))
+        is_separable(data, method="hinge", max_seconds=2.0, route_options=rounds_only(0))
     # with the refinement the ties are projected again: a certificate with exact ties, checked from W and H alone
-    sep = is_separable(data, method="hinge", max_seconds=30.0, route_options=RouteOptions(TIE_ROUNDS=3))
+    sep = is_separable(data, method="hinge", max_seconds=30.0, route_options=rounds_only(3))
     L = data.embeddings @ sep.W.T
     assert max(np.ptp(L[j, data.supports[j]]) for j in range(data.m)) <= 1e-9
     margins = [L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m)]
@@ -401,7 +407,7 @@ def _certificate_from_noisy_ties(rounds: int, noise: float):
     Lemma 1's closed-form separator of a small d > m problem with ties on every support, its logits perturbed by
     ``noise``, through ``separable_result`` with ``rounds`` refinement rounds."""
     data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable with ties on every support
-    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
+    pb = separability.make_problem(data, None, rounds_only(rounds))
     Z = pb.groups.pattern.toarray()
     X = pb.coords.solve_logits(Z) + noise * np.random.default_rng(0).standard_normal((pb.groups.n_groups, data.m))
     sep = separability.separable_result(pb, X, np.ones(data.m), "test")
@@ -442,7 +448,7 @@ def test_the_candidates_certificate_is_refined_too(monkeypatch, rounds):
 
     monkeypatch.setattr(svm_alm.TieProjection, "project", noisy_first)
     data = synthetic(m=20, V=10, d=30, support_size=3, seed=4)  # d > m: separable
-    pb = separability.make_problem(data, None, RouteOptions(TIE_ROUNDS=rounds))
+    pb = separability.make_problem(data, None, rounds_only(rounds))
     W = separability.decide_cheaply(pb).W  # a separator (Lemma 1's closed form), as the candidate
     sep = separability.separable_from_candidate(pb, W)
     assert sep is not None and sep.separable

@@ -211,10 +211,7 @@ class SVMIPM:
         rest = np.ones(len(self.sg), bool)
         rest[self.first] = False
         self.eg, self.ej = self.sg[rest], self.sj[rest]
-        E = np.zeros((len(self.eg), G * r))
-        rows = np.arange(len(self.eg))[:, None]
-        E[rows, self.eg[:, None] * r + np.arange(r)] += self.K[self.ej]
-        E[rows, self.f[self.ej][:, None] * r + np.arange(r)] -= self.K[self.ej]
+        E, _ = tie_matrix(self.K, G, self.sg, self.sj)  # (its rows: the pairs (eg, ej), in this order)
         self._U, self._sv, self._Vr, self.N = _null_space_of(E, basis=self.newton == "null space")
         self.p = G * r if self.N is None else self.N.shape[1]  # (range space: u is vec(X) itself)
         self._by_first = [np.flatnonzero(self.f == a) for a in range(G)]
@@ -453,6 +450,46 @@ class SVMIPM:
             best.dual = max(best.dual, 0.0)
             best.dual_point = (self.sg, self.sj, np.zeros(len(self.sg)))
         return best
+
+
+def tie_matrix(K: np.ndarray, G: int, groups: np.ndarray, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(E (n_E, G r), f (m,)): the ties (6a) of the support pairs (``groups``, ``contexts``) over vec(X), X (G, r) the
+    group rows, with t eliminated by each context's first support group f(j) (its smallest; −1 where a context has
+    none): one row k_jᵀ(x_g − x_{f(j)}) = 0 per other support pair, in the order of (context, group)."""
+    m, r = K.shape
+    order = np.lexsort((groups, contexts))
+    g, j = np.asarray(groups, np.int64)[order], np.asarray(contexts, np.int64)[order]
+    first = np.r_[True, j[1:] != j[:-1]] if len(j) else np.zeros(0, bool)
+    f = np.full(m, -1, dtype=np.int64)
+    f[j[first]] = g[first]
+    eg, ej = g[~first], j[~first]
+    E = np.zeros((len(eg), G * r))
+    rows = np.arange(len(eg))[:, None]
+    E[rows, eg[:, None] * r + np.arange(r)] += K[ej]
+    E[rows, f[ej][:, None] * r + np.arange(r)] -= K[ej]
+    return E, f
+
+
+def project_on_ties(K: np.ndarray, groups: np.ndarray, contexts: np.ndarray, X: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(X', t'): the group rows X (G, r) projected orthogonally onto the ties of the support pairs (``groups``,
+    ``contexts``) — vec(X') = (I − Q Qᵀ) vec(X), Q an orthonormal basis of the rows of E (:func:`tie_matrix`, by a
+    QR of Eᵀ with column pivoting for its rank) — and t'_j = k_jᵀx'_{f(j)} (0 where a context has no support pair).
+    Exact to rounding, whatever the rank of the ties: 2 G r n_E² flops, n_E G r doubles."""
+    G, r = X.shape
+    E, f = tie_matrix(K, G, groups, contexts)
+    x = np.asarray(X, dtype=np.float64).ravel().copy()
+    if len(E):
+        Q, R, _ = sla.qr(E.T, mode="economic", pivoting=True)
+        diag = np.abs(np.diag(R))
+        rank = int(np.sum(diag > diag.max(initial=0.0) * max(E.shape) * np.finfo(float).eps))
+        Q = Q[:, :rank]
+        x -= Q @ (Q.T @ x)
+    Xp = x.reshape(G, r)
+    has = f >= 0
+    t = np.zeros(K.shape[0])
+    t[has] = np.einsum("jk,jk->j", K[has], Xp[f[has]])
+    return Xp, t
 
 
 def _regularized_cholesky(H: np.ndarray):

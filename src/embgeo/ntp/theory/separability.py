@@ -109,6 +109,14 @@ class RouteOptions:
     #: 1e-9. The rounds end at TIE_TARGET, so the bound costs nothing where fewer do.
     TIE_TARGET: float = 1e-10
     TIE_ROUNDS: int = 8
+    #: Ties still off by more than TIE_TARGET after those rounds are projected exactly (a QR of the tie rows:
+    #: :func:`~embgeo.ntp.solvers.svm_ipm.project_on_ties`) where its 2 G r n_E² flops (n_E the support pairs past each
+    #: context's first) are at most this. SmolLM2's states relaxed to 10 tokens (G r = 6,336, 1,088 ties, a group tight
+    #: in 915 contexts > r = 576: the weighted projection's systems are singular there) kept the squared hinge's
+    #: separator at ties 1.4e-8 after the rounds, over issue 38's 1e-9 (measured 2026-11-30). E is dense: at most
+    #: EXACT_TIE_ENTRIES doubles (256 MB; there 6.9M).
+    EXACT_TIE_FLOPS: float = 1e11
+    EXACT_TIE_ENTRIES: int = 32_000_000
     #: The pair certificates' bounds (groups, pairs, seconds).
     pair: PairOptions = field(default_factory=PairOptions)
 
@@ -357,8 +365,9 @@ def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights
     when γ > 0 and the ties are off by more than TIE_TARGET, up to TIE_ROUNDS (``pb.options``) further projections
     onto the ties (``projection``, a :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` of these pairs and
     ``weights``, built when None), each rescaled and kept only while it improves the ties: a projection of a nearly
-    tied point changes it little, so its rounding is that much smaller (SmolLM2, m = 10,000: 7.8e-8 → 1.0e-12). X
-    unscaled when γ ≤ 0."""
+    tied point changes it little, so its rounding is that much smaller (SmolLM2, m = 10,000: 7.8e-8 → 1.0e-12); then,
+    where they are still off and it is small enough (EXACT_TIE_FLOPS), one exact orthogonal projection. X unscaled
+    when γ ≤ 0."""
 
     K, opt = pb.K, pb.options
 
@@ -383,6 +392,14 @@ def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights
         if not (gamma_r > 0 and eq_r < eq):
             break  # the refinement gains nothing (rounding reached): keep the certificate before it
         X, t, eq = Xr, tr, eq_r
+    n_ties = len(rows) - len(np.unique(cols))
+    if eq > opt.TIE_TARGET and 2.0 * X.size * n_ties**2 <= opt.EXACT_TIE_FLOPS and \
+            X.size * n_ties <= opt.EXACT_TIE_ENTRIES:
+        from embgeo.ntp.solvers.svm_ipm import project_on_ties
+
+        Xr, tr, eq_r, gamma_r = scaled(*project_on_ties(K, rows, cols, X))
+        if gamma_r > 0 and eq_r < eq:
+            X, t, eq = Xr, tr, eq_r
     return X, t, eq, 1.0
 
 
