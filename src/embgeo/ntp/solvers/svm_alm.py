@@ -638,16 +638,15 @@ def _violation(aS: np.ndarray, aW: np.ndarray) -> float:
 
 
 def _stalled(gaps_at_max: list[float], outer: int, violations_at_max: list[float] | None = None,
-             no_point_outer: int = 8) -> bool:
+             no_point_outer: int = DEFAULT_OPTIONS.NO_POINT_OUTER) -> bool:
     """Whether the certified gap has not halved over the last ``outer`` (STALL_OUTER) outer steps, counting only the
     steps at ρ = RHO_MAX (``gaps_at_max``, oldest first): the steps before, at a smaller ρ, are not a stall. Where no
     feasible point has been found yet (the gap still infinite: ∞ > ½·∞ is false), whether the violation of the
     multipliers' constraints (``violations_at_max``, the same steps) has reached no new low over the last
-    ``no_point_outer`` (NO_POINT_OUTER): until 2026-11-30
-    such a solve ran on to its time limit (SmolLM2's states relaxed to 10 tokens: 90 outer steps at ρ capped at
-    10³–10⁴, violation 0.9–1.2, where the interior point reaches W^mm). A violation that falls, however slowly, is on
-    its way to a feasible point (``synthetic(8, 10, 6, 3, seed=1)`` at RHO_MAX = 1: 0.80 → 0.69 over 49 outer steps,
-    then feasible)."""
+    ``no_point_outer`` (NO_POINT_OUTER): until 2026-11-30 such a solve ran on to its time limit (SmolLM2's states
+    relaxed to 10 tokens: 90 outer steps at ρ capped at 10³–10⁴, violation 0.9–1.2, where the interior point reaches
+    W^mm). A violation that falls, however slowly, is on its way to a feasible point (``synthetic(8, 10, 6, 3,
+    seed=1)`` at RHO_MAX = 1: 0.80 → 0.69 over 49 outer steps, then feasible)."""
     if math.isinf(gaps_at_max[-1] if gaps_at_max else 0.0):
         v = violations_at_max or []
         return len(v) > no_point_outer and min(v[-no_point_outer:]) >= min(v[:-no_point_outer])

@@ -33,8 +33,8 @@ not damped by the projection), so each such solve is followed by iterative refin
 :data:`REFINE` steps). "auto" takes the way with fewer flops (:func:`newton_flops`): the range space where the ties
 are fewer than about half the unknowns. Both solve the same Newton system (tested against each other), and on the
 planted shapes reach the same gaps (≤ 2e-11) in the same number of iterations or up to three more. On SmolLM2's states
-relaxed to 5 tokens (G r = 3,456, 444 ties) an iteration took 1.5 s instead of 4.2 s, to 10 tokens (G r = 6,336,
-1,088 ties) 6.2 s instead of 20.6 s (benchmarks/README.md, ``bench_ntp_real_lm``).
+relaxed to 5 tokens (G r = 3,456, 444 ties) the solve took 49.9 s (34 iterations) instead of 157.8 s (38), relaxed to
+10 tokens (G r = 6,336, 1,088 ties) 265 s (43) instead of 865 s (42) (benchmarks/README.md, ``bench_ntp_real_lm``).
 
 **Why a second method** (issue 38). On data whose margin is tiny next to the embeddings' scale (‖W^mm‖ in the
 hundreds to tens of thousands in units where max ‖h̄_j‖ = 1: planted d ≪ m instances with exact ties), the
@@ -174,7 +174,8 @@ REFINE = 10
 
 
 class SVMIPM:
-    """Mehrotra's predictor-corrector on the ties' null space (module docstring). ``K`` (m, r) the context
+    """Mehrotra's predictor-corrector with the ties kept on their null space or in their range space (module
+    docstring, :attr:`newton`). ``K`` (m, r) the context
     coordinates, ``support`` the (G, m) 0/1 pattern of the groups in each support, ``weights`` (G,) the group sizes."""
 
     def __init__(self, K: np.ndarray, support: sp.spmatrix, weights: np.ndarray, options: IPMOptions | None = None):
