@@ -208,27 +208,58 @@ def test_ipm_options_must_be_ipm_options():
         ntp_svm(synthetic(8, 10, 6, 3, seed=1), ipm_options={"AUTO_FLOPS": 0})
 
 
-@pytest.mark.parametrize("iterations", [1, 0])
-def test_a_stalled_interior_point_is_finished_within_its_iterations_cost(iterations, monkeypatch):
+@pytest.mark.parametrize("case", ["own", "dual's", "none"])
+def test_a_stalled_interior_point_is_finished_exactly(case, monkeypatch):
     """An interior point that stalls short of tol (made to: the range space without iterative refinement stalls on
-    planted(60, 12, 5) at gap 1.3e-8) is finished by the exact active-set solve when that costs at most
+    planted(60, 12, 5) at gap 1.3e-8) is finished exactly: by its own KKT system on the pairs with λ > s
+    (SVMIPM.finish: a QR), else (FINISH_ROUNDS = 0) by the dual's active-set solve when that costs at most
     FINISH_IPM_ITERATIONS of its iterations, even where FINISH_SCANS scans of the margins (the ALM's budget, here 0)
-    would refuse it: then W^mm as cvxpy's, certified; with no budget, the stalled point is returned as it is."""
+    would refuse it; either way W^mm as cvxpy's, certified. With neither, the stalled point is returned as it is."""
     from embgeo.ntp.theory import svm
 
     monkeypatch.setattr(svm_ipm, "REFINE", 0)
     monkeypatch.setattr(svm, "FINISH_SCANS", 0)
-    monkeypatch.setattr(svm, "FINISH_IPM_ITERATIONS", iterations)
+    monkeypatch.setattr(svm, "FINISH_IPM_ITERATIONS", 0 if case == "none" else 1)
     data = planted(60, 12, 5, seed=0)
-    res = ntp_svm(data, method="ipm", ipm_options=IPMOptions(NEWTON="range space"))
-    if iterations:
-        assert res.method.endswith("+ exact active-set solve") and "the interior point stalled at gap" in res.note
-        status, W_ref = ref_ntp_svm(data)
-        assert status == "optimal"
-        assert_certified_w_mm(data, res, W_ref)
-    else:
-        assert res.status == "optimal_inaccurate" and "exact active-set" not in res.method
+    opts = IPMOptions(NEWTON="range space", FINISH_ROUNDS=6 if case == "own" else 0)
+    res = ntp_svm(data, method="ipm", ipm_options=opts)
+    if case == "none":
+        assert res.status == "optimal_inaccurate" and "exact" not in res.method
         assert 1e-10 < res.residuals["duality_gap"] < 1e-6
+        return
+    ending = "+ exact solve on its active pairs" if case == "own" else "+ exact active-set solve"
+    assert res.method.endswith(ending) and "the interior point stalled at gap" in res.note
+    status, W_ref = ref_ntp_svm(data)
+    assert status == "optimal"
+    assert_certified_w_mm(data, res, W_ref)
+
+
+@pytest.mark.parametrize("stop", [18, 16])
+def test_the_interior_points_own_finish_against_the_definitions(stop):
+    """SVMIPM.finish from an iterate stopped early (planted(600, 40, 8, seed=2), whose solve takes 21 iterations):
+    after 18 (gap 1.4e-4) its point is tied on every support and has every margin ≥ 1 (recomputed pair by pair from
+    X and K), its certified gap is at rounding level, and its ½Σn_g‖x_g‖² is the full solve's; after 16 (gap 0.35)
+    the pairs with λ > s are not yet the active set, and it declines, leaving the outcome as it was."""
+    data = planted(600, 40, 8, seed=2)
+    full = ipm_of(data).solve()
+    ipm = ipm_of(data)
+    ipm.opt = IPMOptions(MAX_ITER=stop)
+    out = ipm.solve()
+    before = (out.X.copy(), out.primal, out.dual)
+    assert out.gap > 1e-5  # the premise: stopped short
+    if stop == 16:
+        assert not ipm.finish(out)
+        assert np.array_equal(out.X, before[0]) and (out.primal, out.dual) == before[1:]
+        return
+    assert ipm.finish(out)
+    X, t = out.X, out.t
+    support = ipm.support.toarray() > 0
+    for g, j in zip(*np.nonzero(support), strict=True):
+        assert X[g] @ ipm.K[j] == pytest.approx(t[j], abs=1e-9)
+    margins = [t[j] - X[g] @ ipm.K[j] for g, j in zip(*np.nonzero(~support), strict=True)]
+    assert min(margins) >= 1 - 1e-9
+    assert out.gap < 1e-10
+    assert out.primal == pytest.approx(full.primal, rel=1e-9)
 
 
 @pytest.mark.parametrize("make", [lambda: planted(60, 12, 5, seed=0), lambda: planted(300, 20, 6, seed=0),

@@ -36,6 +36,12 @@ planted shapes reach the same gaps (≤ 2e-11) in the same number of iterations 
 relaxed to 5 tokens (G r = 3,456, 444 ties) the solve took 49.9 s (34 iterations) instead of 157.8 s (38), relaxed to
 10 tokens (G r = 6,336, 1,088 ties) 265 s (43) instead of 865 s (42) (benchmarks/README.md, ``bench_ntp_real_lm``).
 
+**Exact finish** (:meth:`SVMIPM.finish`). Where the iterations stall short of ``tol`` (the Newton steps' accuracy
+runs out before the optimum when the weights λ/s span 1e-12–1e12), the pairs with λ > s at the last iterate are
+taken as the active set and solved as equalities with the ties — min ½ Σ_g n_g‖x_g‖² s.t. V_rᵀx = 0, B_A x = 1 — by
+a pivoted QR (backward stable whatever the weights were), pairs with negative multipliers dropped and violated ones
+added for a few rounds, and accepted only as a KKT point of the whole problem with a smaller certified gap.
+
 **Why a second method** (issue 38). On data whose margin is tiny next to the embeddings' scale (‖W^mm‖ in the
 hundreds to tens of thousands in units where max ‖h̄_j‖ = 1: planted d ≪ m instances with exact ties), the
 augmented Lagrangian of :mod:`~embgeo.ntp.solvers.svm_alm` converges linearly at penalties of 10⁸–10⁹ and stalls,
@@ -106,6 +112,11 @@ class IPMOptions:
     #: matrix projected on N), "range space" (a Cholesky of the matrix in X and a Schur complement in the ties) or
     #: "auto", the one with fewer flops by :func:`newton_flops`.
     NEWTON: str = "auto"
+    #: A stall short of ``tol`` is finished exactly (:meth:`SVMIPM.finish`) in at most this many rounds, each a QR of
+    #: the active constraints (the ties and the pairs with λ > s) of 2 G r c² flops, c their number, tried while one
+    #: costs at most FINISH_FLOPS_PER_ITERATION times an iteration's bound (:func:`iteration_flops`).
+    FINISH_ROUNDS: int = 6
+    FINISH_FLOPS_PER_ITERATION: float = 1.0
     #: Fraction of the step to the boundary of s, λ ≥ 0 (Mehrotra's η).
     STEP_TO_BOUNDARY: float = 0.995
     #: Once the certified gap is below 1e-3, the iterations stop when the complementarity μ = sᵀλ/M has not fallen
@@ -444,6 +455,7 @@ class SVMIPM:
                 best.status = Status.STALLED
                 best.reason = f"the interior-point iterations stalled at μ = {mus[-1]:.2g} (gap {best.gap:.2g})"
                 break
+        self.last = (X, lam, Bu)  # the last iterate's rows, multipliers and margins (:meth:`finish`)
         best.rounds = best.iterations
         best.working_set = M
         best.dual_point = best_dual[0]
@@ -451,6 +463,71 @@ class SVMIPM:
             best.dual = max(best.dual, 0.0)
             best.dual_point = (self.sg, self.sj, np.zeros(len(self.sg)))
         return best
+
+
+    # -- the exact finish -------------------------------------------------------------------------------------
+    def finish(self, best: SVMOutcome, deadline: float | None = None) -> bool:
+        """A stalled solve finished exactly on its active set: the pairs A with λ > s at the last iterate
+        (:attr:`last`) as equalities with the ties, min ½ Σ_g n_g‖x_g‖² s.t. V_rᵀx = 0, B_A x = 1 — its least-norm
+        solution in the metric D = diag(n_g I) by a pivoted QR of (C D^{-1/2})ᵀ, C = [V_rᵀ; B_A], and its
+        multipliers μ from D x = Cᵀμ. Pairs with μ < 0 leave A, pairs the solution violates (margin < 1 − 1e-9) join
+        it, for at most ``FINISH_ROUNDS`` rounds. At a KKT point (μ_A ≥ 0, every margin ≥ 1 − 1e-9) its certificate
+        (the point projected on the ties and divided by its smallest margin; the dual point of μ_A,
+        :meth:`dual_point`) replaces ``best``'s where its gap is smaller. Returns whether it did.
+
+        Why: the iterates' accuracy stops short of the optimum where the weights λ/s span 1e-12–1e12 (SmolLM2's
+        states relaxed to 10 tokens stalled at gap 6.4e-8, the range space's Newton steps limited by H's conditioning),
+        while the active set is already right there; a QR is backward stable whatever the weights were."""
+        X, lam, Bu = self.last
+        A = np.flatnonzero(lam > Bu - 1.0)
+        G, r, rank = self.G, self.r, self._Vr.shape[1]
+        budget = self.opt.FINISH_FLOPS_PER_ITERATION * iteration_flops(self.support, r)
+        scale = 1.0 / np.sqrt(np.repeat(self.n, r))  # D^{-1/2} over vec(X)
+        for _ in range(self.opt.FINISH_ROUNDS):
+            c = rank + len(A)
+            if not len(A) or 2.0 * G * r * c * c > budget or past(deadline):
+                return False
+            g, j = self.og[A], self.oj[A]
+            B = np.zeros((len(A), G * r))
+            rows = np.arange(len(A))[:, None]
+            B[rows, self.f[j][:, None] * r + np.arange(r)] += self.K[j]  # margin k_jᵀ(x_{f(j)} − x_g)
+            B[rows, g[:, None] * r + np.arange(r)] -= self.K[j]
+            M = np.vstack([self._Vr.T, B]).T * scale[:, None]  # (C D^{-1/2})ᵀ, (G r, c)
+            del B
+            Q, R, P = sla.qr(M, mode="economic", pivoting=True, overwrite_a=True, check_finite=False)
+            d = np.abs(np.diag(R))
+            k = int(np.sum(d > d.max(initial=0.0) * max(M.shape) * np.finfo(float).eps))
+            b = np.r_[np.zeros(rank), np.ones(len(A))][P[:k]]
+            y = Q[:, :k] @ sla.solve_triangular(R[:k, :k], b, trans="T", check_finite=False)  # least-norm
+            mu = np.zeros(c)
+            mu[P[:k]] = sla.solve_triangular(R[:k, :k], Q[:, :k].T @ y, check_finite=False)
+            x = y * scale
+            x -= self._Vr @ (self._Vr.T @ x)  # the ties to rounding
+            Xn = x.reshape(G, r)
+            margins = self._margins_of(Xn)
+            wrong, violated = mu[rank:] < 0, np.flatnonzero(margins < 1.0 - 1e-9)
+            if not wrong.any() and not len(violated):
+                lam_A = np.zeros(len(self.og))
+                lam_A[A] = mu[rank:]
+                trial = SVMOutcome(best.status)
+                self._certify_x(Xn, margins, lam_A, trial)
+                if trial.X is None or not trial.gap < best.gap:
+                    return False
+                best.X, best.t, best.primal, best.dual, best.dual_point = (trial.X, trial.t, trial.primal, trial.dual,
+                                                                           trial.dual_point)
+                return True
+            A = np.union1d(A[~wrong], violated)
+        return False
+
+    def _certify_x(self, X: np.ndarray, margins: np.ndarray, lam: np.ndarray, out: SVMOutcome) -> None:
+        """The certificate of a tied point X (G, r) with off-support ``margins`` and multipliers ``lam`` into ``out``:
+        X over its smallest margin (when positive) and the dual point of ``lam``."""
+        gamma = float(np.min(margins, initial=np.inf))
+        if gamma > 0:
+            out.X = X / gamma
+            out.t = np.einsum("jk,jk->j", self.K, out.X[self.f])
+            out.primal = 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", out.X, out.X)))
+        out.dual, out.dual_point = self.dual_point(X, lam)
 
 
 def tie_matrix(K: np.ndarray, G: int, groups: np.ndarray, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -299,6 +299,12 @@ def _interior_point(req: SVMRequest) -> tuple[SVMOutcome, str]:
     out = ipm.solve(tol=tol, deadline=deadline, progress=req.progress)
     name = f"interior point (Mehrotra predictor-corrector, the ties by their {ipm.newton}, {out.iterations} iterations)"
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
+        stalled_at = out.gap
+        if ipm.finish(out, deadline):  # its own KKT system on its active pairs
+            out.status = Status.OPTIMAL if out.gap <= tol else Status.STALLED
+            out.reason = (f"the interior point stalled at gap {stalled_at:.2g}; its active pairs (λ > s) as equalities "
+                          "with the ties, solved by a QR, gave a KKT point of the whole problem")
+            return out, name + " + exact solve on its active pairs"
         budget = FINISH_IPM_ITERATIONS * iteration_flops(pb.groups.pattern, pb.K.shape[1])
         out, finished = _active_set_finish(pb, out, tol, deadline, budget)
         name += " + exact active-set solve" if finished else ""
