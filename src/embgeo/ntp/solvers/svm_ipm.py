@@ -245,7 +245,11 @@ class SVMIPM:
     def z_of(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(X (G, r), t (m)) of the reduced point u (p,)."""
         X = self._x(u)
-        return X, np.einsum("jk,jk->j", self.K, X[self.f])
+        return X, self._ties_of(X)
+
+    def _ties_of(self, X: np.ndarray) -> np.ndarray:
+        """t (m,): each context's tie value k_jᵀx_{f(j)} for the group rows X (G, r)."""
+        return np.einsum("jk,jk->j", self.K, X[self.f])
 
     def margins(self, u: np.ndarray) -> np.ndarray:
         """B u: the off-support margins t_j − x_gᵀk_j of the point u, in the order of (og, oj)."""
@@ -253,8 +257,7 @@ class SVMIPM:
 
     def _margins_of(self, X: np.ndarray) -> np.ndarray:
         """The off-support margins of the group rows X (G, r), t_j tied to x_{f(j)}."""
-        t = np.einsum("jk,jk->j", self.K, X[self.f])
-        return (t[None, :] - X @ self.K.T)[self.og, self.oj]
+        return (self._ties_of(X)[None, :] - X @ self.K.T)[self.og, self.oj]
 
     def b_t(self, v: np.ndarray) -> np.ndarray:
         """Bᵀ v (p,) for v over the off pairs: in X, −Σ_j v_gj k_j on x_g and Σ_g v_gj k_j on x_{f(j)}."""
@@ -325,17 +328,23 @@ class SVMIPM:
         s = max(linear, 0.0) / quad if quad > 0 else 0.0
         return s * linear - 0.5 * s * s * quad, (g, j, -s * mult)
 
+    def _scaled(self, X: np.ndarray, margins: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(X/γ, its ties t, its value ½Σ_g n_g‖x_g‖²) for tied group rows X (G, r) with off-support ``margins``, γ
+        the smallest (feasible for every constraint); None when γ ≤ 0."""
+        gamma = float(np.min(margins, initial=np.inf))
+        if not gamma > 0:
+            return None
+        Xf = X / gamma
+        return Xf, self._ties_of(Xf), 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", Xf, Xf)))
+
     def _certify(self, u: np.ndarray, X: np.ndarray, Bu: np.ndarray, lam: np.ndarray, best: SVMOutcome,
                  best_dual: list) -> None:
         """The iterate u (its group rows X and margins Bu) divided by its smallest margin (feasible for every
         constraint, when that margin is positive) and the dual point of λ (a lower bound whatever the iterate), each
         kept when it improves ``best``."""
-        gamma = float(np.min(Bu, initial=np.inf))
-        if gamma > 0:
-            Xf, tf = self.z_of(u / gamma)
-            primal = 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", Xf, Xf)))
-            if primal < best.primal:
-                best.X, best.t, best.primal = Xf, tf, primal
+        scaled = self._scaled(X, Bu)
+        if scaled is not None and scaled[2] < best.primal:
+            best.X, best.t, best.primal = scaled
         dual, point = self.dual_point(X, lam)
         if dual > best.dual:
             best.dual, best_dual[0] = dual, point
@@ -487,11 +496,8 @@ class SVMIPM:
             c = rank + len(A)
             if not len(A) or 2.0 * G * r * c * c > budget or past(deadline):
                 return False
-            g, j = self.og[A], self.oj[A]
-            B = np.zeros((len(A), G * r))
-            rows = np.arange(len(A))[:, None]
-            B[rows, self.f[j][:, None] * r + np.arange(r)] += self.K[j]  # margin k_jᵀ(x_{f(j)} − x_g)
-            B[rows, g[:, None] * r + np.arange(r)] -= self.K[j]
+            j = self.oj[A]
+            B = _difference_rows(self.K, G, self.f[j], self.og[A], j)  # margins k_jᵀ(x_{f(j)} − x_g)
             M = np.vstack([self._Vr.T, B]).T * scale[:, None]  # (C D^{-1/2})ᵀ, (G r, c)
             del B
             Q, R, P = sla.qr(M, mode="economic", pivoting=True, overwrite_a=True, check_finite=False)
@@ -509,25 +515,18 @@ class SVMIPM:
             if not wrong.any() and not len(violated):
                 lam_A = np.zeros(len(self.og))
                 lam_A[A] = mu[rank:]
-                trial = SVMOutcome(best.status)
-                self._certify_x(Xn, margins, lam_A, trial)
-                if trial.X is None or not trial.gap < best.gap:
+                scaled = self._scaled(Xn, margins)
+                if scaled is None:
+                    return False
+                trial = SVMOutcome(best.status, *scaled)
+                trial.dual, trial.dual_point = self.dual_point(Xn, lam_A)
+                if not trial.gap < best.gap:
                     return False
                 best.X, best.t, best.primal, best.dual, best.dual_point = (trial.X, trial.t, trial.primal, trial.dual,
                                                                            trial.dual_point)
                 return True
             A = np.union1d(A[~wrong], violated)
         return False
-
-    def _certify_x(self, X: np.ndarray, margins: np.ndarray, lam: np.ndarray, out: SVMOutcome) -> None:
-        """The certificate of a tied point X (G, r) with off-support ``margins`` and multipliers ``lam`` into ``out``:
-        X over its smallest margin (when positive) and the dual point of ``lam``."""
-        gamma = float(np.min(margins, initial=np.inf))
-        if gamma > 0:
-            out.X = X / gamma
-            out.t = np.einsum("jk,jk->j", self.K, out.X[self.f])
-            out.primal = 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", out.X, out.X)))
-        out.dual, out.dual_point = self.dual_point(X, lam)
 
 
 def tie_matrix(K: np.ndarray, G: int, groups: np.ndarray, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -541,11 +540,18 @@ def tie_matrix(K: np.ndarray, G: int, groups: np.ndarray, contexts: np.ndarray) 
     f = np.full(m, -1, dtype=np.int64)
     f[j[first]] = g[first]
     eg, ej = g[~first], j[~first]
-    E = np.zeros((len(eg), G * r))
-    rows = np.arange(len(eg))[:, None]
-    E[rows, eg[:, None] * r + np.arange(r)] += K[ej]
-    E[rows, f[ej][:, None] * r + np.arange(r)] -= K[ej]
-    return E, f
+    return _difference_rows(K, G, eg, f[ej], ej), f
+
+
+def _difference_rows(K: np.ndarray, G: int, a: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """(n, G r): row i is k_{j_i}ᵀ(x_{a_i} − x_{b_i}) over vec(X), X (G, r) the group rows: a tie (6a) where a_i and
+    b_i both support context j_i, an off-support margin where a_i = f(j_i) and b_i is off its support."""
+    r = K.shape[1]
+    out = np.zeros((len(j), G * r))
+    rows = np.arange(len(j))[:, None]
+    out[rows, np.asarray(a)[:, None] * r + np.arange(r)] += K[j]
+    out[rows, np.asarray(b)[:, None] * r + np.arange(r)] -= K[j]
+    return out
 
 
 def project_on_ties(K: np.ndarray, groups: np.ndarray, contexts: np.ndarray, X: np.ndarray

@@ -392,9 +392,8 @@ def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights
         if not (gamma_r > 0 and eq_r < eq):
             break  # the refinement gains nothing (rounding reached): keep the certificate before it
         X, t, eq = Xr, tr, eq_r
-    n_ties = len(rows) - len(np.unique(cols))
-    if eq > opt.TIE_TARGET and 2.0 * X.size * n_ties**2 <= opt.EXACT_TIE_FLOPS and \
-            X.size * n_ties <= opt.EXACT_TIE_ENTRIES:
+    n_ties = len(rows) - len(np.unique(cols)) if eq > opt.TIE_TARGET else 0  # (counted only where needed)
+    if n_ties and 2.0 * X.size * n_ties**2 <= opt.EXACT_TIE_FLOPS and X.size * n_ties <= opt.EXACT_TIE_ENTRIES:
         from embgeo.ntp.solvers.svm_ipm import project_on_ties
 
         Xr, tr, eq_r, gamma_r = scaled(*project_on_ties(K, rows, cols, X))
