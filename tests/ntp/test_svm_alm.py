@@ -824,6 +824,26 @@ def test_an_alm_without_a_feasible_point_at_its_largest_penalty_stalls_instead_o
                                  f"{A.DEFAULT_OPTIONS.NO_POINT_OUTER} outer steps at the largest penalty allowed")
 
 
+def test_a_handed_separable_verdict_is_returned_when_the_solver_finds_no_point(monkeypatch):
+    """ntp_svm handed a separable verdict (with its separator) whose solver ends with no feasible point (here made to:
+    the ALM's solve returns none; SmolLM2's states relaxed to 5 tokens did so under method="alm") returns the
+    separator as its point, optimal_inaccurate at the certified gap 1 (zero multipliers), with the reason, instead of
+    raising "separability undecided"; the point is the verdict's W, feasible with smallest margin 1."""
+    from embgeo.core.status import Status
+    from embgeo.ntp.solvers.outcome import SVMOutcome
+
+    data = synthetic(6, 8, 5, 3, seed=2)
+    sep = theory.is_separable(data)
+    assert sep and sep.W is not None  # the premise: a separable verdict with its separator
+    monkeypatch.setattr(A.SVMALM, "solve", lambda self, **kw: SVMOutcome(Status.STALLED, reason="made to"))
+    res = ntp_svm(data, method="alm", separability=sep)
+    assert res.status == "optimal_inaccurate" and res.residuals["duality_gap"] == 1.0
+    assert "the solver stopped (stalled) before the solver's first certified point" in res.note
+    assert np.allclose(res.W, sep.W, rtol=1e-12, atol=1e-12 * np.abs(sep.W).max())
+    assert kesler_values(data, res.W).min() == pytest.approx(1.0, abs=1e-9)
+    assert res.note.startswith("made to")  # the solver's own reason kept first
+
+
 def test_alm_holds_rho_below_where_newton_directions_stop_descending(monkeypatch):
     """Where the Newton directions are not descent directions (here: turned around from ρ = 1000 on, as an
     inaccurate factor of T does at ρ ≥ 1e8 on the paper-like instance), the line search returns α = 0; the

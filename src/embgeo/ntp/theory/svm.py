@@ -459,7 +459,7 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
         if sep is not None and not sep:  # the solver found a Farkas certificate
             return NTPSVM._solved(None, 0.0, Status.INFEASIBLE, dict(sep.residuals), sep, out.iterations,
                                   time.perf_counter() - t0, sep.method, out.rounds, pb=pb)
-    if out.X is None and out.status == Status.TIME_LIMIT and sep is not None and sep.W is not None:
+    if out.X is None and sep is not None and sep.W is not None:
         out = _certificate_point(pb, sep, out)  # stopped before a certified point of its own: the separator
     if out.X is None:
         raise SolverError(_undecided_message(pb, out, max_seconds))
@@ -537,8 +537,10 @@ def _active_set_finish(pb: Problem, out: SVMOutcome, tol: float, deadline: float
 
 def _certificate_point(pb: Problem, sep: Separability, out: SVMOutcome) -> SVMOutcome:
     """The separability certificate W (in F⊥, smallest margin 1, checked on every constraint) as the point of an
-    outcome that a time limit stopped before a certified point of its own; without a dual point, the zero
-    multipliers (dual value 0, relative gap 1)."""
+    outcome that stopped (a time limit, or a solver that found no feasible point) before a certified point of its own;
+    without a dual point, the zero multipliers (dual value 0, relative gap 1). Until 2026-11-30 only a time limit did
+    this: a separable verdict handed to ``ntp_svm`` whose solver stalled with no feasible point (SmolLM2's states
+    relaxed to 5 tokens, ``method="alm"``) raised "separability undecided" instead."""
     X = _group_rows(pb, sep.W)
     coo = pb.groups.pattern.tocoo()
     first = np.full(pb.data.m, -1)
@@ -548,7 +550,8 @@ def _certificate_point(pb: Problem, sep: Separability, out: SVMOutcome) -> SVMOu
     if out.dual_point is None:
         out.dual = max(out.dual, 0.0)
         out.dual_point = (coo.row.astype(np.int64), coo.col.astype(np.int64), np.zeros(len(coo.row)))
-    out.reason = "; ".join(filter(None, [out.reason, "the time limit came before the solver's first certified point: "
+    stopped = ("the time limit came" if out.status == Status.TIME_LIMIT else f"the solver stopped ({out.status})")
+    out.reason = "; ".join(filter(None, [out.reason, f"{stopped} before the solver's first certified point: "
                                          f"the point is the separability certificate ({sep.method})"]))
     return out
 
