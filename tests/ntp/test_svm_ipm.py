@@ -234,12 +234,17 @@ def test_a_stalled_interior_point_is_finished_exactly(case, monkeypatch):
     assert_certified_w_mm(data, res, W_ref)
 
 
+@pytest.mark.parametrize("qr", ["updated", "pivoted"])
 @pytest.mark.parametrize("stop", [18, 16])
-def test_the_interior_points_own_finish_against_the_definitions(stop):
+def test_the_interior_points_own_finish_against_the_definitions(stop, qr, monkeypatch):
     """SVMIPM.finish from an iterate stopped early (planted(600, 40, 8, seed=2), whose solve takes 21 iterations):
     after 18 (gap 1.4e-4) its point is tied on every support and has every margin ≥ 1 (recomputed pair by pair from
     X and K), its certified gap is at rounding level, and its ½Σn_g‖x_g‖² is the full solve's; after 16 (gap 0.35)
-    the pairs with λ > s are not yet the active set, and it declines, leaving the outcome as it was."""
+    the pairs with λ > s are not yet the active set, and it declines, leaving the outcome as it was. Both ways of
+    solving a round: the unpivoted QR updated between rounds, and (its columns taken as rank-deficient) a pivoted QR
+    every round."""
+    if qr == "pivoted":
+        monkeypatch.setattr(svm_ipm, "_full_rank_qr", lambda M: None)
     data = planted(600, 40, 8, seed=2)
     full = ipm_of(data).solve()
     ipm = ipm_of(data)
@@ -260,6 +265,79 @@ def test_the_interior_points_own_finish_against_the_definitions(stop):
     assert min(margins) >= 1 - 1e-9
     assert out.gap < 1e-10
     assert out.primal == pytest.approx(full.primal, rel=1e-9)
+
+
+def test_qr_updates_against_a_new_factorization():
+    """_qr_update (columns deleted, others appended) against the definition: Q R is the new matrix, Q has orthonormal
+    columns, R is upper triangular; a joining column in the span of the others gives None. _full_rank_qr refuses a
+    matrix with a dependent column and factors one without."""
+    from embgeo.ntp.solvers.svm_ipm import _full_rank_qr, _qr_update
+
+    rng = np.random.default_rng(0)
+    M, extra = rng.standard_normal((40, 12)), rng.standard_normal((40, 3))
+    Q, R = _full_rank_qr(M)
+    Q2, R2 = _qr_update((Q, R), np.array([7, 2, 10]), extra)
+    M2 = np.hstack([np.delete(M, [2, 7, 10], axis=1), extra])
+    np.testing.assert_allclose(Q2 @ R2, M2, rtol=0, atol=1e-13 * np.abs(M2).max())
+    np.testing.assert_allclose(Q2.T @ Q2, np.eye(12), rtol=0, atol=1e-14)
+    assert np.array_equal(R2, np.triu(R2))
+    assert _qr_update((Q2, R2), np.array([], int), M2[:, :2] @ np.array([[1.0], [2.0]])) is None
+    assert _full_rank_qr(np.hstack([M, M[:, :1] - M[:, 1:2]])) is None  # rank 12 of 13 columns
+    assert _full_rank_qr(np.hstack([M, np.ones((40, 1))])) is not None
+
+
+@pytest.mark.parametrize("newton", NEWTON)
+def test_a_separator_starts_the_interior_point_strictly_inside(newton):
+    """SVMIPM.solve(X0=...) from a separator (cvxpy's W^mm of planted(300, 20, 6) in group rows, times 3 and moved
+    off: feasible, not optimal) reaches the cold start's optimum (½Σn_g‖x_g‖² to 1e-9, certified gap ≤ 1e-10); its
+    first iterate is already feasible (a certified point after one iteration, where the cold start needs several).
+    A start with a margin ≤ 0 falls back to the cold start; one of the wrong shape is refused."""
+    from embgeo.ntp.theory.svm import _group_rows
+
+    data = planted(300, 20, 6, seed=0)
+    pb = make_problem(data, None)
+    cold = ipm_of(data, newton)
+    full = cold.solve()
+    assert not cold.warm and full.status == "optimal"
+    _, W_ref = ref_ntp_svm(data)
+    X0 = 3.0 * _group_rows(pb, W_ref) + 0.01 * np.random.default_rng(1).standard_normal((pb.groups.n_groups,
+                                                                                          pb.K.shape[1]))
+    warm = ipm_of(data, newton)
+    ipm = ipm_of(data, newton)
+    ipm.opt = IPMOptions(NEWTON=newton, MAX_ITER=1)
+    assert ipm.solve(X0=X0).X is not None and ipm.warm  # feasible from the first iterate on ...
+    assert ipm.solve().X is None  # ... where the cold start's first is not
+    out = warm.solve(X0=X0)
+    assert warm.warm and out.status == "optimal" and out.gap <= 1e-10
+    assert out.primal == pytest.approx(full.primal, rel=1e-9)
+    bad = ipm_of(data, newton)  # −X0: every margin negative
+    assert bad.solve(X0=-X0).primal == pytest.approx(full.primal, rel=1e-9) and not bad.warm
+    with pytest.raises(ValueError, match="X0: expected finite group rows of shape"):
+        ipm_of(data, newton).solve(X0=X0[:, :-1])
+
+
+def test_iterates_past_their_certificate_stop_as_stalled(monkeypatch):
+    """Where the certified gap cannot follow the iterates (made to: every dual point's value lowered by 1e-6 of the
+    primal value, so the certified gap stays ≥ 1e-6 while sᵀλ → 0), the iterations stop as stalled once their own
+    gap is below CERTIFICATE_LAG of the certified one, with the reason; with CERTIFICATE_LAG = 0 they run on until
+    the complementarity stalls, more iterations for the same certified gap."""
+    real = SVMIPM.dual_point
+
+    def lowered(self, X, lam):
+        D, point = real(self, X, lam)
+        return D - 1e-6 * 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", X, X))), point
+
+    monkeypatch.setattr(SVMIPM, "dual_point", lowered)
+    data = planted(300, 20, 6, seed=0)
+    ipm = ipm_of(data)
+    out = ipm.solve()
+    assert out.status == "stalled" and out.reason.startswith("the interior-point iterates converged past their "
+                                                             "certificate")
+    assert 1e-6 < out.gap < 2e-6
+    off = ipm_of(data)
+    off.opt = IPMOptions(CERTIFICATE_LAG=0.0)
+    longer = off.solve()
+    assert longer.iterations > out.iterations and longer.gap == pytest.approx(out.gap, rel=1e-3)
 
 
 @pytest.mark.parametrize("make", [lambda: planted(60, 12, 5, seed=0), lambda: planted(300, 20, 6, seed=0),

@@ -36,11 +36,21 @@ planted shapes reach the same gaps (≤ 2e-11) in the same number of iterations 
 relaxed to 5 tokens (G r = 3,456, 444 ties) the solve took 49.9 s (34 iterations) instead of 157.8 s (38), relaxed to
 10 tokens (G r = 6,336, 1,088 ties) 265 s (43) instead of 865 s (42) (benchmarks/README.md, ``bench_ntp_real_lm``).
 
+**Start** (:meth:`SVMIPM._warm`). Given a separator (``solve(X0=...)``: ``ntp_svm`` hands the separability
+certificate, or the augmented Lagrangian's best point when it hands over), the iterations start strictly feasible: the
+separator on the ties at smallest margin 2, λ = μ₀/s with sᵀλ = Σ_g n_g‖x_g‖². Else Mehrotra's start, infeasible.
+
 **Exact finish** (:meth:`SVMIPM.finish`). Where the iterations stall short of ``tol`` (the Newton steps' accuracy
-runs out before the optimum when the weights λ/s span 1e-12–1e12), the pairs with λ > s at the last iterate are
-taken as the active set and solved as equalities with the ties — min ½ Σ_g n_g‖x_g‖² s.t. V_rᵀx = 0, B_A x = 1 — by
-a pivoted QR (backward stable whatever the weights were), pairs with negative multipliers dropped and violated ones
-added for a few rounds, and accepted only as a KKT point of the whole problem with a smaller certified gap.
+runs out before the optimum when the weights λ/s span 1e-12–1e12; ``CERTIFICATE_LAG`` notices when the iterates'
+own gap has passed the certified one), the pairs with λ > s at the last iterate are taken as the active set and solved
+as equalities with the ties — min ½ Σ_g n_g‖x_g‖² s.t. V_rᵀx = 0, B_A x = 1 — by a QR (backward stable whatever the
+weights were; updated by Givens rotations from round to round), pairs with negative multipliers dropped and violated
+ones added for a few rounds, and accepted only as a KKT point of the whole problem with a smaller certified gap.
+
+Measured 2026-11-30 (late), one thread, ``ntp_svm(method="ipm")`` handed the squared hinge's verdict: SmolLM2's states
+relaxed to 5 tokens 23.5 s (21 iterations from the separator, the finish ~2 s) against 65.6 s before (34 iterations
+from Mehrotra's start, 9 of them past the certificate, six pivoted QRs); relaxed to 10 tokens 124.5 s (23 iterations)
+against 362.8 s (43), the same W^mm (‖W^mm‖ = 167.43397 and 584.82061) at gaps 1.0e-12 and 2.6e-12.
 
 **Why a second method** (issue 38). On data whose margin is tiny next to the embeddings' scale (‖W^mm‖ in the
 hundreds to tens of thousands in units where max ‖h̄_j‖ = 1: planted d ≪ m instances with exact ties), the
@@ -112,16 +122,32 @@ class IPMOptions:
     #: matrix projected on N), "range space" (a Cholesky of the matrix in X and a Schur complement in the ties) or
     #: "auto", the one with fewer flops by :func:`newton_flops`.
     NEWTON: str = "auto"
-    #: A stall short of ``tol`` is finished exactly (:meth:`SVMIPM.finish`) in at most this many rounds, each a QR of
-    #: the active constraints (the ties and the pairs with λ > s) of 2 G r c² flops, c their number, tried while one
-    #: costs at most FINISH_FLOPS_PER_ITERATION times an iteration's bound (:func:`iteration_flops`).
-    FINISH_ROUNDS: int = 6
+    #: A stall short of ``tol`` is finished exactly (:meth:`SVMIPM.finish`) in at most this many rounds: a QR of the
+    #: active constraints (the ties and the pairs with λ > s) of 2 G r c² flops, c their number, tried while it costs
+    #: at most FINISH_FLOPS_PER_ITERATION times an iteration's bound (:func:`iteration_flops`), then its updates for
+    #: the pairs that leave and join (O(G r c) a pair). 6 until 2026-11-30, when every round was a pivoted QR of its
+    #: own: SmolLM2's states relaxed to 5 tokens needed all six (3 s each), relaxed to 10 tokens three (30 s each).
+    FINISH_ROUNDS: int = 20
     FINISH_FLOPS_PER_ITERATION: float = 1.0
     #: Fraction of the step to the boundary of s, λ ≥ 0 (Mehrotra's η).
     STEP_TO_BOUNDARY: float = 0.995
     #: Once the certified gap is below 1e-3, the iterations stop when the complementarity μ = sᵀλ/M has not fallen
     #: below this fraction of its value five iterations earlier (the factorization has run out of digits).
     STALL: float = 0.5
+    #: Once the certified gap is below 1e-3, the iterations also stop as stalled when the iterate's own gap — its
+    #: complementarity sᵀλ over ½Σ_g n_g‖x_g‖² (primal minus dual value where the residuals vanish) plus twice its
+    #: largest margin residual |Bu − s − 1| (what scaling it to margin 1 costs) — is below this fraction of the
+    #: certified gap, and the certified gap did not halve over the last two iterations: the iterates have converged
+    #: past their certificate, whose dual point is limited by the Newton solves' accuracy, and further iterations do
+    #: not move it (:meth:`SVMIPM.finish` takes over). (A certificate that lags but still falls is following: on
+    #: ``make_data([3, 1, 2, 4, 2, 3], V=6, d=4, seed=2)`` of the tests, at tol = 1e-14, it stayed at 1.3e-10 for one
+    #: iteration, 100× behind the iterates' own gap, then fell to 1.8e-14 and 9.7e-15.) Measured
+    #: 2026-11-30, one thread: SmolLM2's states relaxed to 5 / 10 tokens ran 11 / 9 iterations (~15 s / ~60 s) with
+    #: the certified gap fixed at 3.3e-8 / 2.4e-6 while μ fell to 1e-15, before the STALL test above ended them.
+    CERTIFICATE_LAG: float = 1e-2
+    #: A separator handed to :meth:`SVMIPM.solve` (``X0``) starts the iterations scaled to this smallest margin
+    #: (:meth:`SVMIPM._warm`): strictly inside the feasible set, s ≥ WARM_MARGIN − 1.
+    WARM_MARGIN: float = 2.0
 
 
 def iteration_flops(pattern: sp.spmatrix, r: int) -> float:
@@ -208,6 +234,7 @@ class SVMIPM:
                              f"got {self.opt.NEWTON!r}")
         #: "null space" or "range space": how the Newton systems keep the ties (module docstring)
         self.newton = min(ways, key=ways.get) if self.opt.NEWTON == "auto" else self.opt.NEWTON
+        self.warm = False  #: whether the last solve started from a separator (:meth:`_warm`)
         self._null_space()
 
     # -- the reduced problem ------------------------------------------------------------------------------------
@@ -277,14 +304,14 @@ class SVMIPM:
         G, r = self.G, self.r
         Wd = self._dense(w)
         H = np.zeros((G, r, G, r))
-        diag = self._weighted_grams(Wd)  # Σ_j w_gj k_j k_jᵀ on (g, g)
-        diag += self.n[:, None, None] * np.eye(r)  # Q's part: n_g I
+        diag = self.n[:, None, None] * np.eye(r)  # Q's part: n_g I
         for a, J in enumerate(self._by_first):
             if len(J):
                 C = self._weighted_grams(Wd, J)  # pairs (g, j) with f(j) = a
                 H[a, :, :, :] -= C.transpose(1, 0, 2)
                 H[:, :, a, :] -= C
                 diag[a] += C.sum(axis=0)
+                diag += C  # Σ_j w_gj k_j k_jᵀ on (g, g), summed over the first groups (they partition the contexts)
         H[np.arange(G), :, np.arange(G), :] += diag
         H = H.reshape(G * r, G * r)
         return H if self.N is None or not len(self._sv) else self.N.T @ H @ self.N  # (rank E = 0: N = I)
@@ -350,9 +377,14 @@ class SVMIPM:
             best.dual, best_dual[0] = dual, point
 
     # -- the method -------------------------------------------------------------------------------------------
-    def _start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Mehrotra's starting point: u fitting the margins Bu = 1 in least squares (with Q), s and λ shifted
-        positive and balanced (Nocedal & Wright §14.2, for the QP)."""
+    def _start(self, X0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The starting point. From a separator X0 (G, r) (:meth:`_warm`) where it has every margin positive; else
+        Mehrotra's: u fitting the margins Bu = 1 in least squares (with Q), s and λ shifted positive and balanced
+        (Nocedal & Wright §14.2, for the QP)."""
+        warm = None if X0 is None else self._warm(X0)
+        self.warm = warm is not None
+        if warm is not None:
+            return warm
         factor = self._factor(self.hessian(np.ones(len(self.og))))  # (≥ n_g I: positive definite, to rounding)
         if factor is None:
             raise np.linalg.LinAlgError("the interior point's first Newton matrix is not positive definite")
@@ -363,6 +395,27 @@ class SVMIPM:
         s += 0.5 * float(s @ lam) / float(lam.sum()) + 1e-12
         lam += 0.5 * float(s @ lam) / float(s.sum())
         return u, s, lam
+
+    def _warm(self, X0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """A strictly feasible start from a separator X0 (G, r): X0 on the ties, scaled to smallest margin
+        WARM_MARGIN (s = Bu − 1 ≥ WARM_MARGIN − 1 > 0), and λ = μ₀/s with sᵀλ = Σ_g n_g‖x_g‖² (= uᵀQu: the
+        complementarity as large as the objective, so that neither dominates the first steps); None where X0 has a
+        margin ≤ 0 on the ties. Why: from Mehrotra's start the iterations spend their first ~20 steps reducing the
+        margins' infeasibility (SmolLM2's states relaxed to 10 tokens: μ rising 3.6 → 804 over 19 iterations, steps
+        0.007–0.35); from the squared hinge's separator the gap fell below 1e-6 after 22 iterations instead of 35."""
+        X0 = np.asarray(X0, dtype=np.float64)
+        if X0.shape != (self.G, self.r) or not np.all(np.isfinite(X0)):
+            raise ValueError(f"X0: expected finite group rows of shape ({self.G}, {self.r}), got {X0.shape}")
+        x = self.tie(X0.ravel()) if self.N is None else self.N @ (self.N.T @ X0.ravel())  # on the ties
+        Bu = self._margins_of(x.reshape(self.G, self.r))
+        gamma = float(np.min(Bu, initial=np.inf))
+        if not (np.isfinite(gamma) and gamma > 0):
+            return None
+        scale = self.opt.WARM_MARGIN / gamma
+        u = self._reduce(x) * scale
+        s = Bu * scale - 1.0
+        quad = float(np.sum(np.repeat(self.n, self.r) * (x * scale) ** 2))
+        return u, s, (quad / len(s)) / s
 
     def _factor(self, H: np.ndarray):
         """The Newton matrix H (from :meth:`hessian`) factored for :meth:`_solve`, or None where it (or, in the range
@@ -405,18 +458,18 @@ class SVMIPM:
         dl = (rc - lam * ds) / s
         return du, ds, dl
 
-    def solve(self, *, tol: float = 1e-10, deadline: float | None = None,
-              progress: ProgressFn | None = None) -> SVMOutcome:
+    def solve(self, *, tol: float = 1e-10, deadline: float | None = None, progress: ProgressFn | None = None,
+              X0: np.ndarray | None = None) -> SVMOutcome:
         """Iterate until the certified relative gap is ≤ ``tol`` (status "optimal"), the complementarity stalls
         ("stalled"), ``MAX_ITER`` ("max_iter") or ``deadline`` (a perf_counter value: "time_limit", no iteration
         begun that would end past it by the last one's time). The best certified point and dual point are returned
         (X None when no iterate had every margin positive)."""
         opt = self.opt
         best, best_dual = SVMOutcome(Status.MAX_ITER, mode="interior point"), [None]
-        u, s, lam = self._start()
+        u, s, lam = self._start(X0)
         X, Bu = self._x(u), self.margins(u)
         M = len(s)
-        mus, last = [], 0.0
+        mus, gaps, last = [], [np.inf, np.inf], 0.0
         for it in range(1, opt.MAX_ITER + 1):
             if deadline is not None and time.perf_counter() + last >= deadline:
                 best.status = Status.TIME_LIMIT
@@ -464,6 +517,14 @@ class SVMIPM:
                 best.status = Status.STALLED
                 best.reason = f"the interior-point iterations stalled at μ = {mus[-1]:.2g} (gap {best.gap:.2g})"
                 break
+            own = float(s @ lam) / (0.5 * max(quad, 1e-300)) + 2.0 * float(np.max(np.abs(Bu - s - 1.0), initial=0.0))
+            gaps.append(best.gap)
+            if (best.X is not None and best.gap < 1e-3 and own < opt.CERTIFICATE_LAG * best.gap
+                    and gaps[-1] > 0.5 * gaps[-3]):  # (a certificate that lags but still halves is following)
+                best.status = Status.STALLED
+                best.reason = (f"the interior-point iterates converged past their certificate (their own gap "
+                               f"{own:.2g}, the certified {best.gap:.2g})")
+                break
         self.last = (X, lam, Bu)  # the last iterate's rows, multipliers and margins (:meth:`finish`)
         best.rounds = best.iterations
         best.working_set = M
@@ -475,14 +536,22 @@ class SVMIPM:
 
 
     # -- the exact finish -------------------------------------------------------------------------------------
+    def _active_columns(self, pairs: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """(G r, len(pairs)): the off pairs' rows k_jᵀ(x_{f(j)} − x_g) over vec(X), as columns, times D^{-1/2}
+        (``scale``)."""
+        j = self.oj[pairs]
+        return (_difference_rows(self.K, self.G, self.f[j], self.og[pairs], j) * scale).T
+
     def finish(self, best: SVMOutcome, deadline: float | None = None) -> bool:
         """A stalled solve finished exactly on its active set: the pairs A with λ > s at the last iterate
         (:attr:`last`) as equalities with the ties, min ½ Σ_g n_g‖x_g‖² s.t. V_rᵀx = 0, B_A x = 1 — its least-norm
-        solution in the metric D = diag(n_g I) by a pivoted QR of (C D^{-1/2})ᵀ, C = [V_rᵀ; B_A], and its
+        solution in the metric D = diag(n_g I) by a QR of (C D^{-1/2})ᵀ, C = [V_rᵀ; B_A], and its
         multipliers μ from D x = Cᵀμ. Pairs with μ < 0 leave A, pairs the solution violates (margin < 1 − 1e-9) join
-        it, for at most ``FINISH_ROUNDS`` rounds. At a KKT point (μ_A ≥ 0, every margin ≥ 1 − 1e-9) its certificate
-        (the point projected on the ties and divided by its smallest margin; the dual point of μ_A,
-        :meth:`dual_point`) replaces ``best``'s where its gap is smaller. Returns whether it did.
+        it, for at most ``FINISH_ROUNDS`` rounds. The QR is LAPACK's unpivoted one, updated between rounds by Givens
+        rotations for the columns that leave and join (:func:`_qr_update`), where the columns have full rank; a
+        pivoted QR on its first k columns, every round, where they do not. At a KKT point (μ_A ≥ 0, every margin
+        ≥ 1 − 1e-9) its certificate (the point projected on the ties and divided by its smallest margin; the dual
+        point of μ_A, :meth:`dual_point`) replaces ``best``'s where its gap is smaller. Returns whether it did.
 
         Why: the iterates' accuracy stops short of the optimum where the weights λ/s span 1e-12–1e12 (SmolLM2's
         states relaxed to 10 tokens stalled at gap 6.4e-8, the range space's Newton steps limited by H's conditioning),
@@ -492,21 +561,20 @@ class SVMIPM:
         G, r, rank = self.G, self.r, self._Vr.shape[1]
         budget = self.opt.FINISH_FLOPS_PER_ITERATION * iteration_flops(self.support, r)
         scale = 1.0 / np.sqrt(np.repeat(self.n, r))  # D^{-1/2} over vec(X)
+        factor = None  # (Q, R) of the columns [ties, A in order] where they have full rank: updated, not redone
         for _ in range(self.opt.FINISH_ROUNDS):
             c = rank + len(A)
-            if not len(A) or 2.0 * G * r * c * c > budget or past(deadline):
+            if not len(A) or past(deadline) or (factor is None and 2.0 * G * r * c * c > budget):
                 return False
-            j = self.oj[A]
-            B = _difference_rows(self.K, G, self.f[j], self.og[A], j)  # margins k_jᵀ(x_{f(j)} − x_g)
-            M = np.vstack([self._Vr.T, B]).T * scale[:, None]  # (C D^{-1/2})ᵀ, (G r, c)
-            del B
-            Q, R, P = sla.qr(M, mode="economic", pivoting=True, overwrite_a=True, check_finite=False)
-            d = np.abs(np.diag(R))
-            k = int(np.sum(d > d.max(initial=0.0) * max(M.shape) * np.finfo(float).eps))
-            b = np.r_[np.zeros(rank), np.ones(len(A))][P[:k]]
-            y = Q[:, :k] @ sla.solve_triangular(R[:k, :k], b, trans="T", check_finite=False)  # least-norm
-            mu = np.zeros(c)
-            mu[P[:k]] = sla.solve_triangular(R[:k, :k], Q[:, :k].T @ y, check_finite=False)
+            if factor is None:
+                M = np.hstack([self._Vr * scale[:, None], self._active_columns(A, scale)])  # (C D^{-1/2})ᵀ, (G r, c)
+                factor = _full_rank_qr(M)
+            if factor is not None:  # least-norm y with Mᵀy = b: y = Q R⁻ᵀ b; multipliers μ = R⁻¹Qᵀy = R⁻¹ R⁻ᵀ b
+                Q, R = factor
+                z = sla.solve_triangular(R, np.r_[np.zeros(rank), np.ones(len(A))], trans="T", check_finite=False)
+                y, mu = Q @ z, sla.solve_triangular(R, z, check_finite=False)
+            else:  # rank-deficient (ties and pairs dependent): a pivoted QR, its first k columns, every round
+                y, mu = _pivoted_least_norm(M, rank)
             x = y * scale
             x -= self._Vr @ (self._Vr.T @ x)  # the ties to rounding
             Xn = x.reshape(G, r)
@@ -525,8 +593,49 @@ class SVMIPM:
                 best.X, best.t, best.primal, best.dual, best.dual_point = (trial.X, trial.t, trial.primal, trial.dual,
                                                                            trial.dual_point)
                 return True
-            A = np.union1d(A[~wrong], violated)
+            A = np.r_[A[~wrong], violated]  # (a violated pair is not in A: those have margin 1)
+            if factor is not None:  # the columns that leave (from the last) and those that join (at the end)
+                factor = _qr_update(factor, rank + np.flatnonzero(wrong), self._active_columns(violated, scale))
         return False
+
+
+def _full_rank_qr(M: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The economic QR (Q, R) of M (n, c) without pivoting (LAPACK's blocked dgeqrf: several times a pivoted QR's
+    speed), or None where a diagonal of R is below n·eps of the largest (rank-deficient to working precision)."""
+    Q, R = sla.qr(M, mode="economic", check_finite=False)
+    d = np.abs(np.diag(R))
+    return (Q, R) if d.min(initial=np.inf) > d.max(initial=0.0) * max(M.shape) * np.finfo(float).eps else None
+
+
+def _pivoted_least_norm(M: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(y, μ) for a rank-deficient M (n, c) whose first ``rank`` columns are the ties: by a pivoted QR, on its first
+    k columns (k the numerical rank), y the least-norm solution of M_kᵀy = b (b: 0 on the ties, 1 on the pairs) and
+    μ (c,) its multipliers (0 on the columns left out)."""
+    c = M.shape[1]
+    Q, R, P = sla.qr(M, mode="economic", pivoting=True, check_finite=False)
+    d = np.abs(np.diag(R))
+    k = int(np.sum(d > d.max(initial=0.0) * max(M.shape) * np.finfo(float).eps))
+    b = np.r_[np.zeros(rank), np.ones(c - rank)][P[:k]]
+    z = sla.solve_triangular(R[:k, :k], b, trans="T", check_finite=False)
+    mu = np.zeros(c)
+    mu[P[:k]] = sla.solve_triangular(R[:k, :k], z, check_finite=False)
+    return Q[:, :k] @ z, mu
+
+
+def _qr_update(factor: tuple[np.ndarray, np.ndarray], leave: np.ndarray, join: np.ndarray):
+    """The economic QR of M with the columns ``leave`` (indices) deleted and the columns ``join`` (n, p) appended, by
+    Givens updates (scipy's qr_delete / qr_insert, O(n c) a column against a new factorization's O(n c²)); None where
+    a joining column lies in the span of the others to working precision (the caller factors afresh)."""
+    Q, R = factor
+    for i in np.sort(leave)[::-1]:
+        Q, R = sla.qr_delete(Q, R, int(i), 1, "col", check_finite=False)
+    if join.shape[1]:
+        try:
+            Q, R = sla.qr_insert(Q, R, join, R.shape[1], "col", rcond=max(Q.shape) * np.finfo(float).eps,
+                                 check_finite=False)
+        except np.linalg.LinAlgError:
+            return None
+    return Q, R
 
 
 def tie_matrix(K: np.ndarray, G: int, groups: np.ndarray, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

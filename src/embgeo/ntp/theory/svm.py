@@ -283,7 +283,7 @@ def _rescue(req: SVMRequest, out: SVMOutcome, sep: Separability | None) -> SVMSo
     pb = req.pb
     if not req.rescue or past(req.deadline) or not ipm_fits(pb.groups.pattern, pb.K.shape[1], req.ipm_options):
         return None
-    ipm, ipm_name = _interior_point(req)
+    ipm, ipm_name = _interior_point(req, out.X)  # (from the ALM's best point, where it has one)
     if ipm.X is None or (out.X is not None and not ipm.gap < out.gap):
         return None
     ended = f"the augmented Lagrangian ended {out.status}" + (f" at gap {out.gap:.2g}" if out.X is not None else "")
@@ -291,13 +291,18 @@ def _rescue(req: SVMRequest, out: SVMOutcome, sep: Separability | None) -> SVMSo
     return SVMSolved(ipm, f"{ipm_name}, after {ended}", sep)
 
 
-def _interior_point(req: SVMRequest) -> tuple[SVMOutcome, str]:
-    """The interior-point method (:class:`~embgeo.ntp.solvers.svm_ipm.SVMIPM`) with the time left, a stall finished by
-    the exact active-set solve; returns its outcome and name."""
-    pb, tol, deadline = req.pb, req.tol, req.deadline
+def _interior_point(req: SVMRequest, X0: np.ndarray | None = None) -> tuple[SVMOutcome, str]:
+    """The interior-point method (:class:`~embgeo.ntp.solvers.svm_ipm.SVMIPM`) with the time left, started from the
+    group rows ``X0`` of a feasible point, else from the separability certificate where there is one (a strictly
+    feasible start: :meth:`~embgeo.ntp.solvers.svm_ipm.SVMIPM._warm`), a stall finished by the exact active-set
+    solve; returns its outcome and name."""
+    pb, tol, deadline, sep = req.pb, req.tol, req.deadline, req.separability
+    if X0 is None and sep is not None and sep.W is not None:
+        X0 = _group_rows(pb, sep.W)
     ipm = SVMIPM(pb.K, pb.groups.pattern, pb.groups.size, options=req.ipm_options)
-    out = ipm.solve(tol=tol, deadline=deadline, progress=req.progress)
-    name = f"interior point (Mehrotra predictor-corrector, the ties by their {ipm.newton}, {out.iterations} iterations)"
+    out = ipm.solve(tol=tol, deadline=deadline, progress=req.progress, X0=X0)
+    name = (f"interior point (Mehrotra predictor-corrector, the ties by their {ipm.newton}, {out.iterations} "
+            f"iterations{', from a separator' if ipm.warm else ''})")
     if out.status == Status.STALLED and out.X is not None and out.gap > tol and not past(deadline):
         stalled_at = out.gap
         if ipm.finish(out, deadline):  # its own KKT system on its active pairs
@@ -383,8 +388,9 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     * ``"dual"``: the accelerated projected gradient on the dual of :class:`~embgeo.ntp.solvers.svm_dual.SVMDual`
       with an exact active-set finish. For rank H̄ = m (d ≥ m), where almost every off-support pair
       is active and the dual is two GEMMs with the m × m Gram per iteration.
-    * ``"ipm"``: the interior-point method of :mod:`embgeo.ntp.solvers.svm_ipm` (Mehrotra's predictor-corrector on
-      the ties' null space), for problems with G·r and G·m small enough for its dense Newton matrix
+    * ``"ipm"``: the interior-point method of :mod:`embgeo.ntp.solvers.svm_ipm` (Mehrotra's predictor-corrector,
+      the ties kept on their null space or in their range space; strictly feasible from a separator where
+      separability was decided by one), for problems with G·r and G·m small enough for its dense Newton matrix
       (:class:`~embgeo.ntp.solvers.svm_ipm.IPMOptions`); its iteration count does not depend on the conditioning
       that stalls the ALM on data whose margin is tiny next to the embeddings' scale.
     * ``"auto"`` (default): "dual" when rank H̄ = m; else "ipm" where an iteration of it is cheap
@@ -403,9 +409,10 @@ def ntp_svm(data: NTPData, *, tol: float = 1e-10, max_iter: int = 200_000, check
     ``warm_start``: a decoder W (V, d) close to W^mm (e.g. the trained one: it starts the ALM from
     P_⊥(W) scaled to margin 1, and is tried first as a separability certificate), or an earlier
     :class:`NTPSVM` on data with the same supports (e.g. the previous record of a training run: its
-    multipliers and W start the ALM). Only the ALM uses it. ``progress(event)`` is called
-    after every check / outer step with a :class:`~embgeo.ntp.solvers.outcome.ProgressEvent` (``event.gap``,
-    ``event.values["working_set"]``). A
+    multipliers and W start the ALM). The interior point starts from the separability certificate instead (this W
+    where it separates the data, else the separator of the route that decided; a cold start where there is none).
+    ``progress(event)`` is called after every check / outer step with a
+    :class:`~embgeo.ntp.solvers.outcome.ProgressEvent` (``event.gap``, ``event.values["working_set"]``). A
     ``separability`` result of :func:`is_separable` on the same data is reused instead of deciding again.
 
     ``alm_options``, ``dual_options``, ``ipm_options``: the augmented Lagrangian's, the dual's and the interior
