@@ -48,9 +48,9 @@ weights were; updated by Givens rotations from round to round), pairs with negat
 ones added for a few rounds, and accepted only as a KKT point of the whole problem with a smaller certified gap.
 
 Measured 2026-11-30 (late), one thread, ``ntp_svm(method="ipm")`` handed the squared hinge's verdict: SmolLM2's states
-relaxed to 5 tokens 23.5 s (21 iterations from the separator, the finish ~2 s) against 65.6 s before (34 iterations
-from Mehrotra's start, 9 of them past the certificate, six pivoted QRs); relaxed to 10 tokens 124.5 s (23 iterations)
-against 362.8 s (43), the same W^mm (‖W^mm‖ = 167.43397 and 584.82061) at gaps 1.0e-12 and 2.6e-12.
+relaxed to 5 tokens 25.3 s (22 iterations from the separator, the finish ~2 s) against 65.6 s before (34 iterations
+from Mehrotra's start, 9 of them past the certificate, six pivoted QRs); relaxed to 10 tokens 136.2 s (24 iterations)
+against 362.8 s (43), the same W^mm (‖W^mm‖ = 167.43397 and 584.82061) at gaps 7.8e-13 and 2.4e-12.
 
 **Why a second method** (issue 38). On data whose margin is tiny next to the embeddings' scale (‖W^mm‖ in the
 hundreds to tens of thousands in units where max ‖h̄_j‖ = 1: planted d ≪ m instances with exact ties), the
