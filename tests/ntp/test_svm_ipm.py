@@ -314,6 +314,11 @@ def test_a_separator_starts_the_interior_point_strictly_inside(newton):
     assert bad.solve(X0=-X0).primal == pytest.approx(full.primal, rel=1e-9) and not bad.warm
     with pytest.raises(ValueError, match="X0: expected finite group rows of shape"):
         ipm_of(data, newton).solve(X0=X0[:, :-1])
+    with pytest.raises(ValueError, match=r"IPMOptions.WARM_MARGIN: expected a margin > 1 \(s = margin − 1 > 0\), "
+                                         "got 1"):
+        IPMOptions(WARM_MARGIN=1.0)
+    with pytest.raises(ValueError, match=r"IPMOptions.CERTIFICATE_LAG: expected a fraction in \[0, 1\), got 1"):
+        IPMOptions(CERTIFICATE_LAG=1.0)
 
 
 def test_iterates_past_their_certificate_stop_as_stalled(monkeypatch):

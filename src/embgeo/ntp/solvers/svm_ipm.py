@@ -149,6 +149,14 @@ class IPMOptions:
     #: (:meth:`SVMIPM._warm`): strictly inside the feasible set, s ≥ WARM_MARGIN − 1.
     WARM_MARGIN: float = 2.0
 
+    def __post_init__(self):
+        # (the two settings whose wrong values would not fail loudly: a start on the boundary, λ = μ₀/0)
+        if not self.WARM_MARGIN > 1:
+            raise ValueError(f"IPMOptions.WARM_MARGIN: expected a margin > 1 (s = margin − 1 > 0), "
+                             f"got {self.WARM_MARGIN}")
+        if not 0 <= self.CERTIFICATE_LAG < 1:
+            raise ValueError(f"IPMOptions.CERTIFICATE_LAG: expected a fraction in [0, 1), got {self.CERTIFICATE_LAG}")
+
 
 def iteration_flops(pattern: sp.spmatrix, r: int) -> float:
     """Flops of one iteration, bounded: the Newton matrix's blocks (3 G m r²) and its factorization, 2 (G r)³ (the
