@@ -824,6 +824,28 @@ def test_an_alm_without_a_feasible_point_at_its_largest_penalty_stalls_instead_o
                                  f"{A.DEFAULT_OPTIONS.NO_POINT_OUTER} outer steps at the largest penalty allowed")
 
 
+def test_an_alm_that_can_hand_over_stops_once_its_violation_stops_halving_at_a_large_penalty():
+    """solve(handover=True) (ntp_svm "auto" where the interior point fits): with no feasible point, the solve stops
+    once ρ has reached HANDOVER_RHO and the violation has not halved over HANDOVER_OUTER outer steps since — on
+    planted(600, 40, 8, seed=2), which has none at any ρ, in fewer outer steps than the NO_POINT_OUTER stall; the
+    rule itself: halving in the window is progress, a feasible point ends it (the solve never hands over then)."""
+    data = planted(600, 40, 8, seed=2)
+    pb = separability.make_problem(data, None)
+    steps, reasons = {}, {}
+    for handover in (True, False):
+        events = []
+        out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(max_seconds=600, handover=handover,
+                                                                     progress=events.append)
+        assert out.status == "stalled" and out.X is None
+        steps[handover], reasons[handover] = len(events), out.reason
+    assert reasons[True] == (f"no feasible point, its violation not halved over {A.DEFAULT_OPTIONS.HANDOVER_OUTER} "
+                             f"outer steps since ρ reached {A.DEFAULT_OPTIONS.HANDOVER_RHO:.2g} (handed over)")
+    assert reasons[False].startswith("no feasible point, its violation at no new low")  # (without: the old stall)
+    assert steps[True] < steps[False]
+    assert A._no_point_progress([1.0, 0.9, 0.8, 0.7], 3) and not A._no_point_progress([1.0, 0.9, 0.8], 3)
+    assert not A._no_point_progress([1.0, 0.9, 0.6, 0.49], 3)  # halved within the window: on its way
+
+
 def test_a_handed_separable_verdict_is_returned_when_the_solver_finds_no_point(monkeypatch):
     """ntp_svm handed a separable verdict (with its separator) whose solver ends with no feasible point (here made to:
     the ALM's solve returns none; SmolLM2's states relaxed to 5 tokens did so under method="alm") returns the

@@ -176,6 +176,16 @@ class ALMOptions:
     #: ``synthetic(8, 10, 6, 3, seed=1)`` at RHO_MAX = 1 would have stopped: its violation rose over the first outer
     #: steps (0.80 → 0.83, the working set growing) and took 13 to fall below its first value, 49 to a feasible point.
     NO_POINT_OUTER: int = 20
+    #: ``solve(handover=True)`` (``ntp_svm`` "auto" where the interior point fits and can take over): with no feasible
+    #: point yet, the solve also stops (stalled) once ρ has reached HANDOVER_RHO and the violation has not halved
+    #: over HANDOVER_OUTER outer steps since (:func:`_no_point_progress`). Measured 2026-11-30, one thread: on
+    #: SmolLM2's states relaxed to 5 tokens the violation reached 0.77 at ρ = 10⁵ (outer step 7, 19 s) and stayed at
+    #: 0.77–0.86 for 45 more outer steps (58 s) before NO_POINT_OUTER stopped it; on the mixed-ties draws (m = 3000,
+    #: V = 400, d = 32), where the ALM is optimal in ~25 s and the interior point took 241 s, a feasible point comes
+    #: at outer step 6 (ρ = 10⁴) and the violation halves every one or two steps at ρ ≥ 10⁵ (0.028 → 0.012 → 0.008 →
+    #: 0.0023).
+    HANDOVER_RHO: float = 1e5
+    HANDOVER_OUTER: int = 3
     #: Up to this penalty the unit Newton step is taken where it lowers φ by at least ARMIJO times its first-order
     #: prediction (the standard sufficient-decrease test); else, and above it, the exact minimiser along the line.
     #: The exact minimiser stops at the first breakpoints where pairs switch: on the paper-like instance (m = 15,012,
@@ -653,6 +663,13 @@ def _stalled(gaps_at_max: list[float], outer: int, violations_at_max: list[float
     return len(gaps_at_max) > outer and gaps_at_max[-1] > 0.5 * gaps_at_max[-1 - outer]
 
 
+def _no_point_progress(violations: list[float], outer: int) -> bool:
+    """Whether the violations of the outer steps since ρ reached HANDOVER_RHO (oldest first), with no feasible point
+    yet, have not halved over the last ``outer`` (HANDOVER_OUTER): the multipliers a tiny margin needs are out of the
+    method of multipliers' reach at this ρ, and the interior point can take over (:attr:`ALMOptions.HANDOVER_RHO`)."""
+    return len(violations) > outer and min(violations[-outer:]) > 0.5 * violations[-1 - outer]
+
+
 def _close(changes: tuple[int, int], opt: ALMOptions) -> bool:
     """Whether P changed little enough, in (pairs, heavy groups), for a borrowed factor to precondition T."""
     pairs, heavy = changes
@@ -853,6 +870,8 @@ class _Run:
     history: list = field(default_factory=list)
     violations: list = field(default_factory=list)  # (the violation at each outer step of history)
     at_max: int = 0
+    handover: bool = False  # (solve's handover: stop early where no feasible point comes at a large ρ)
+    at_handover: int | None = None  # (the first outer step at ρ ≥ HANDOVER_RHO)
     gamma: float = -np.inf
 
 
@@ -1181,7 +1200,7 @@ class SVMALM:
 
     def solve(self, *, tol: float = 1e-10, max_outer: int = 500, max_seconds: float | None = None,
               X0: np.ndarray | None = None, dual: tuple | None = None,
-              progress: ProgressFn | None = None) -> SVMOutcome:
+              progress: ProgressFn | None = None, handover: bool = False) -> SVMOutcome:
         """Outer steps until the certified relative gap is ≤ ``tol``, or a stop (``max_seconds``,
         ``max_outer``, a stall); the best certified point found is returned either way (in the caller's
         units; ``X`` None only when no feasible point was found). ``progress(event)`` after every
@@ -1202,8 +1221,13 @@ class SVMALM:
         before the deadline, inside their conjugate gradients too, and begin no factorization expected to end past
         it; no outer step begins whose certificate could not end by the deadline; a certificate expected to end
         more than CERTIFICATE_GRACE · max_seconds past it is skipped (``reason`` says so) unless there is no certified
-        point yet. The first outer step always runs (at least one Newton step: its multipliers are the dual bound)."""
+        point yet. The first outer step always runs (at least one Newton step: its multipliers are the dual bound).
+
+        ``handover``: another solver can take over (``ntp_svm`` "auto" where the interior point fits), so a solve with
+        no feasible point stops as soon as its violation stops halving at ρ ≥ HANDOVER_RHO
+        (:attr:`ALMOptions.HANDOVER_RHO`) rather than after NO_POINT_OUTER outer steps at its largest ρ."""
         run = self._begin(X0, dual, max_seconds)
+        run.handover = handover
         try:
             for outer in range(1, max_outer + 1):
                 if self._outer_step(run, outer, tol, progress):
@@ -1331,6 +1355,14 @@ class SVMALM:
             if best.X is None:
                 best.reason = (f"no feasible point, its violation at no new low over {opt.NO_POINT_OUTER} outer "
                                f"steps at the largest penalty allowed (ρ = {st.rho:.2g})")
+            return True
+        if run.handover and run.at_handover is None and st.rho >= opt.HANDOVER_RHO:
+            run.at_handover = len(run.violations) - 1
+        if (run.handover and best.X is None and run.at_handover is not None
+                and _no_point_progress(run.violations[run.at_handover:], opt.HANDOVER_OUTER)):
+            best.status = Status.STALLED
+            best.reason = (f"no feasible point, its violation not halved over {opt.HANDOVER_OUTER} outer steps "
+                           f"since ρ reached {opt.HANDOVER_RHO:.2g} (handed over)")
             return True
         if self.inexact_solves > inexact_before and same > run.prev_violation:
             # T could not be factored and its conjugate gradients no longer converge at this ρ, and the

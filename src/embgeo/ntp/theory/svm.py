@@ -240,7 +240,9 @@ def _solve_alm(req: SVMRequest) -> SVMSolved:
     pb, tol, deadline, progress, sep = req.pb, req.tol, req.deadline, req.progress, req.separability
     X0 = None if req.warm_W is None or req.warm_dual is not None else _group_rows(pb, req.warm_W)
     alm = SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=req.alm_options)
-    out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=req.warm_dual, progress=progress)
+    handover = req.rescue and ipm_fits(pb.groups.pattern, pb.K.shape[1], req.ipm_options)  # (see _rescue)
+    out = alm.solve(tol=tol, max_seconds=time_left(deadline), X0=X0, dual=req.warm_dual, progress=progress,
+                    handover=handover)
     if out.dense_active and not past(deadline):  # (svm_alm's NewtonTooLarge: the dual's regime)
         dual = _solve_dual(req)
         if dual.outcome.status == Status.INFEASIBLE or dual.outcome.gap < out.gap or out.X is None:
