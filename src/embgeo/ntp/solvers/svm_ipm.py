@@ -601,9 +601,10 @@ class SVMIPM:
                 best.X, best.t, best.primal, best.dual, best.dual_point = (trial.X, trial.t, trial.primal, trial.dual,
                                                                            trial.dual_point)
                 return True
-            A = np.r_[A[~wrong], violated]  # (a violated pair is not in A: those have margin 1)
+            join = np.setdiff1d(violated, A)  # (none in A where the columns had full rank: those have margin 1)
+            A = np.r_[A[~wrong], join]
             if factor is not None:  # the columns that leave (from the last) and those that join (at the end)
-                factor = _qr_update(factor, rank + np.flatnonzero(wrong), self._active_columns(violated, scale))
+                factor = _qr_update(factor, rank + np.flatnonzero(wrong), self._active_columns(join, scale))
         return False
 
 
