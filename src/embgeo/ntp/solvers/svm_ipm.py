@@ -365,6 +365,10 @@ class SVMIPM:
         s = max(linear, 0.0) / quad if quad > 0 else 0.0
         return s * linear - 0.5 * s * s * quad, (g, j, -s * mult)
 
+    def _quad(self, X: np.ndarray) -> float:
+        """Σ_g n_g‖x_g‖² = uᵀQu of the group rows X (G, r): twice the objective."""
+        return float(np.sum(self.n * np.einsum("ij,ij->i", X, X)))
+
     def _scaled(self, X: np.ndarray, margins: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
         """(X/γ, its ties t, its value ½Σ_g n_g‖x_g‖²) for tied group rows X (G, r) with off-support ``margins``, γ
         the smallest (feasible for every constraint); None when γ ≤ 0."""
@@ -372,7 +376,7 @@ class SVMIPM:
         if not gamma > 0:
             return None
         Xf = X / gamma
-        return Xf, self._ties_of(Xf), 0.5 * float(np.sum(self.n * np.einsum("ij,ij->i", Xf, Xf)))
+        return Xf, self._ties_of(Xf), 0.5 * self._quad(Xf)
 
     def _certify(self, u: np.ndarray, X: np.ndarray, Bu: np.ndarray, lam: np.ndarray, best: SVMOutcome,
                  best_dual: list) -> None:
@@ -424,7 +428,7 @@ class SVMIPM:
         scale = self.opt.WARM_MARGIN / gamma
         u = self._reduce(x) * scale
         s = Bu * scale - 1.0
-        quad = float(np.sum(np.repeat(self.n, self.r) * (x * scale) ** 2))
+        quad = self._quad(x.reshape(self.G, self.r)) * scale**2
         return u, s, (quad / len(s)) / s
 
     def _factor(self, H: np.ndarray):
@@ -503,7 +507,7 @@ class SVMIPM:
             u, s, lam = u + alpha * du, s + alpha * ds, lam + alpha * dl
             X = self._x(u)
             Bu = self._margins_of(X)
-            quad = float(np.sum(self.n * np.einsum("ij,ij->i", X, X)))
+            quad = self._quad(X)
             if not (np.all(np.isfinite(u)) and float(lam.sum()) <= DIVERGED_RATIO * max(quad, 1e-300)):
                 # no feasible point: the multipliers of an infeasible QP grow without bound (a Farkas direction)
                 best.status = Status.STALLED
@@ -610,12 +614,19 @@ class SVMIPM:
         return False
 
 
+def _numerical_rank(diag: np.ndarray, shape: tuple[int, int]) -> int:
+    """How many of ``diag`` (a triangular factor's diagonal or the singular values of a matrix of ``shape``) exceed
+    max(shape)·eps times the largest in magnitude: the rank to working precision."""
+    d = np.abs(diag)
+    return int(np.sum(d > d.max(initial=0.0) * max(shape) * np.finfo(float).eps))
+
+
 def _full_rank_qr(M: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """The economic QR (Q, R) of M (n, c) without pivoting (LAPACK's blocked dgeqrf: several times a pivoted QR's
-    speed), or None where a diagonal of R is below n·eps of the largest (rank-deficient to working precision)."""
+    speed), or None where M's c columns are not of full rank to working precision (:func:`_numerical_rank` of R's
+    diagonal; also where c > n)."""
     Q, R = sla.qr(M, mode="economic", check_finite=False)
-    d = np.abs(np.diag(R))
-    return (Q, R) if d.min(initial=np.inf) > d.max(initial=0.0) * max(M.shape) * np.finfo(float).eps else None
+    return (Q, R) if _numerical_rank(np.diag(R), M.shape) == M.shape[1] else None
 
 
 def _pivoted_least_norm(M: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -624,8 +635,7 @@ def _pivoted_least_norm(M: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarra
     μ (c,) its multipliers (0 on the columns left out)."""
     c = M.shape[1]
     Q, R, P = sla.qr(M, mode="economic", pivoting=True, check_finite=False)
-    d = np.abs(np.diag(R))
-    k = int(np.sum(d > d.max(initial=0.0) * max(M.shape) * np.finfo(float).eps))
+    k = _numerical_rank(np.diag(R), M.shape)
     b = np.r_[np.zeros(rank), np.ones(c - rank)][P[:k]]
     z = sla.solve_triangular(R[:k, :k], b, trans="T", check_finite=False)
     mu = np.zeros(c)
@@ -685,9 +695,7 @@ def project_on_ties(K: np.ndarray, groups: np.ndarray, contexts: np.ndarray, X: 
     x = np.asarray(X, dtype=np.float64).ravel().copy()
     if len(E):
         Q, R, _ = sla.qr(E.T, mode="economic", pivoting=True)
-        diag = np.abs(np.diag(R))
-        rank = int(np.sum(diag > diag.max(initial=0.0) * max(E.shape) * np.finfo(float).eps))
-        Q = Q[:, :rank]
+        Q = Q[:, :_numerical_rank(np.diag(R), E.shape)]
         x -= Q @ (Q.T @ x)
     Xp = x.reshape(G, r)
     has = f >= 0
@@ -733,7 +741,7 @@ def _null_space_of(E: np.ndarray, basis: bool = True) -> tuple[np.ndarray, np.nd
         U = Qe @ Ur
     else:
         U, sv, Vt = sla.svd(E, full_matrices=basis)
-    rank = int(np.sum(sv > sv.max(initial=0.0) * max(n, c) * np.finfo(float).eps))
+    rank = _numerical_rank(sv, E.shape)
     if not basis:
         return U[:, :rank], sv[:rank], Vt[:rank].T, None
     if rank == 0:  # (E = 0: every direction is free, and N = I lets SVMIPM.hessian skip the projection)
