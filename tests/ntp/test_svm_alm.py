@@ -824,26 +824,38 @@ def test_an_alm_without_a_feasible_point_at_its_largest_penalty_stalls_instead_o
                                  f"{A.DEFAULT_OPTIONS.NO_POINT_OUTER} outer steps at the largest penalty allowed")
 
 
-def test_an_alm_that_can_hand_over_stops_once_its_violation_stops_halving_at_a_large_penalty():
+def test_an_alm_that_can_hand_over_stops_once_its_violation_is_far_or_stops_halving_at_a_large_penalty():
     """solve(handover=True) (ntp_svm "auto" where the interior point fits): with no feasible point, the solve stops
-    once ρ has reached HANDOVER_RHO and the violation has not halved over HANDOVER_OUTER outer steps since — on
-    planted(600, 40, 8, seed=2), which has none at any ρ, in fewer outer steps than the NO_POINT_OUTER stall; the
-    rule itself: halving in the window is progress, a feasible point ends it (the solve never hands over then)."""
+    once ρ has reached HANDOVER_RHO and the violation is still ≥ HANDOVER_FAR or has not halved over HANDOVER_OUTER
+    outer steps since — on planted(600, 40, 8, seed=2), which has none at any ρ, in fewer outer steps than the
+    NO_POINT_OUTER stall, by the first rule with the defaults and by the second with HANDOVER_FAR out of reach; the
+    rules themselves: a violation below HANDOVER_FAR that halves in the window is progress, and a feasible point ends
+    both (the solve never hands over then)."""
     data = planted(600, 40, 8, seed=2)
     pb = separability.make_problem(data, None)
-    steps, reasons = {}, {}
-    for handover in (True, False):
-        events = []
-        out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size).solve(max_seconds=600, handover=handover,
-                                                                     progress=events.append)
+    opt = A.DEFAULT_OPTIONS
+    steps, reasons, events = {}, {}, {}
+    for case, handover, options in (("far", True, opt), ("halving", True, replace(opt, HANDOVER_FAR=np.inf)),
+                                    ("none", False, opt)):
+        events[case] = []
+        out = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options).solve(
+            max_seconds=600, handover=handover, progress=events[case].append)
         assert out.status == "stalled" and out.X is None
-        steps[handover], reasons[handover] = len(events), out.reason
-    assert reasons[True] == (f"no feasible point, its violation not halved over {A.DEFAULT_OPTIONS.HANDOVER_OUTER} "
-                             f"outer steps since ρ reached {A.DEFAULT_OPTIONS.HANDOVER_RHO:.2g} (handed over)")
-    assert reasons[False].startswith("no feasible point, its violation at no new low")  # (without: the old stall)
-    assert steps[True] < steps[False]
-    assert A._no_point_progress([1.0, 0.9, 0.8, 0.7], 3) and not A._no_point_progress([1.0, 0.9, 0.8], 3)
-    assert not A._no_point_progress([1.0, 0.9, 0.6, 0.49], 3)  # halved within the window: on its way
+        steps[case], reasons[case] = len(events[case]), out.reason
+    last = events["far"][-1].values
+    assert last["rho"] >= opt.HANDOVER_RHO and last["violation"] >= opt.HANDOVER_FAR
+    assert all(e.values["rho"] < opt.HANDOVER_RHO for e in events["far"][:-1])  # at the first step there
+    assert reasons["far"] == (f"no feasible point at ρ ≥ {opt.HANDOVER_RHO:.2g}, its violation still "
+                              f"{last['violation']:.2g} ≥ {opt.HANDOVER_FAR:.2g} (handed over)")
+    assert reasons["halving"] == (f"no feasible point at ρ ≥ {opt.HANDOVER_RHO:.2g}, its violation not halved over "
+                                  f"{opt.HANDOVER_OUTER} outer steps (handed over)")
+    assert reasons["none"].startswith("no feasible point, its violation at no new low")  # (without: the old stall)
+    assert steps["far"] < steps["halving"] < steps["none"]
+    progress = A._no_point_progress
+    assert progress([0.4, 0.39, 0.38, 0.37], 3, 0.5) == "not halved over 3 outer steps"
+    assert progress([0.4, 0.39, 0.38], 3, 0.5) is None  # too few steps to tell
+    assert progress([0.4, 0.39, 0.3, 0.19], 3, 0.5) is None  # halved within the window: on its way
+    assert progress([0.6], 3, 0.5) == "still 0.6 ≥ 0.5" and progress([0.49], 3, 0.5) is None
 
 
 def test_a_handed_separable_verdict_is_returned_when_the_solver_finds_no_point(monkeypatch):

@@ -177,14 +177,17 @@ class ALMOptions:
     #: steps (0.80 → 0.83, the working set growing) and took 13 to fall below its first value, 49 to a feasible point.
     NO_POINT_OUTER: int = 20
     #: ``solve(handover=True)`` (``ntp_svm`` "auto" where the interior point fits and can take over): with no feasible
-    #: point yet, the solve also stops (stalled) once ρ has reached HANDOVER_RHO and the violation has not halved
-    #: over HANDOVER_OUTER outer steps since (:func:`_no_point_progress`). Measured 2026-11-30, one thread: on
-    #: SmolLM2's states relaxed to 5 tokens the violation reached 0.77 at ρ = 10⁵ (outer step 7, 19 s) and stayed at
-    #: 0.77–0.86 for 45 more outer steps (58 s) before NO_POINT_OUTER stopped it; on the mixed-ties draws (m = 3000,
-    #: V = 400, d = 32), where the ALM is optimal in ~25 s and the interior point took 241 s, a feasible point comes
-    #: at outer step 6 (ρ = 10⁴) and the violation halves every one or two steps at ρ ≥ 10⁵ (0.028 → 0.012 → 0.008 →
-    #: 0.0023).
-    HANDOVER_RHO: float = 1e5
+    #: point yet, the solve also stops (stalled) once ρ has reached HANDOVER_RHO and either the violation is still at
+    #: least HANDOVER_FAR (half the unit margin) or it has not halved over HANDOVER_OUTER outer steps since
+    #: (:func:`_no_point_progress`). Measured 2026-11-30, one thread, the violation at the first outer step at
+    #: ρ = 10⁴ (outer step 6): SmolLM2's states relaxed to 2 / 5 / 10 tokens 0.53 / 0.98 / 1.25 with no feasible point
+    #: (the 5-token solve then stayed at 0.77–0.86 for 45 outer steps at ρ = 10⁵ before NO_POINT_OUTER stopped it;
+    #: the interior point reaches W^mm on all three), the mixed-ties draws (m = 3000, V = 400, d = 32; seeds 1–3),
+    #: where the ALM is optimal in 15–27 s and the interior point took 241 s, 0.17 / 0.17 / 0.23 *with* a feasible point
+    #: from that step on, the violation halving every one or two steps after it (0.17 → 0.028 → 0.012 → 0.008). Until
+    #: 2026-11-30 (late) HANDOVER_RHO was 10⁵ with the halving rule alone: ~20 s later at 5 tokens, ~33 s at 10.
+    HANDOVER_RHO: float = 1e4
+    HANDOVER_FAR: float = 0.5
     HANDOVER_OUTER: int = 3
     #: Up to this penalty the unit Newton step is taken where it lowers φ by at least ARMIJO times its first-order
     #: prediction (the standard sufficient-decrease test); else, and above it, the exact minimiser along the line.
@@ -663,11 +666,16 @@ def _stalled(gaps_at_max: list[float], outer: int, violations_at_max: list[float
     return len(gaps_at_max) > outer and gaps_at_max[-1] > 0.5 * gaps_at_max[-1 - outer]
 
 
-def _no_point_progress(violations: list[float], outer: int) -> bool:
-    """Whether the violations of the outer steps since ρ reached HANDOVER_RHO (oldest first), with no feasible point
-    yet, have not halved over the last ``outer`` (HANDOVER_OUTER): the multipliers a tiny margin needs are out of the
-    method of multipliers' reach at this ρ, and the interior point can take over (:attr:`ALMOptions.HANDOVER_RHO`)."""
-    return len(violations) > outer and min(violations[-outer:]) > 0.5 * violations[-1 - outer]
+def _no_point_progress(violations: list[float], outer: int, far: float) -> str | None:
+    """Why the outer steps since ρ reached HANDOVER_RHO (their violations, oldest first), with no feasible point yet,
+    show the multipliers a tiny margin needs out of the method of multipliers' reach, so that the interior point can
+    take over (:attr:`ALMOptions.HANDOVER_RHO`): the last violation still at least ``far`` (HANDOVER_FAR), or none of
+    the last ``outer`` (HANDOVER_OUTER) half the one before them; None while neither holds."""
+    if violations and violations[-1] >= far:
+        return f"still {violations[-1]:.2g} ≥ {far:.2g}"
+    if len(violations) > outer and min(violations[-outer:]) > 0.5 * violations[-1 - outer]:
+        return f"not halved over {outer} outer steps"
+    return None
 
 
 def _close(changes: tuple[int, int], opt: ALMOptions) -> bool:
@@ -1224,7 +1232,7 @@ class SVMALM:
         point yet. The first outer step always runs (at least one Newton step: its multipliers are the dual bound).
 
         ``handover``: another solver can take over (``ntp_svm`` "auto" where the interior point fits), so a solve with
-        no feasible point stops as soon as its violation stops halving at ρ ≥ HANDOVER_RHO
+        no feasible point stops at ρ ≥ HANDOVER_RHO as soon as its violation is at least HANDOVER_FAR or stops halving
         (:attr:`ALMOptions.HANDOVER_RHO`) rather than after NO_POINT_OUTER outer steps at its largest ρ."""
         run = self._begin(X0, dual, max_seconds)
         run.handover = handover
@@ -1358,11 +1366,11 @@ class SVMALM:
             return True
         if run.handover and run.at_handover is None and st.rho >= opt.HANDOVER_RHO:
             run.at_handover = len(run.violations) - 1
-        if (run.handover and best.X is None and run.at_handover is not None
-                and _no_point_progress(run.violations[run.at_handover:], opt.HANDOVER_OUTER)):
+        why = (_no_point_progress(run.violations[run.at_handover:], opt.HANDOVER_OUTER, opt.HANDOVER_FAR)
+               if run.handover and best.X is None and run.at_handover is not None else None)
+        if why is not None:
             best.status = Status.STALLED
-            best.reason = (f"no feasible point, its violation not halved over {opt.HANDOVER_OUTER} outer steps "
-                           f"since ρ reached {opt.HANDOVER_RHO:.2g} (handed over)")
+            best.reason = f"no feasible point at ρ ≥ {opt.HANDOVER_RHO:.2g}, its violation {why} (handed over)"
             return True
         if self.inexact_solves > inexact_before and same > run.prev_violation:
             # T could not be factored and its conjugate gradients no longer converge at this ρ, and the
