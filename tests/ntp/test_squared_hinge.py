@@ -209,8 +209,8 @@ def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
     of 2000 contexts came back 'separable' with ties off by 7e-4)."""
     real = squared_hinge.separating_margin
 
-    def broken(pb, solver, hp, Y):
-        gamma, X, t = real(pb, solver, hp, Y)
+    def broken(pb, hp, Y):
+        gamma, X, t = real(pb, hp, Y)
         return gamma, X + 1e-3, t
 
     monkeypatch.setattr(squared_hinge, "separating_margin", broken)
@@ -223,6 +223,45 @@ def test_a_separator_with_inexact_ties_is_not_accepted(monkeypatch):
     assert max(np.ptp(L[j, data.supports[j]]) for j in range(data.m)) <= 1e-9
     margins = [L[j, data.supports[j]].min() - np.delete(L[j], data.supports[j]).max() for j in range(data.m)]
     assert min(margins) >= 1 - 1e-9
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_separating_check_projects_orthogonally_in_whitened_coordinates(seed):
+    """separating_margin's tie projection is the orthogonal projection of Y onto the ties in Q's coordinates, checked
+    against a null-space basis of the tie rows (e_g − e_f) ⊗ q_j built densely here; its t ties every support and its
+    γ is the smallest off-support margin by the definition. The dual's weighted projection (K's coordinates, weights
+    n_g), which the check used before, is a different point here (the comparison can fail)."""
+    from types import SimpleNamespace
+
+    from scipy.linalg import null_space
+
+    from embgeo.ntp.solvers.svm_dual import SVMDual
+
+    K, pat = _problem(seed, m=12, G=6, r=4)
+    K[:, 0] *= 30.0  # an ill-conditioned K, as a real LM's states are: the two metrics then differ markedly
+    n = np.asarray(pat.sum(axis=1)).ravel()
+    pb = SimpleNamespace(K=K, groups=SimpleNamespace(pattern=pat, size=n))
+    hp = squared_hinge.whiten(K, pat)
+    G, m, r = pat.shape[0], K.shape[0], K.shape[1]
+    rows = []
+    P = pat.toarray() > 0
+    for j in range(m):
+        S = np.flatnonzero(P[:, j])
+        for g in S[1:]:
+            e = np.zeros((G, r))
+            e[g], e[S[0]] = hp.Q[j], -hp.Q[j]
+            rows.append(e.ravel())
+    N = null_space(np.array(rows))
+    Y = np.random.default_rng(seed).standard_normal((G, r))
+    expected = (N @ (N.T @ Y.ravel())).reshape(G, r)
+    gamma, X, t = squared_hinge.separating_margin(pb, hp, Y)
+    Yp = X @ hp.R.T / hp.s  # (the inverse of to_k_rows)
+    np.testing.assert_allclose(Yp, expected, rtol=0, atol=1e-10 * np.abs(Y).max())
+    L = X @ K.T  # (G, m) the logits
+    assert np.abs(L - t[None, :])[P].max() <= 1e-10 * np.abs(L).max()
+    assert gamma == pytest.approx(float(np.min(t[None, :] - L, where=~P, initial=np.inf)), rel=1e-10)
+    weighted, _ = SVMDual(K, pat, n, K @ K.T).primal_from(squared_hinge.to_k_rows(hp, Y))
+    assert np.abs(weighted @ hp.R.T / hp.s - expected).max() > 1e-3 * np.abs(expected).max()
 
 
 def test_measure_takes_every_separability_route():

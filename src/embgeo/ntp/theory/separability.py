@@ -499,7 +499,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
     found: dict = {}
 
     def check(Y: np.ndarray, t: np.ndarray) -> bool:
-        gamma, X, tt = sh.separating_margin(pb, solver, hp, Y)
+        gamma, X, tt = sh.separating_margin(pb, hp, Y)
         if not gamma > 0:
             return False
         sep = separable_result(pb, X, tt, "squared hinge (L-BFGS + semismooth Newton), tie-projected and scaled "
