@@ -359,6 +359,95 @@ def test_lbfgs_direction_is_the_bfgs_inverse_hessian_from_scaled_identity():
     assert np.array_equal(g, g0)  # the in-place updates leave the gradient alone
 
 
+def test_lbfgs_direction_from_a_diagonal_initial_inverse_hessian():
+    """With ``scaling`` D the recursion is the BFGS update written out from H₀ = γD⁻¹, γ = sᵀy/yᵀD⁻¹y (Nocedal &
+    Wright eq. 7.19 with a diagonal start); the newest pair's secant equation still holds, and D = I gives the
+    scalar start's direction (the test above)."""
+    rng = np.random.default_rng(1)
+    n, memory = 7, 3
+    A = rng.standard_normal((n, n))
+    A = A @ A.T + n * np.eye(n)
+    D = rng.uniform(0.1, 10.0, n)
+    mem, plain = squared_hinge.LBFGS(memory), squared_hinge.LBFGS(memory)
+    pairs = []
+    for _ in range(4):
+        s = rng.standard_normal(n)
+        mem.update(s, A @ s)
+        plain.update(s, A @ s)
+        pairs.append((s, A @ s))
+    kept = pairs[-memory:]
+    s, y = kept[-1]
+    H = (s @ y) / (y @ (y / D)) * np.diag(1.0 / D)
+    for s, y in kept:
+        rho = 1.0 / (s @ y)
+        H = (np.eye(n) - rho * np.outer(s, y)) @ H @ (np.eye(n) - rho * np.outer(y, s)) + rho * np.outer(s, s)
+    g = rng.standard_normal(n)
+    mem.scaling = D
+    np.testing.assert_allclose(mem.direction(g), -H @ g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mem.direction(kept[-1][1]), -kept[-1][0], rtol=1e-12, atol=1e-12)
+    assert np.abs(mem.direction(g) - plain.direction(g)).max() > 1e-3  # D matters
+    mem.scaling = np.ones(n)
+    np.testing.assert_allclose(mem.direction(g), plain.direction(g), rtol=1e-12, atol=1e-12)
+
+
+def test_active_curvature_is_the_gauss_newton_diagonal_of_the_active_terms():
+    """active_curvature against diag(JᵀJ) of the active residuals' rows (q_j at y_g, −1 at t_j: active_rows), each
+    group's r entries averaged, floored at CURVATURE_FLOOR of the largest; working_value_and_grad(curvature=True) takes
+    as active every tie and the violated pairs of its set (its value and gradient unchanged)."""
+    K, pattern = _problem(5, m=12, G=7, r=4)
+    hp = squared_hinge.whiten(K, pattern)
+    m, G, r = hp.shape
+    rng = np.random.default_rng(6)
+    Y, t = rng.standard_normal((G, r)), rng.standard_normal(m)
+    g, j, arg = squared_hinge.off_residuals(hp, Y, t, 10**9, floor=-np.inf)
+    ws = squared_hinge.working_set(hp, g, j)
+    tie_j, tie_g = hp.support.nonzero()
+    active_g = np.concatenate([g[arg > 0], tie_g])
+    active_j = np.concatenate([j[arg > 0], tie_j])
+    J = squared_hinge.active_rows(hp, active_g, active_j).toarray()
+    diag = np.einsum("ij,ij->j", J, J)
+    expected = np.concatenate([np.repeat(diag[:G * r].reshape(G, r).mean(axis=1), r), diag[G * r:]])
+    expected = np.maximum(expected, hp.opt.CURVATURE_FLOOR * expected.max())
+    np.testing.assert_allclose(squared_hinge.active_curvature(hp, active_g, active_j), expected, rtol=1e-12)
+    val, gY, gt, curvature = squared_hinge.working_value_and_grad(hp, ws, Y, t, curvature=True)
+    np.testing.assert_allclose(curvature, expected, rtol=1e-12)
+    plain = squared_hinge.working_value_and_grad(hp, ws, Y, t)
+    assert val == plain[0] and np.array_equal(gY, plain[1]) and np.array_equal(gt, plain[2])
+    few = squared_hinge.active_curvature(hp, tie_g[:1], tie_j[:1])  # one term: all else at the floor
+    assert few.min() == pytest.approx(hp.opt.CURVATURE_FLOOR * few.max(), rel=1e-12)
+
+
+@pytest.mark.parametrize("field, value", [("DIAGONAL_SCALING", -0.5), ("CURVATURE_FLOOR", 0.0),
+                                          ("CURVATURE_FLOOR", 2.0)])
+def test_hinge_options_refuse_a_wrong_scaling(field, value):
+    with pytest.raises(ValueError, match=field):
+        squared_hinge.HingeOptions(**{field: value})
+
+
+def test_the_diagonal_scaling_reaches_the_same_verdicts(monkeypatch):
+    """The hinge route with the diagonal scaling D^p (HingeOptions.DIAGONAL_SCALING = p: ½, the default, 1) and
+    without (p = 0) in its working-set phase (made to begin early here: WS_SHARE = 1, REFRESH = 5): the same verdicts
+    on separable and non-separable data, the separators checked from W and H alone; the scaled runs did evaluate the
+    curvature, the others not."""
+    real, calls = squared_hinge.working_value_and_grad, []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("curvature", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(squared_hinge, "working_value_and_grad", counted)
+    for case, separable in ((SEPARABLE[2], True), (NOT_SEPARABLE[0], False)):
+        data = synthetic(*case[:4], seed=case[4])
+        for power in (0.5, 1.0, 0.0):
+            calls.clear()
+            options = replace(squared_hinge.HingeOptions(), DIAGONAL_SCALING=power, WS_SHARE=1.0, REFRESH=5)
+            sep = is_separable(data, method="hinge", max_seconds=60, hinge_options=options)
+            assert bool(sep) == separable
+            assert calls and set(calls) == {power > 0}
+            if separable:
+                assert kesler_values(data, sep.W).min() >= 1 - 1e-9
+
+
 def test_the_working_set_run_reaches_the_full_runs_minimum(monkeypatch):
     """On non-separable data (φ > 0 at its minimiser) L-BFGS over working sets refreshed every few steps ends where
     L-BFGS on the full φ does (the minimum of φ is unique), and the run reports the full φ there, not φ_W's."""
