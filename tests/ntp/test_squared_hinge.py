@@ -479,6 +479,32 @@ def test_the_working_set_run_reaches_the_full_runs_minimum(monkeypatch):
     assert ws.phi == pytest.approx(squared_hinge.value_and_grad(hp, ws.Y, ws.t)[0], rel=1e-12)
 
 
+def test_a_working_set_run_stalls_though_its_set_is_renewed_at_every_refresh(monkeypatch):
+    """Non-separable data, the working set renewed at every refresh (REFRESH = 5 steps < STALL_WINDOW = 30; here made
+    so: each refresh returns a new set of the same pairs): the run still ends as stalled near φ's minimum — the history
+    is shifted by each refresh's jump, not cleared (cleared, it never held 30 steps and the run went on to max_steps,
+    so the Newton steps and the LP on its violations were never asked)."""
+    data = synthetic(80, 40, 6, 1, seed=0)
+    coords, groups = coordinates(data.embeddings), token_groups(data)
+    hp = squared_hinge.whiten(coords.K, groups.pattern)
+    floor = squared_hinge.minimise(replace(hp, opt=replace(hp.opt, STALL_DROP=1e-12)), max_steps=3000).phi
+    hp = replace(hp, opt=replace(hp.opt, WS_PAIRS=1200, WS_SHARE=1.0, REFRESH=5))
+    real, renewed = squared_hinge._refresh, []
+
+    def renew(hp_, ws, *args, **kwargs):
+        new = real(hp_, ws, *args, **kwargs)
+        if new is not None and new is ws:  # the same pairs, as a new set
+            new = squared_hinge.working_set(hp_, ws.mask.indices[ws.off], ws.j[ws.off])
+        renewed.append(new is not None)
+        return new
+
+    monkeypatch.setattr(squared_hinge, "_refresh", renew)
+    run = squared_hinge.minimise(hp, max_steps=3000, working=True)
+    assert sum(renewed) >= 5  # the premise: the working set was in use, renewed at each refresh
+    assert run.stalled and run.steps < 3000
+    assert floor > 0.1 and run.phi == pytest.approx(floor, rel=1e-2)
+
+
 def test_no_working_set_while_the_near_pairs_are_a_large_share(monkeypatch):
     """Past WS_SHARE of all pairs near violation the working set would cost more than the full pass: not used."""
     data = synthetic(80, 40, 6, 1, seed=0)  # 1959 of 2800 off-support pairs near violation at the minimiser

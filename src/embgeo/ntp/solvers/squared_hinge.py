@@ -493,8 +493,14 @@ def minimise(hp: HingeProblem, *, deadline: float | None = None, check: Callable
             new = _refresh(hp, ws, *split(z), single=single)
             if new is not ws:
                 ws = new
+                before = f
                 f, g = fun(z)  # the same point under the new function; the curvature pairs are kept
-                history.clear()  # φ_W's values are not comparable across working sets
+                # φ_W's values are comparable across working sets up to the pairs that joined violated: the history
+                # is shifted by that jump rather than cleared. (Cleared, it never held more than REFRESH = 20 steps
+                # where the set changed at every refresh, so neither the stall test (30 steps) nor the slow one (50)
+                # could fire and the Newton steps and the LP were never asked: SmolLM2's states of a sample of the
+                # whole Vim documentation stayed at φ = 33.5 for 1,800 steps until the probe's limit, 2026-11-30.)
+                history[:] = [value + (f - before) for value in history]
             elif f == 0.0:
                 stop = "zero"  # φ_W = 0 and no pair outside W near violation: φ = 0
     if ws is not None:
