@@ -127,6 +127,7 @@ class HingeProblem:
     Q32: np.ndarray | None = None  # Q in float32 for the bulk passes (see :func:`value_and_grad`)
     opt: HingeOptions = DEFAULT_OPTIONS  # the tuning of every function that takes this problem
     ties: object = None  # the tie projection in Q's coordinates (:func:`separating_margin`), made on first use
+    qq: np.ndarray | None = None  # (m,) ‖q_j‖²/r (:func:`active_curvature`), made on first use
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -324,8 +325,9 @@ def active_curvature(hp: HingeProblem, g: np.ndarray, j: np.ndarray) -> np.ndarr
     Hessian (:class:`LBFGS` ``scaling``): the groups' curvatures differ by their numbers of contexts (1 to 915 on
     SmolLM2's m = 10,000 sample of the whole Vim documentation), which one scalar cannot match."""
     m, G, r = hp.shape
-    qq = np.einsum("ij,ij->i", hp.Q, hp.Q) / r  # (m,) ‖q_j‖²/r
-    d = np.concatenate([np.repeat(np.bincount(g, weights=qq[j], minlength=G), r),
+    if hp.qq is None:  # (a property of the data: once, not at every working-set evaluation)
+        hp.qq = np.einsum("ij,ij->i", hp.Q, hp.Q) / r
+    d = np.concatenate([np.repeat(np.bincount(g, weights=hp.qq[j], minlength=G), r),
                         np.bincount(j, minlength=m).astype(np.float64)])
     return np.maximum(d, hp.opt.CURVATURE_FLOOR * float(np.max(d, initial=0.0)) or 1.0)
 
