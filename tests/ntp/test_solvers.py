@@ -869,6 +869,10 @@ def test_least_squares_shortcut_by_either_solve_answers_by_the_definition(rows):
     assert not pair_certificates._separated_by_least_squares(K, Pj, np.r_[Nj, rows], none)
 
 
+#: The pair LPs alone (no Newton steps on the pairs' squared hinges first): what the tests of the LP path measure.
+LP_ONLY = pair_certificates.PairOptions(MAX_PAIRS=10**6, NEWTON_STEPS=0)
+
+
 def test_pair_lp_skips_the_lp_where_least_squares_separates(monkeypatch):
     """On separable data whose pairs the least-squares direction already separates, no LP is solved, and
     the answer (no certificate) is the LP's: with the shortcut disabled every pair goes to HiGHS."""
@@ -883,11 +887,76 @@ def test_pair_lp_skips_the_lp_where_least_squares_separates(monkeypatch):
 
     monkeypatch.setattr(scipy.optimize, "linprog", spy)
     pb = separability.make_problem(synthetic(8, 10, 6, 3, seed=1), None)
-    assert _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=10**6)) is None
+    assert _pair_lp(pb, options=LP_ONLY) is None
     with_shortcut = len(calls)
     monkeypatch.setattr(pair_certificates, "_separated_by_least_squares", lambda *a: False)
-    assert _pair_lp(pb, options=pair_certificates.PairOptions(MAX_PAIRS=10**6)) is None
+    assert _pair_lp(pb, options=LP_ONLY) is None
     assert len(calls) - with_shortcut > with_shortcut
+
+
+def _pair_systems(seed: int, n: int, r: int, solvable: bool):
+    """A pair system in R^r (signed rows A[:n_signed], tied rows after them) that is solvable (rows on the sides of a
+    planted direction, the tied ones orthogonal to it) or not (one signed row also negated: uᵀa ≥ 1 and −uᵀa ≥ 1)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(r)
+    A = rng.standard_normal((n, r))
+    n_tied = r // 3
+    A[:n - n_tied] *= np.sign(A[:n - n_tied] @ w)[:, None]  # signed rows on w's positive side
+    A[n - n_tied:] -= np.outer(A[n - n_tied:] @ w, w) / (w @ w)  # tied rows orthogonal to w
+    if not solvable:
+        A[1] = -A[0]
+    return A, n - n_tied
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("solvable", [True, False])
+def test_pair_hinge_decides_as_highs_does_and_its_weights_are_farkas(seed, solvable):
+    """The pair's squared hinge (semismooth Newton) against HiGHS on the pair system written from the definition
+    (uᵀa ≥ 1 on the signed rows, = 0 on the tied): "separated" exactly where HiGHS finds a solution; otherwise Farkas
+    weights, nonnegative on the signed rows, summing to 1 there, with Σ z_i a_i = 0 to rounding."""
+    from scipy.optimize import linprog
+
+    A, n_signed = _pair_systems(seed, 60, 12, solvable)
+    res = linprog(np.zeros(A.shape[1]), A_ub=-A[:n_signed], b_ub=-np.ones(n_signed), A_eq=A[n_signed:],
+                  b_eq=np.zeros(len(A) - n_signed), bounds=[(None, None)] * A.shape[1], method="highs")
+    assert res.status == (0 if solvable else 2)
+    verdict, z = pair_certificates.pair_hinge(A, n_signed, 50)
+    if solvable:
+        assert verdict == "separated" and z is None
+        return
+    assert verdict == "farkas"
+    assert np.all(z[:n_signed] >= 0) and z[:n_signed].sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.linalg.norm(z @ A) <= 1e-12 * np.abs(A).max()
+
+
+def test_pair_hinge_gives_up_rather_than_guess():
+    """One Newton step settles nothing: no verdict (the caller's LP decides), neither "separated" nor weights."""
+    A, n_signed = _pair_systems(0, 60, 12, solvable=False)
+    assert pair_certificates.pair_hinge(A, n_signed, 1) == (None, None)
+
+
+def test_pair_certificates_by_newton_and_by_the_lp_agree(monkeypatch):
+    """The text-like certificate's pair found by the Newton steps without any LP, and by the LPs alone: both valid
+    Farkas matrices of the whole problem, on the same two groups."""
+    import scipy.optimize
+
+    calls = []
+    real = scipy.optimize.linprog
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: calls.append(1) or real(*a, **k))
+    data = _text_like(150, 12, 4, 0)
+    pb = separability.make_problem(data, None)
+    by_newton = _pair_lp(pb)
+    assert by_newton is not None and not calls
+    by_lp = _pair_lp(pb, options=LP_ONLY)
+    assert by_lp is not None and calls
+    assert set(np.unique(by_newton[0])) == set(np.unique(by_lp[0]))
+    for cert in (by_newton, by_lp):
+        g, j, psi, perp = cert
+        Psi = sp.csr_matrix((psi, (g, j)), shape=(pb.groups.n_groups, data.m)).toarray()
+        assert np.abs(Psi.sum(axis=0)).max() <= 1e-12  # balanced in every context
+        assert np.linalg.norm(Psi @ pb.K) == pytest.approx(perp, abs=1e-15) and perp <= 1e-12
+        off = pb.groups.pattern.toarray() == 0
+        assert Psi[off].max() <= 0 and Psi[off].sum() == pytest.approx(-1.0)
 
 
 def test_pair_lp_respects_its_budget():
@@ -912,11 +981,12 @@ def test_pair_lp_gives_highs_what_is_left_of_its_budget(monkeypatch):
 
     monkeypatch.setattr(scipy.optimize, "linprog", spy)
     pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
-    assert _pair_lp(pb, options=pair_certificates.PairOptions(SECONDS=7.0)) is not None
+    lp_only = pair_certificates.PairOptions(SECONDS=7.0, NEWTON_STEPS=0)
+    assert _pair_lp(pb, options=lp_only) is not None
     assert limits and all(0 < t <= 7.0 for t in limits)
     assert all(p is False for p in presolve)  # a wall: HiGHS's presolve does not check the limit (highs_options)
     limits.clear()
-    assert _pair_lp(pb, max_seconds=3.0, options=pair_certificates.PairOptions(SECONDS=7.0)) is not None
+    assert _pair_lp(pb, max_seconds=3.0, options=lp_only) is not None
     assert limits and all(0 < t <= 3.0 for t in limits)
 
 
@@ -1296,3 +1366,21 @@ def test_route_options_are_data_not_module_state():
         pair_certificates.pair_farkas(np.eye(2), 2, sp.csr_matrix(np.eye(2)), options=(40, 200, 20.0))
     assert is_separable(data).method.startswith("LP")
     assert not is_separable(data, route_options=NO_CHEAP_ROUTES).method.startswith("LP")
+
+
+@pytest.mark.parametrize("case", [(8, 8, 6, 2, 0), (12, 10, 3, 3, 0)])
+def test_a_separating_point_that_does_not_separate_is_no_verdict(case, monkeypatch):
+    """HiGHS's "optimal, s = 1" is not taken at its word: a point that, tied exactly and scanned, has no positive
+    margin (here all zero, as an ill-conditioned LP can return) leaves method="lp" undecided — never "not separable"
+    without a certificate, which the route answered before (2026-11-30)."""
+    data = synthetic(*case[:4], seed=case[4])
+    pb = separability.make_problem(data, None)
+    G, r = pb.groups.n_groups, pb.coords.rank
+
+    def bogus(K, support, og, oj, contexts=None, time_limit=None):
+        return separability_lp.LPResult(1.0, np.zeros((G, r)), np.zeros(data.m), None)
+
+    monkeypatch.setattr(separability, "separability_lp", bogus)
+    assert separability.separability_by_lp(pb) is None
+    with pytest.raises(SolverError, match="does not separate once tied exactly"):
+        is_separable(data, method="lp")

@@ -237,7 +237,9 @@ class RouteRequest:
 def _route_lp(req: RouteRequest) -> Separability:
     sep = separability_by_lp(req.pb, time_left(req.deadline))
     if sep is None:
-        raise SolverError(f"is_separable: the LP reached its time limit ({req.max_seconds:.3g} s): undecided")
+        limit = "" if req.max_seconds is None else f" ({req.max_seconds:.3g} s)"
+        raise SolverError(f"is_separable: undecided: the LP reached its time limit{limit}, or the point HiGHS returned "
+                          "as separating does not separate once tied exactly (an ill-conditioned LP)")
     return sep
 
 
@@ -435,7 +437,10 @@ def lp_is_small(pb: Problem) -> bool:
 
 def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separability | None:
     """The LP of :func:`is_separable` over (X, t, s) on every off-support pair, solved by HiGHS within
-    ``max_seconds`` (its time limit); None when it reaches it (undecided)."""
+    ``max_seconds`` (its time limit); None (undecided) when it reaches it, or when the point HiGHS calls separating
+    does not separate once its ties are made exact and every margin is scanned: HiGHS's word alone is no verdict (on
+    an ill-conditioned LP — SmolLM2's two token groups of 425 and 905 contexts, presolve off — it returned "optimal,
+    s = 1" with ties off by 115, for a system that has no solution, 2026-11-30)."""
     solver = SVMDual(pb.K, pb.groups.pattern, pb.groups.size, context_gram(pb.coords))
     gi, ji = np.nonzero(pb.groups.pattern.toarray() == 0)
     lp = separability_lp(pb.K, pb.groups.pattern, gi, ji, contexts=np.arange(pb.data.m), time_limit=max_seconds)
@@ -444,7 +449,8 @@ def separability_by_lp(pb: Problem, max_seconds: float | None = None) -> Separab
     method = "LP (HiGHS) over token groups"
     if lp.separable:
         # Remove the LP's rounding-level F component exactly (weighted projection), then rescale.
-        return separable_result(pb, *solver.primal_from(lp.X), method)
+        sep = separable_result(pb, *solver.primal_from(lp.X), method)
+        return sep if sep.separable else None
     farkas = solver.farkas_from(gi, ji, lp.mu / lp.mu.sum(), accept_any=True)
     return farkas_result(pb, farkas, method, lp_value=lp.value)
 
