@@ -5,7 +5,9 @@ When rank H̄ = r < m, two token groups u, v whose contexts overlap in more than
 have equal rows in any separator (their logits are tied there), so a context where only one of them follows
 cannot give the other a margin (:func:`pair_farkas`, one least-squares solve). Failing that, any separator
 makes u = x_a − x_b an r-dimensional separator of a's contexts from b's: the infeasibility of that LP in r + 1
-rows gives a Farkas matrix of the whole problem (:func:`pair_lp_farkas`). Both return the group-level Farkas
+rows gives a Farkas matrix of the whole problem (:func:`pair_lp_farkas`; each pair's system is first decided by
+semismooth Newton on its squared hinge, :func:`pair_hinge`, whose minimiser either solves it or gives the Farkas
+weights, and HiGHS only gets the pairs that does not settle). Both return the group-level Farkas
 matrix (grp, ctx, Ψ, ‖Ψ K‖) that :func:`embgeo.ntp.theory.separability.farkas_result` turns into a certificate.
 :func:`heavy_pairs` also gives :func:`embgeo.ntp.theory.compatibility.is_compatible` its overdetermined pairs.
 """
@@ -64,7 +66,8 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float |
     rounding level. Pairs among the ``options.GROUPS`` largest groups, by |J_a| + |J_b| descending (the
     ones with the most constraints per dimension), at most ``options.MAX_PAIRS`` of them within ``max_seconds``
     (at most ``options.SECONDS``, HiGHS's time limit on each); ``options``: :class:`PairOptions` (defaults if None).
-    Cost per pair: an LP in r + 1 rows and |J_a ∪ J_b| columns.
+    Cost per pair: up to ``options.NEWTON_STEPS`` factorizations of r × r matrices (:func:`pair_hinge`, which decides
+    most pairs either way), and an LP in r + 1 rows and |J_a ∪ J_b| columns for the pairs they leave open.
     """
     from scipy.optimize import linprog  # looked up at each call (tests spy on scipy.optimize.linprog)
 
@@ -77,41 +80,59 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float |
     pairs = [(int(a), int(b)) for i, a in enumerate(top) for b in top[i + 1:]]
     pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
     scale = farkas_scale(K)
+    open_pairs = []  # the pairs the Newton steps leave to the LP, which runs after every pair had its Newton steps
     for a, b in pairs[:opt.MAX_PAIRS]:
+        if max_seconds - (time.perf_counter() - start) <= 0:
+            return None
+        system = _pair_system(K, P, a, b)
+        if system is None:
+            continue
+        ctx, sign, n_signed = system
+        verdict, z = pair_hinge(K[ctx] * sign[:, None], n_signed, opt.NEWTON_STEPS)
+        if verdict == "separated":
+            continue  # the pair's system has a solution: no certificate from it
+        cert = None if verdict is None else _pair_certificate(K, a, b, ctx, sign, z, scale)
+        if cert is not None:
+            return cert
+        open_pairs.append((a, b, system))  # not settled, or weights that do not balance to FARKAS_RTOL
+    for a, b, (ctx, sign, n_signed) in open_pairs:  # (cheap pairs first: an LP can take the whole budget)
         left = max_seconds - (time.perf_counter() - start)
         if left <= 0:
             return None
-        Ja, Jb = P.indices[P.indptr[a]:P.indptr[a + 1]], P.indices[P.indptr[b]:P.indptr[b + 1]]
-        Pj, Nj, Ej = np.setdiff1d(Ja, Jb), np.setdiff1d(Jb, Ja), np.intersect1d(Ja, Jb)
-        if Pj.size + Nj.size == 0 or _separated_by_least_squares(K, Pj, Nj, Ej):
-            continue
-        ctx = np.concatenate([Pj, Nj, Ej])
-        sign = np.concatenate([np.ones(Pj.size), -np.ones(Nj.size), np.ones(Ej.size)])
-        A = np.vstack([(K[ctx] * sign[:, None]).T, np.r_[np.ones(Pj.size + Nj.size), np.zeros(Ej.size)]])
+        A = np.vstack([(K[ctx] * sign[:, None]).T, np.r_[np.ones(n_signed), np.zeros(ctx.size - n_signed)]])
         rhs = np.r_[np.zeros(r), 1.0]
-        verdict, z = pair_hinge(K[ctx] * sign[:, None], Pj.size + Nj.size, opt.NEWTON_STEPS)
-        if verdict == "separated":
-            continue  # the pair's system has a solution (φ = 0): no certificate from it
-        if verdict is None or np.sqrt(2.0) * np.linalg.norm((z * sign) @ K[ctx]) > FARKAS_RTOL * scale:
-            # the Newton steps did not settle, or their weights do not balance to the certificate's precision: the
-            # pair's LP decides
-            bounds = [(0, None)] * (Pj.size + Nj.size) + [(None, None)] * Ej.size
-            res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs",
-                          options=highs_options(left))
-            if res.status != 0:  # (status 1: HiGHS stopped at its time limit, the budget's rest: the loop ends next)
-                continue  # the pair is separable (or HiGHS could not tell): no certificate from it
-            z = _polish_vertex(A, rhs, res.x, Pj.size + Nj.size)
-        rho = (z * sign) @ K[ctx]
-        perp = float(np.sqrt(2.0) * np.linalg.norm(rho))
-        if perp > FARKAS_RTOL * scale:
-            continue
-        # Ψ_{a,j} = sign_j z_j, Ψ_{b,j} = −sign_j z_j (λ on P, −μ on N, ν on E for a; the opposite for b)
-        nz = z != 0
-        g = np.concatenate([np.full(nz.sum(), a), np.full(nz.sum(), b)])
-        j = np.concatenate([ctx[nz], ctx[nz]])
-        psi = np.concatenate([(sign * z)[nz], -(sign * z)[nz]])
-        return g, j, psi, perp
+        bounds = [(0, None)] * n_signed + [(None, None)] * (ctx.size - n_signed)
+        res = linprog(np.zeros(ctx.size), A_eq=A, b_eq=rhs, bounds=bounds, method="highs", options=highs_options(left))
+        if res.status != 0:  # (status 1: HiGHS stopped at its time limit, the budget's rest: the loop ends next)
+            continue  # the pair is separable (or HiGHS could not tell): no certificate from it
+        cert = _pair_certificate(K, a, b, ctx, sign, _polish_vertex(A, rhs, res.x, n_signed), scale)
+        if cert is not None:
+            return cert
     return None
+
+
+def _pair_system(K: np.ndarray, P: sp.csr_matrix, a: int, b: int):
+    """(contexts P, N, E in that order, their signs +1, −1, +1, |P| + |N|) of the pair (a, b), or None when it has no
+    signed context or its least-squares direction already solves it (:func:`_separated_by_least_squares`)."""
+    Ja, Jb = P.indices[P.indptr[a]:P.indptr[a + 1]], P.indices[P.indptr[b]:P.indptr[b + 1]]
+    Pj, Nj, Ej = np.setdiff1d(Ja, Jb), np.setdiff1d(Jb, Ja), np.intersect1d(Ja, Jb)
+    if Pj.size + Nj.size == 0 or _separated_by_least_squares(K, Pj, Nj, Ej):
+        return None
+    sign = np.concatenate([np.ones(Pj.size), -np.ones(Nj.size), np.ones(Ej.size)])
+    return np.concatenate([Pj, Nj, Ej]), sign, Pj.size + Nj.size
+
+
+def _pair_certificate(K: np.ndarray, a: int, b: int, ctx: np.ndarray, sign: np.ndarray, z: np.ndarray, scale: float):
+    """The group-level Farkas matrix (grp, ctx, Ψ, perp) of the pair LP's weights z, or None when they do not balance
+    to FARKAS_RTOL: Ψ_{a,j} = sign_j z_j, Ψ_{b,j} = −sign_j z_j (λ on P, −μ on N, ν on E for a; the opposite for b)."""
+    perp = float(np.sqrt(2.0) * np.linalg.norm((z * sign) @ K[ctx]))
+    if perp > FARKAS_RTOL * scale:
+        return None
+    nz = z != 0
+    g = np.concatenate([np.full(nz.sum(), a), np.full(nz.sum(), b)])
+    j = np.concatenate([ctx[nz], ctx[nz]])
+    psi = np.concatenate([(sign * z)[nz], -(sign * z)[nz]])
+    return g, j, psi, perp
 
 
 def pair_hinge(A: np.ndarray, n_signed: int, max_steps: int) -> tuple[str | None, np.ndarray | None]:

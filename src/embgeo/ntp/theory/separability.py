@@ -172,8 +172,11 @@ def is_separable(data: NTPData, subspace_: Subspace | None = None, *, method: st
       Then a *pair LP* (:func:`~embgeo.ntp.solvers.pair_certificates.pair_lp_farkas`) on the largest groups: any
       separator makes u = x_a − x_b an r-dimensional separator of a's contexts from b's (tied where both follow),
       whose infeasibility is an LP of r + 1 rows; its Farkas weights are a Farkas matrix of the
-      whole problem. It decides real text whose tokens share few contexts (V in the thousands)
-      in milliseconds per pair, within ``max_seconds``.
+      whole problem. Each pair is first decided by semismooth Newton steps on its squared hinge in r unknowns
+      (:func:`~embgeo.ntp.solvers.pair_certificates.pair_hinge`; HiGHS only where they do not settle). It decides
+      real text whose tokens share few contexts (V in the thousands) in milliseconds per pair, and SmolLM2's own
+      random 10,000 contexts of the Vim documentation (groups of 425 and 905 contexts, r = 576) in 0.4 s, within
+      ``max_seconds``.
     * ``method="lp"``: the LP max s s.t. (6a), x_gᵀk_j − t_j + s ≤ 0 off the supports, s ≤ 1, over
       token groups, solved by HiGHS; s* = 1 separable, s* = 0 not (its dual values give μ).
     * ``method="hinge"``: L-BFGS on the squared hinge φ ≥ 0 of :mod:`~embgeo.ntp.solvers.squared_hinge` (zero exactly
