@@ -547,3 +547,17 @@ def test_the_probe_keeps_for_the_alignment_what_its_passes_measure(clock, monkey
     spy(monkeypatch, clock, probe_align, "alignment", cost=0.1)
     res = measure(data, W, max_seconds=1.5)
     assert "separability" not in res.errors and res.separability
+
+
+def test_a_costly_candidate_is_tried_after_the_pair_lps(clock, monkeypatch):
+    """Where the candidate's scan costs more than CANDIDATE_FIRST_FLOPS (here 0) the pair LPs come before it, and it is
+    still tried when they decide nothing; with the default bound this small problem tries it first (the test above)."""
+    from embgeo.ntp.theory.separability import RouteOptions
+
+    data = planted(60, 12, 5, seed=0)
+    W = np.zeros((data.V, data.d))  # no margin at all: the candidate decides nothing
+    spy(monkeypatch, clock, separability, "pair_farkas")
+    spy(monkeypatch, clock, separability, "separable_from_candidate")
+    spy(monkeypatch, clock, separability, "pair_lp_farkas")
+    separability.is_separable(data, candidate=W, route_options=RouteOptions(CANDIDATE_FIRST_FLOPS=0.0))
+    assert [name for name, _ in clock.log][:3] == ["pair_farkas", "pair_lp_farkas", "separable_from_candidate"]

@@ -117,6 +117,13 @@ class RouteOptions:
     #: EXACT_TIE_ENTRIES doubles (256 MB; there 6.9M).
     EXACT_TIE_FLOPS: float = 1e11
     EXACT_TIE_ENTRIES: int = 32_000_000
+    #: A candidate W (:func:`decide_cheaply`) is tried before the pair LPs where its scan costs at most this many
+    #: flops (2 m V r: the logits of every context and token, tokens being their own groups there), after them
+    #: otherwise. Why: the pair LPs are bounded by ``pair.SECONDS`` and decide a real LM's samples in about a second
+    #: since their Newton steps (2026-11-30), where a pretrained head never separates and its scan took ~17 s of the
+    #: probe's 18.5 s of separability at m = 10,000 and ~50 s of 55.9 s at m = 30,000 (SmolLM2, one thread); a
+    #: trained decoder on small data is still tried first.
+    CANDIDATE_FIRST_FLOPS: float = 1e10
     #: The pair certificates' bounds (groups, pairs, seconds).
     pair: PairOptions = field(default_factory=PairOptions)
 
@@ -317,7 +324,8 @@ def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
 def decide_cheaply(pb: Problem, max_seconds: float | None = None,
                    candidate: np.ndarray | None = None) -> Separability | None:
     """``candidate`` (V, d; a W to try as the separator, :func:`separable_from_candidate`), then Lemma 1's closed
-    form when rank H̄ = m; when r < m a span pair certificate, then the candidate, then a pair LP; else None.
+    form when rank H̄ = m; when r < m a span pair certificate, then the candidate and the pair LPs — the candidate
+    first only where its scan is cheap (``CANDIDATE_FIRST_FLOPS`` of the problem's :class:`RouteOptions`); else None.
 
     Why the candidate after the span pairs when r < m: it costs a tie projection and a scan of every (context, token)
     pair (at m = 100,000 and V = 49,152 several minutes), the span pairs a least-squares solve per heavy pair (0.3 s
@@ -336,7 +344,8 @@ def decide_cheaply(pb: Problem, max_seconds: float | None = None,
     pair = pair_farkas(pb.K, pb.coords.rank, pb.groups.pattern, max_seconds=max_seconds, options=pb.options.pair)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups tied on more contexts than their span")
-    if candidate is not None:
+    first = candidate is not None and 2.0 * pb.data.m * pb.data.V * pb.coords.rank <= pb.options.CANDIDATE_FIRST_FLOPS
+    if first:
         stop_if_spent(deadline, "is_separable", "the candidate was tried")
         sep = separable_from_candidate(pb, candidate)
         if sep is not None:
@@ -346,6 +355,9 @@ def decide_cheaply(pb: Problem, max_seconds: float | None = None,
                           options=pb.options.pair)
     if pair is not None:
         return farkas_result(pb, pair, "pair of token groups whose contexts no direction separates (pair LP)")
+    if candidate is not None and not first:
+        stop_if_spent(deadline, "is_separable", "the candidate was tried")
+        return separable_from_candidate(pb, candidate)
     return None
 
 
