@@ -930,9 +930,13 @@ def test_pair_hinge_decides_as_highs_does_and_its_weights_are_farkas(seed, solva
 
 
 def test_pair_hinge_gives_up_rather_than_guess():
-    """One Newton step settles nothing: no verdict (the caller's LP decides), neither "separated" nor weights."""
+    """One Newton step settles nothing, and a deadline already past allows none: no verdict either way (the caller's LP
+    decides, within what is left), neither "separated" nor weights; the same system with 50 steps and no deadline gives
+    its weights (the test above)."""
     A, n_signed = _pair_systems(0, 60, 12, solvable=False)
     assert pair_certificates.pair_hinge(A, n_signed, 1) == (None, None)
+    assert pair_certificates.pair_hinge(A, n_signed, 50, deadline=time.perf_counter() - 1.0) == (None, None)
+    assert pair_certificates.pair_hinge(A, n_signed, 50, deadline=time.perf_counter() + 60.0)[0] == "farkas"
 
 
 def test_pair_certificates_by_newton_and_by_the_lp_agree(monkeypatch):

@@ -22,6 +22,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.linalg import null_space
 
+from embgeo.core.deadline import past
 from embgeo.core.validate import check_options
 from embgeo.ntp.solvers.separability_lp import highs_options
 from embgeo.ntp.solvers.svm_dual import FARKAS_RTOL, farkas_scale
@@ -88,7 +89,7 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float |
         if system is None:
             continue
         ctx, sign, n_signed = system
-        verdict, z = pair_hinge(K[ctx] * sign[:, None], n_signed, opt.NEWTON_STEPS)
+        verdict, z = pair_hinge(K[ctx] * sign[:, None], n_signed, opt.NEWTON_STEPS, deadline=start + max_seconds)
         if verdict == "separated":
             continue  # the pair's system has a solution: no certificate from it
         cert = None if verdict is None else _pair_certificate(K, a, b, ctx, sign, z, scale)
@@ -135,7 +136,8 @@ def _pair_certificate(K: np.ndarray, a: int, b: int, ctx: np.ndarray, sign: np.n
     return g, j, psi, perp
 
 
-def pair_hinge(A: np.ndarray, n_signed: int, max_steps: int) -> tuple[str | None, np.ndarray | None]:
+def pair_hinge(A: np.ndarray, n_signed: int, max_steps: int,
+               deadline: float | None = None) -> tuple[str | None, np.ndarray | None]:
     """The pair's system (uᵀa_i ≥ 1 for the first ``n_signed`` rows of A, uᵀa_i = 0 for the rest; A (n, r) the
     contexts' coordinates signed +1 on P, −1 on N, +1 on E) decided through its squared hinge
 
@@ -146,7 +148,9 @@ def pair_hinge(A: np.ndarray, n_signed: int, max_steps: int) -> tuple[str | None
     None). At a minimiser with φ > 0, ∇φ = 0 reads Σ_i z_i a_i = 0 with z_i = ℓ_i = (1 − uᵀa_i)₊ ≥ 0 on the signed
     rows and z_i = −uᵀa_i on the others — Farkas weights of the pair LP of :func:`pair_lp_farkas` once scaled to
     Σ ℓ = 1, and re-projected onto Σ_i z_i a_i = 0 exactly (:func:`_projected_weights`): ("farkas", z). (None, None)
-    when ``max_steps`` steps do not settle it (the caller's LP decides then)."""
+    when ``max_steps`` steps do not settle it (the caller's LP decides then) or ``deadline`` (a
+    ``time.perf_counter()`` value) passes first: at m = 100,000 one step of a pair of frequent groups forms a Gram
+    matrix of ~10,000 rows, about a second."""
     n, r = A.shape
     u = np.zeros(r)
 
@@ -173,6 +177,8 @@ def pair_hinge(A: np.ndarray, n_signed: int, max_steps: int) -> tuple[str | None
     for _ in range(max_steps):
         if met(u, s):
             return "separated", None
+        if past(deadline):
+            return None, None
         active = np.concatenate([lo > 0, np.ones(n - n_signed, dtype=bool)])
         w = np.concatenate([-lo, s[n_signed:]])  # the residuals whose squares make φ, signed as ∇φ = Aᵀ w needs
         grad = A[active].T @ w[active]
