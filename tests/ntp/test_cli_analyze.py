@@ -121,6 +121,12 @@ def test_out_has_the_contexts_and_readable_certificates(tweets, bigram_run, tmp_
     psi = doc["separability"]["entries"]
     off = [e["weight"] for e in psi if not e["in_support"]]
     assert off and max(off) <= 0 and sum(off) == pytest.approx(-1.0, abs=1e-12)
+    # the printed verdict counts what the certificate involves, and names its tokens when they are few
+    tokens = sorted({e["token"] for e in psi})
+    involved = f"on {len({e['context'] for e in psi}):,} contexts and {len(tokens):,} tokens"
+    assert involved in proc.stdout
+    if len(tokens) <= 6:
+        assert involved + ": " + " ".join(repr(data.token_labels[v]) for v in tokens) in proc.stdout
     first = lam[0]
     assert f"{first['context_text']}\t{first['token_text']}\t" in text  # the largest weight, in words
     # a user's own embeddings, row j for the context on line j + 1 of contexts.txt

@@ -223,10 +223,25 @@ def _print_plan(data, plan) -> None:
         print(f"             (the NTP-SVM's bound is above the {_gib(room)} left: if it runs it may be refused)")
 
 
-def _not_separable_line(sep) -> str:
-    """The line of a Farkas certificate of non-separability (ntp analyze and ntp probe)."""
-    return (f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
+#: The printed verdict names the tokens of a non-separability certificate when at most this many carry its weight.
+CONFLICT_TOKENS = 6
+
+
+def _not_separable_line(sep, labels=None) -> str:
+    """The line of a Farkas certificate of non-separability (ntp analyze and ntp probe), with what it involves: how
+    many contexts and tokens carry its weight, and the tokens by name (``labels``, one per row of W) when at most
+    CONFLICT_TOKENS do — issue 38 asks the verdict to say which tokens make the data non-separable."""
+    line = (f"separable    False ({sep.method}): Farkas certificate with residual {sep.residuals['perp_norm']:.1e} "
             "(every separator would have NTP-margin <= that)")
+    if sep.certificate is None:
+        return line
+    cert = sep.certificate.tocoo()
+    contexts, tokens = np.unique(cert.row[cert.data != 0]), np.unique(cert.col[cert.data != 0])
+    named = ""
+    if labels is not None and 0 < len(tokens) <= CONFLICT_TOKENS:
+        named = ": " + " ".join(repr(str(labels[v])) for v in tokens)
+    return line + (f"\n             on {len(contexts):,} contexts and {len(tokens):,} tokens{named} "
+                   "(certificate.txt with --out)")
 
 
 def _margin_line(svm) -> str:
@@ -488,7 +503,8 @@ def _separable_line(r) -> str:
             why.append(("the NTP-SVM: " if why else "") + _cli_advice(r.errors["svm"]))
         return f"separable    {r.separability_verdict}: {'; '.join(why)}"
     if not r.separable:
-        return _not_separable_line(sep)
+        labels = r.token_labels if r.token_labels is not None else getattr(r.data, "token_labels", None)
+        return _not_separable_line(sep, labels)
     own = " — the model's own W separates H" if "candidate" in sep.method else ""
     by = " (decided by the NTP-SVM)" if "separability" in r.errors else ""
     return f"separable    {r.separability_verdict} ({sep.method}){own}{by}"
