@@ -963,6 +963,23 @@ def test_pair_certificates_by_newton_and_by_the_lp_agree(monkeypatch):
         assert Psi[off].max() <= 0 and Psi[off].sum() == pytest.approx(-1.0)
 
 
+def test_the_hinge_route_tries_the_pairs_that_carry_its_residual():
+    """method="hinge" runs no pair route, yet where a pair is the reason (text-like data, d ≪ m) its stalled φ rests on
+    that pair's two groups, and it returns their pair certificate, valid from the definitions; negative control: with
+    GUIDED_GROUPS = 0 the route decides by its own means (no pair certificate), and a negative count is refused."""
+    from embgeo.ntp.solvers.squared_hinge import HingeOptions
+
+    data = _text_like(150, 12, 4, 0)
+    sep = is_separable(data, method="hinge")
+    assert not sep and "carrying the squared hinge's residual" in sep.method
+    assert_farkas_certificate(data, sep, nonzero_combination=False)
+    assert len(np.unique(np.nonzero(sep.certificate.toarray())[1])) == 2
+    other = is_separable(data, method="hinge", hinge_options=HingeOptions(GUIDED_GROUPS=0))
+    assert not other and "carrying" not in other.method and "pair of token groups" not in other.method
+    with pytest.raises(ValueError, match="GUIDED_GROUPS"):
+        HingeOptions(GUIDED_GROUPS=-1)
+
+
 def test_pair_lp_respects_its_budget():
     pb = separability.make_problem(_text_like(150, 12, 4, 0), None)
     assert _pair_lp(pb, max_seconds=0.0) is None  # the budget is checked before every pair

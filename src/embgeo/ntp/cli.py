@@ -240,8 +240,7 @@ def _not_separable_line(sep, labels=None) -> str:
     named = ""
     if labels is not None and 0 < len(tokens) <= CONFLICT_TOKENS:
         named = ": " + " ".join(repr(str(labels[v])) for v in tokens)
-    return line + (f"\n             on {len(contexts):,} contexts and {len(tokens):,} tokens{named} "
-                   "(certificate.txt with --out)")
+    return line + f"; on {len(contexts):,} contexts and {len(tokens):,} tokens{named}"
 
 
 def _margin_line(svm) -> str:

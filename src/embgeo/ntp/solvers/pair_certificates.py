@@ -70,19 +70,29 @@ def pair_lp_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, max_seconds: float |
     Cost per pair: up to ``options.NEWTON_STEPS`` factorizations of r × r matrices (:func:`pair_hinge`, which decides
     most pairs either way), and an LP in r + 1 rows and |J_a ∪ J_b| columns for the pairs they leave open.
     """
-    from scipy.optimize import linprog  # looked up at each call (tests spy on scipy.optimize.linprog)
-
     opt = check_options(options, PairOptions)
-    max_seconds = opt.SECONDS if max_seconds is None else min(max_seconds, opt.SECONDS)
-    start = time.perf_counter()
     sizes = np.diff(P.indptr)
     top = np.argsort(-sizes, kind="stable")[:opt.GROUPS]
     top = top[sizes[top] > 0]
     pairs = [(int(a), int(b)) for i, a in enumerate(top) for b in top[i + 1:]]
     pairs.sort(key=lambda ab: -(sizes[ab[0]] + sizes[ab[1]]))
+    return pairs_farkas(K, r, P, pairs[:opt.MAX_PAIRS], max_seconds, opt)
+
+
+def pairs_farkas(K: np.ndarray, r: int, P: sp.csr_matrix, pairs: list[tuple[int, int]],
+                 max_seconds: float | None = None, options: PairOptions | None = None):
+    """(grp, ctx, Ψ, perp) from the first of ``pairs`` (group pairs (a, b), tried in that order) whose system has no
+    solution, or None: every pair's Newton steps first (:func:`pair_hinge`), then the LPs of those they leave open, all
+    within ``max_seconds`` (at most ``options.SECONDS``). :func:`pair_lp_farkas` gives it the largest groups' pairs; the
+    squared-hinge route the pairs of the groups that carry its residual."""
+    from scipy.optimize import linprog  # looked up at each call (tests spy on scipy.optimize.linprog)
+
+    opt = check_options(options, PairOptions)
+    max_seconds = opt.SECONDS if max_seconds is None else min(max_seconds, opt.SECONDS)
+    start = time.perf_counter()
     scale = farkas_scale(K)
     open_pairs = []  # the pairs the Newton steps leave to the LP, which runs after every pair had its Newton steps
-    for a, b in pairs[:opt.MAX_PAIRS]:
+    for a, b in pairs:
         if max_seconds - (time.perf_counter() - start) <= 0:
             return None
         system = _pair_system(K, P, a, b)

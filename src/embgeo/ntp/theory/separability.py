@@ -532,7 +532,7 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
         found["sep"] = sep
         return True
 
-    start, steps, single, value, stalls = None, 0, True, np.inf, 0
+    start, steps, single, value, stalls, tried = None, 0, True, np.inf, 0, set()
     while True:
         run = sh.minimise(hp, deadline=deadline, check=check, progress=progress, start=start, single=single,
                           slow=(hp.opt.NEWTON_EVERY, hp.opt.NEWTON_WHEN_DROP), working=True)
@@ -543,6 +543,10 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
             single = False  # float32 sees no further: go on in float64
         slow = run.stalled or run.slowed  # the active set has about settled: time for a Newton step
         start, value = (run.Y, run.t), run.phi
+        if slow and not past(deadline):
+            sep = _residual_pairs(pb, hp, run, tried, deadline)
+            if sep is not None:
+                return sep
         newton = None if past(deadline) or not slow else _newton_rounds(pb, solver, hp, run, check, deadline)
         if "sep" in found:
             return found["sep"]
@@ -559,6 +563,32 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
             raise SolverError(f"is_separable: undecided after {steps} L-BFGS steps of the squared hinge "
                               f"(φ = {value:.3g}, {stalls} stalls)"
                               + ("" if max_seconds is None else f" within max_seconds = {max_seconds:.3g} s"))
+
+
+def _residual_pairs(pb: Problem, hp, run, tried: set, deadline) -> Separability | None:
+    """The pair certificates (:func:`~embgeo.ntp.solvers.pair_certificates.pairs_farkas`) among the GUIDED_GROUPS token
+    groups that carry most of φ at a slowed or stalled ``run`` (squared residuals of its largest LP_PAIRS violations
+    and of every tie), the pairs in ``tried`` skipped and added to it. Where a pair is the reason for non-separability
+    its two groups are left with the residual, wherever they rank by size (the pair routes try the largest only)."""
+    from embgeo.ntp.solvers import squared_hinge as sh
+    from embgeo.ntp.solvers.pair_certificates import pairs_farkas
+
+    G = hp.shape[1]
+    g, j, lam = sh.off_residuals(hp, run.Y, run.t, hp.opt.LP_PAIRS)
+    tie_j, tie_g = hp.support.nonzero()
+    nu = row_dots(run.Y, hp.Q, tie_g, tie_j) - run.t[tie_j]
+    mass = np.bincount(g, weights=lam**2, minlength=G) + np.bincount(tie_g, weights=nu**2, minlength=G)
+    top = np.argsort(-mass, kind="stable")[:hp.opt.GUIDED_GROUPS]
+    top = top[mass[top] > 0]
+    pairs = [(int(min(a, b)), int(max(a, b))) for i, a in enumerate(top) for b in top[i + 1:]]
+    pairs = [ab for ab in pairs if ab not in tried]
+    tried.update(pairs)
+    if not pairs:
+        return None
+    cert = pairs_farkas(pb.K, pb.coords.rank, pb.groups.pattern, pairs, time_left(deadline), pb.options.pair)
+    return None if cert is None else farkas_result(
+        pb, cert, "pair of token groups whose contexts no direction separates (pair LP; the groups carrying the "
+        "squared hinge's residual)")
 
 
 def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
