@@ -233,14 +233,14 @@ def off_residuals(hp: HingeProblem, Y: np.ndarray, t: np.ndarray, limit: int, *,
         ls.append(vals)
         kept += len(vals)
         if kept > 2 * limit:  # trim to the largest now and then (linear time, memory O(limit + one block))
-            gs, js, ls = ([a] for a in _largest(np.concatenate(gs), np.concatenate(js), np.concatenate(ls), limit))
+            gs, js, ls = ([a] for a in largest(np.concatenate(gs), np.concatenate(js), np.concatenate(ls), limit))
             kept = limit
     if counts is not None:
         counts.update(above=above, positive=positive)
-    return _largest(np.concatenate(gs), np.concatenate(js), np.concatenate(ls), limit)
+    return largest(np.concatenate(gs), np.concatenate(js), np.concatenate(ls), limit)
 
 
-def _largest(g: np.ndarray, j: np.ndarray, lam: np.ndarray, limit: int) -> tuple[np.ndarray, ...]:
+def largest(g: np.ndarray, j: np.ndarray, lam: np.ndarray, limit: int) -> tuple[np.ndarray, ...]:
     """(g, j, λ) of the ``limit`` largest λ (all of them when there are no more)."""
     if len(lam) <= limit:
         return g, j, lam

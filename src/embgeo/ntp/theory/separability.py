@@ -543,19 +543,22 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
             single = False  # float32 sees no further: go on in float64
         slow = run.stalled or run.slowed  # the active set has about settled: time for a Newton step
         start, value = (run.Y, run.t), run.phi
+        violated = None  # (g, j, λ) of every violated pair at the run's point: one pass, for all three below
         if slow and not past(deadline):
-            sep = _residual_pairs(pb, hp, run, tried, deadline)
+            violated = sh.off_residuals(hp, run.Y, run.t, np.iinfo(np.int64).max)
+            sep = _residual_pairs(pb, hp, run, violated, tried, deadline)
             if sep is not None:
                 return sep
-        newton = None if past(deadline) or not slow else _newton_rounds(pb, solver, hp, run, check, deadline)
+        newton = None if violated is None or past(deadline) else _newton_rounds(pb, solver, hp, run, check, deadline,
+                                                                                violated[:2])
         if "sep" in found:
             return found["sep"]
         if isinstance(newton, Separability):
             return newton
         if newton is not None and newton[2] < value:
             start, value = newton[:2], newton[2]
-        elif run.stalled and not single and not past(deadline):
-            sep = _lp_on_violations(pb, solver, hp, run, deadline)
+        elif run.stalled and not single and violated is not None and not past(deadline):
+            sep = _lp_on_violations(pb, solver, hp, run, violated, deadline)
             if sep is not None:
                 return sep
             stalls += 1
@@ -565,16 +568,17 @@ def separability_by_hinge(pb: Problem, max_seconds: float | None = None,
                               + ("" if max_seconds is None else f" within max_seconds = {max_seconds:.3g} s"))
 
 
-def _residual_pairs(pb: Problem, hp, run, tried: set, deadline) -> Separability | None:
+def _residual_pairs(pb: Problem, hp, run, violated: tuple, tried: set, deadline) -> Separability | None:
     """The pair certificates (:func:`~embgeo.ntp.solvers.pair_certificates.pairs_farkas`) among the GUIDED_GROUPS token
-    groups that carry most of φ at a slowed or stalled ``run`` (squared residuals of its largest LP_PAIRS violations
-    and of every tie), the pairs in ``tried`` skipped and added to it. Where a pair is the reason for non-separability
-    its two groups are left with the residual, wherever they rank by size (the pair routes try the largest only)."""
+    groups that carry most of φ at a slowed or stalled ``run`` (squared residuals of the LP_PAIRS largest of its
+    ``violated`` pairs (g, j, λ) and of every tie), the pairs in ``tried`` skipped and added to it. Where a pair is
+    the reason for non-separability its two groups are left with the residual, wherever they rank by size (the pair
+    routes try the largest only)."""
     from embgeo.ntp.solvers import squared_hinge as sh
     from embgeo.ntp.solvers.pair_certificates import pairs_farkas
 
     G = hp.shape[1]
-    g, j, lam = sh.off_residuals(hp, run.Y, run.t, hp.opt.LP_PAIRS)
+    g, j, lam = sh.largest(*violated, hp.opt.LP_PAIRS)
     tie_j, tie_g = hp.support.nonzero()
     nu = row_dots(run.Y, hp.Q, tie_g, tie_j) - run.t[tie_j]
     mass = np.bincount(g, weights=lam**2, minlength=G) + np.bincount(tie_g, weights=nu**2, minlength=G)
@@ -591,13 +595,14 @@ def _residual_pairs(pb: Problem, hp, run, tried: set, deadline) -> Separability 
         "squared hinge's residual)")
 
 
-def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
-    """Up to NEWTON_ROUNDS semismooth Newton steps from ``run``'s point: a :class:`Separability` when they decide,
-    else (Y, t, φ) of the last point, or None when the active pairs are too many for the least-squares matrix."""
+def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline, active: tuple):
+    """Up to NEWTON_ROUNDS semismooth Newton steps from ``run``'s point, whose violated pairs (g, j) are ``active``: a
+    :class:`Separability` when they decide, else (Y, t, φ) of the last point, or None when the active pairs are too
+    many for the least-squares matrix."""
     from embgeo.ntp.solvers import squared_hinge as sh
 
     # φ in float64 at the start (run.phi may come from float32 products, too coarse for the line search's test)
-    Y, t, active = run.Y, run.t, None
+    Y, t = run.Y, run.t
     phi = sh.value_and_grad(hp, Y, t)[0]
     for _ in range(hp.opt.NEWTON_ROUNDS):
         step = sh.newton_step(hp, Y, t, phi, active=active, deadline=deadline)
@@ -617,11 +622,12 @@ def _newton_rounds(pb: Problem, solver: SVMDual, hp, run, check, deadline):
     return Y, t, phi
 
 
-def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, deadline) -> Separability | None:
-    """The separability LP on the LP_PAIRS largest violations of a stalled run: a Farkas matrix when infeasible."""
+def _lp_on_violations(pb: Problem, solver: SVMDual, hp, run, violated: tuple, deadline) -> Separability | None:
+    """The separability LP on the LP_PAIRS largest of a stalled run's ``violated`` pairs (g, j, λ): a Farkas matrix
+    when infeasible."""
     from embgeo.ntp.solvers import squared_hinge as sh
 
-    g, j, _ = sh.off_residuals(hp, run.Y, run.t, hp.opt.LP_PAIRS)
+    g, j, _ = sh.largest(*violated, hp.opt.LP_PAIRS)
     lp = separability_lp(pb.K, pb.groups.pattern, g, j, time_limit=time_left(deadline))
     if lp.status == Status.OPTIMAL and not lp.separable:
         farkas = solver.farkas_from(g, j, lp.mu / lp.mu.sum(), accept_any=True)
