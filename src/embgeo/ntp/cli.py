@@ -502,8 +502,7 @@ def _separable_line(r) -> str:
             why.append(("the NTP-SVM: " if why else "") + _cli_advice(r.errors["svm"]))
         return f"separable    {r.separability_verdict}: {'; '.join(why)}"
     if not r.separable:
-        labels = r.token_labels if r.token_labels is not None else getattr(r.data, "token_labels", None)
-        return _not_separable_line(sep, labels)
+        return _not_separable_line(sep, r.names)
     own = " — the model's own W separates H" if "candidate" in sep.method else ""
     by = " (decided by the NTP-SVM)" if "separability" in r.errors else ""
     return f"separable    {r.separability_verdict} ({sep.method}){own}{by}"

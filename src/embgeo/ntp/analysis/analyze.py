@@ -233,6 +233,13 @@ class Analysis:
             return str(self.separable)
         return "n/a" if self.no_constraints else "undecided"
 
+    @property
+    def names(self) -> list[str] | None:
+        """The name of each row of W: ``token_labels``, else ``data.token_labels``; None when neither is known."""
+        if self.token_labels is not None:
+            return self.token_labels
+        return None if self.data is None else self.data.token_labels
+
     def context_text(self, j: int) -> str:
         """Context j as its tokens (their names when known), space-separated; ``context j`` when no tokens."""
         if self.contexts is not None:
@@ -241,7 +248,7 @@ class Analysis:
             tokens = self.data.contexts[j]
         else:
             return f"context {j}"
-        names = self.token_labels if self.token_labels is not None else self.data.token_labels
+        names = self.names
         return " ".join(names[v] if names is not None else str(v) for v in tokens)
 
     def to_dict(self) -> dict:
@@ -324,7 +331,7 @@ class Analysis:
             np.savez(out / "contexts.npz", tokens=np.concatenate(tokens),
                      offsets=np.concatenate([[0], np.cumsum([t.size for t in tokens])]))
             written += ["next_token_counts.npz", "contexts.npz"]
-        labels = self.token_labels if self.token_labels is not None else None if data is None else data.token_labels
+        labels = self.names
         if labels is not None:
             (out / "vocabulary.txt").write_text("".join(f"{w}\n" for w in labels), encoding="utf-8")
             written.append("vocabulary.txt")
