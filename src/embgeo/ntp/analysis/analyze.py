@@ -235,7 +235,7 @@ class Analysis:
 
     @property
     def names(self) -> list[str] | None:
-        """The name of each row of W: ``token_labels``, else ``data.token_labels``; None when neither is known."""
+        """The names of the rows of W, ``token_labels`` or else ``data.token_labels`` (None when neither is known)."""
         if self.token_labels is not None:
             return self.token_labels
         return None if self.data is None else self.data.token_labels
