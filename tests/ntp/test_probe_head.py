@@ -242,6 +242,23 @@ def test_cli_prints_the_trained_head_table(tmp_path, capsys):
     assert "rows_cos_corrected" in summary["alignment"] and "cos_mm_bound" in summary["alignment"]
 
 
+@pytest.mark.parametrize("eps, expect", [(1e-6, "0.3000 ± 2.0e-06"), (0.05, "0.3000 in [0.2000, 0.4000]"),
+                                          (2.6, "0.3000 in [-1.0000, 1.0000]")])
+def test_the_all_rows_band_stays_a_cosine_interval(capsys, eps, expect):
+    """cos(W, Ŵ) is within 2ε of cos(W, W^mm) when ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖; an uncertified W^mm (ε = 2.6, as the
+    prefix probe on SmolLM2 printed "± 5.2e+00") gives the whole of [−1, 1], never a band wider than a cosine."""
+    from types import SimpleNamespace
+
+    from embgeo.ntp.cli import _print_probe_alignment
+
+    a = {"svm_error_bound": eps, "seen_tokens": 3, "unseen_tokens": 0, "rows_cos_mm": 0.3,
+         "rows_cos_corrected": 0.3, "subspace_error": 0.1, "star_cos": 0.9, "cos_mm": 0.3, "cos_mm_bound": 0.5,
+         "cos_corrected": 0.3, "cos_corrected_bound": 0.5, "margin": 0.01}
+    _print_probe_alignment(SimpleNamespace(alignment=a, errors={}))
+    line = [s for s in capsys.readouterr().out.splitlines() if s.startswith("all rows ")][0]
+    assert line.count(expect) == 2, line
+
+
 def test_cli_head_options_need_train_head(tmp_path, capsys):
     from embgeo.cli import main
 

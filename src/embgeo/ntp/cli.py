@@ -574,7 +574,16 @@ def _print_probe_alignment(r) -> None:
     old all-rows cosines beside their bounds."""
     a = r.alignment
     eps = a["svm_error_bound"]
-    band = f" ± {2 * eps:.1e}" if eps == eps else ""
+
+    def band(c: float) -> str:
+        # |cos(W, Ŵ) − cos(W, W^mm)| ≤ 2ε for ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖; shown as an interval inside [−1, 1], since a
+        # "± 5.2" on an uncertified W^mm would read as a number.
+        if eps != eps:
+            return ""
+        if 2 * eps < 1e-3:
+            return f" ± {2 * eps:.1e}"
+        return f" in [{max(c - 2 * eps, -1.0):.4f}, {min(c + 2 * eps, 1.0):.4f}]"
+
     k, nu = a.get("seen_tokens"), a.get("unseen_tokens")
     rows = [f"cos(T W, T W^mm) = {_cos_band(a, 'rows_cos_mm')}",
             f"cos(T(W - W*), T W^mm) = {_cos_band(a, 'rows_cos_corrected')}",
@@ -591,9 +600,10 @@ def _print_probe_alignment(r) -> None:
               f"sees); their mean row's logit minus the in-support logits: {a['unseen_logit_vs_support']:.4g} "
               + (f"(W^mm: {a['unseen_logit_vs_support_mm']:.4g})" if a.get("unseen_logit_vs_support_mm") ==
                  a.get("unseen_logit_vs_support_mm") else ""))
-    old = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band} (at most {a['cos_mm_bound']:.4f} for any W^mm with equal unseen "
-           "rows)" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
-           f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band} (at most {a['cos_corrected_bound']:.4f})"
+    old = [f"cos(W, W^mm) = {a['cos_mm']:.4f}{band(a['cos_mm'])} (at most {a['cos_mm_bound']:.4f} for any W^mm "
+           "with equal unseen rows)" if a["cos_mm"] == a["cos_mm"] else "cos(W, W^mm) n/a",
+           f"cos(W - W*, W^mm) = {a['cos_corrected']:.4f}{band(a['cos_corrected'])} "
+           f"(at most {a['cos_corrected_bound']:.4f})"
            if a["cos_corrected"] == a["cos_corrected"] else "cos(W - W*, W^mm) n/a",
            f"NTP-margin of P_perp(W) = {a['margin']:.3e}" if a["margin"] == a["margin"] else "NTP-margin n/a"]
     print("all rows     " + "; ".join(old), flush=True)
