@@ -23,13 +23,13 @@ def test_without_a_checkpoint_the_run_is_skipped_and_says_what_to_give(tmp_path)
 def test_a_gguf_checkpoint_end_to_end(tiny_gguf, text_file, tmp_path):  # noqa: F811
     path, _ = tiny_gguf
     settings = {"model": str(path), "text": str(text_file), "units": "lines", "context_lengths": (1, 2),
-                "max_contexts": 50, "head_steps": 20, "head_optimizers": "gd,ngd"}
+                "max_contexts": 50, "head_steps": 20, "head_optimizers": "gd,ngd", "prefixes": False}
     rec = run("ntp-real-lm", "quick", settings, out=tmp_path / "r", scheduler="inline", threads=1)
     assert rec.error is None and (tmp_path / "r" / "head_training.png").exists()
     result = real_lm.run_real_lm(real_lm.RealLMConfig(**settings))
     assert [c.name for c in result.claims] == [c.name for c in rec.claims]
     rows = result.trace
-    assert set(rows["k"]) == {1, 2} and set(rows["optimizer"]) == {"gd", "ngd"}
+    assert set(rows["k"]) == {"1", "2"} and set(rows["optimizer"]) == {"gd", "ngd"}
     # every claim is one of GD's Theorem 2 trends, and every trend that is not a claim is a note saying why
     n_claims = len(result.claims)
     n_notes = sum("not applicable" in n for n in result.notes)
@@ -37,6 +37,27 @@ def test_a_gguf_checkpoint_end_to_end(tiny_gguf, text_file, tmp_path):  # noqa: 
     for c in result.claims:
         assert "(Thm. 2)" in c.name and c.ok == real_lm.TREND_VERDICT[c.note.split(":")[0]]
     assert set(result.figures) == {"head_training"}
+
+
+def test_the_full_contexts_are_a_probe_of_their_own(tiny_gguf, text_file):  # noqa: F811
+    """prefixes=True adds "k = full": the probe of every prefix (--prefixes), with its own row, trace and notes —
+    the same numbers as probe_model(prefixes=True) called directly."""
+    from embgeo.ntp.analysis.probe import probe_model
+
+    path, _ = tiny_gguf
+    cfg = real_lm.RealLMConfig(model=str(path), text=str(text_file), units="lines", context_lengths=(2,),
+                               max_contexts=40, head_steps=5, head_optimizers="gd")
+    assert cfg.prefixes  # the study's default: k = 2, 4, 8 and full
+    result = real_lm.run_real_lm(cfg)
+    assert set(result.trace["k"]) == {"2", real_lm.FULL}
+    assert any(n.startswith("k = full: m = ") for n in result.notes)
+    direct = probe_model(str(path), str(text_file), prefixes=True, max_contexts=40, units="lines", progress=False)
+    assert result.scalars["kfull_m"] == direct.data.m
+    assert result.scalars["kfull_entropy"] == pytest.approx(direct.entropy, abs=1e-12)
+    assert result.scalars["kfull_ce"] == pytest.approx(direct.ce, abs=1e-9)
+    two = probe_model(str(path), str(text_file), context_length=2, max_contexts=40, units="lines", progress=False)
+    assert result.scalars["k2_entropy"] == pytest.approx(two.entropy, abs=1e-12)
+    assert direct.data.m != two.data.m or direct.entropy != pytest.approx(two.entropy)  # two different cuts
 
 
 def test_the_ce_split_adds_up(tiny_gguf, text_file):  # noqa: F811

@@ -2,7 +2,8 @@
 
 The paper's theory is for fixed embeddings H; its App. D asks how it bears on real language models, whose H is
 learned. This experiment takes a pretrained causal LM as it is — its final states H on a text's contexts, for
-several context lengths k — and asks the paper's questions of them (:func:`embgeo.ntp.analysis.probe.probe_model`):
+several context lengths k and the full contexts (every prefix: "k = full") — and asks the paper's questions of
+them (:func:`embgeo.ntp.analysis.probe.probe_model`):
 
 * are (H, supports) NTP-separable (Def. 2), with the certificate either way, and NTP_H-compatible (Def. 1)?
 * how far is the model's cross-entropy from the empirical entropy 𝓗 (the floor of any head on these contexts)?
@@ -53,6 +54,8 @@ SKIPPED = ("skipped: no checkpoint given. This experiment measures a pretrained 
 
 #: Theorem 2's three limits, as :func:`embgeo.ntp.analysis.probe.train_head` names them, and the statement of each.
 THEOREM2 = {"loss": "CE − 𝓗 → 0", "subspace": "P_F(W_t) → W*", "direction": "cos(T(W_t − W*), T W^mm) → 1"}
+#: The label of the full contexts (every prefix) beside the context lengths k.
+FULL = "full"
 #: A trend's verdict: toward the limit holds, away fails, no trend (within the band) is undecided.
 TREND_VERDICT = {"trend toward": True, "trend away": False, "no trend": None, "undecided": None}
 
@@ -72,6 +75,9 @@ class RealLMConfig:
     units: str = "paragraphs"
     #: The context lengths k (one probe each).
     context_lengths: tuple = (2, 4, 8)
+    #: Also the full contexts ("k = full": every prefix of a sequence up to the model's window, ``--prefixes`` of
+    #: ``embgeo ntp probe``), one more probe after the k's.
+    prefixes: bool = True
     #: Contexts per probe, drawn at random (``seed``) from the text's distinct ones, counts from the whole text.
     max_contexts: int = 2000
     seed: int = 0
@@ -97,20 +103,23 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
     if not ks or any(k < 1 for k in ks):
         raise InputError(f"context_lengths: expected context lengths ≥ 1, got {cfg.context_lengths!r}")
     lines, source = read_lines(cfg.text)
+    # (label, how the contexts are cut): the k's, then the full contexts
+    cuts = [(k, {"context_length": k}) for k in ks] + ([(FULL, {"prefixes": True})] if cfg.prefixes else [])
     rows, records, claims, notes = [], [], [], []
     t0 = time.perf_counter()
-    for k in ks:
+    for k, cut in cuts:
         # a line per stage, flushed (minutes each on a real LM; no bars, which a log file would not show)
         def started(stage, k=k):
             print(f"ntp-real-lm: k = {k}: {stage} started ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-        res = probe_model(cfg.model, lines, context_length=k, max_contexts=cfg.max_contexts, seed=cfg.seed,
+        res = probe_model(cfg.model, lines, **cut, max_contexts=cfg.max_contexts, seed=cfg.seed,
                           units=cfg.units, dtype=cfg.dtype, max_seconds=cfg.max_seconds, progress=False,
                           started=started)
         head = train_head(res, cfg.head_optimizers, steps=cfg.head_steps, started=started)
         rows.append(_row(k, res, head))
+        # the trace's k as text: one column for "2" and "full" alike (the CSV reads the same for the k's)
         for opt, run in head["runs"].items():
-            records += [{"k": k, "optimizer": opt, **r} for r in run["rows"]]
+            records += [{"k": str(k), "optimizer": opt, **r} for r in run["rows"]]
         k_claims, k_notes = _theorem2(k, head)
         claims += k_claims
         notes += [_summary_note(k, res), *k_notes]
@@ -123,7 +132,7 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
     return Result(claims, {"head_training": _figure(trace)}, trace=trace, notes=notes, scalars=scalars)
 
 
-def _row(k: int, res, head: dict) -> dict:
+def _row(k: int | str, res, head: dict) -> dict:
     """The measured numbers of one probe and its GD head — the first head trained when ``head_optimizers`` has no gd
     (NaN where an object does not exist)."""
     a, data = res.alignment, res.data
@@ -144,7 +153,7 @@ def _row(k: int, res, head: dict) -> dict:
     }
 
 
-def _theorem2(k: int, head: dict) -> tuple[list[Claim], list[str]]:
+def _theorem2(k: int | str, head: dict) -> tuple[list[Claim], list[str]]:
     """GD's three trends as claims where Theorem 2 applies; the others as notes (not applicable, not counted)."""
     gd = head["runs"].get("gd")
     if gd is None:
@@ -165,7 +174,7 @@ def _theorem2(k: int, head: dict) -> tuple[list[Claim], list[str]]:
     return claims, notes
 
 
-def _summary_note(k: int, res) -> str:
+def _summary_note(k: int | str, res) -> str:
     sep = res.separability_verdict
     how = "" if res.separability is None else f" ({res.separability.method})"
     comp = "undecided" if res.compatibility is None else str(bool(res.compatibility))
@@ -197,7 +206,7 @@ EXPERIMENTS.append(Experiment(
     RealLMConfig, run_real_lm, {"paper": {"context_lengths": (2, 4, 8), "max_contexts": 10000, "head_steps": 1000,
                                           "max_seconds": 1800.0}},
     # what reproduce meets is the skip (no checkpoint); with one the time is the model's and the text's
-    "seconds: skipped without a checkpoint (with SmolLM2-135M about 1.5 h: 3 probes of m = 10,000 and their heads)",
-    # reproduce gives no checkpoint: the run is skipped at once (measured with a checkpoint, quick is 3 probes of
-    # m = 2000 and 200 GD steps each, about 15 min on SmolLM2-135M)
+    "seconds: skipped without a checkpoint (with SmolLM2-135M about 2 h: 4 probes of m = 10,000 and their heads)",
+    # reproduce gives no checkpoint: the run is skipped at once (measured with a checkpoint, quick is 4 probes of
+    # m = 2000 and 200 GD and NGD steps each, about 25 min on SmolLM2-135M)
     quick_seconds=0.0, requires="model"))
