@@ -206,7 +206,8 @@ EXPERIMENTS.append(Experiment(
     RealLMConfig, run_real_lm, {"paper": {"context_lengths": (2, 4, 8), "max_contexts": 10000, "head_steps": 1000,
                                           "max_seconds": 1800.0}},
     # what reproduce meets is the skip (no checkpoint); with one the time is the model's and the text's
-    "seconds: skipped without a checkpoint (with SmolLM2-135M about 2 h: 4 probes of m = 10,000 and their heads)",
+    "seconds: skipped without a checkpoint (with SmolLM2-135M up to about 3 h: 4 probes of m = 10,000, each "
+    "limited to 30 min, and their heads)",
     # reproduce gives no checkpoint: the run is skipped at once (measured with a checkpoint, quick is 4 probes of
-    # m = 2000 and 200 GD and NGD steps each, about 25 min on SmolLM2-135M)
+    # m = 2000 and 200 GD and NGD steps each: 18 min on SmolLM2-135M, 2026-11-30)
     quick_seconds=0.0, requires="model"))
