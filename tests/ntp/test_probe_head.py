@@ -185,6 +185,32 @@ def test_trained_head_equals_train_on_the_same_H(tiny_probe):
     assert json.loads(json.dumps(res.to_dict(), allow_nan=False))["head_training"]["runs"]["gd"]["rows"]
 
 
+def test_a_spent_deadline_stops_every_run_after_one_step(tiny_probe):
+    """A deadline already past: each optimizer makes the step in progress, records it and says so; its claims are
+    judged on those records and carry the stop. Without a deadline the same call runs every step (the control)."""
+    import time
+
+    ht = train_head(tiny_probe, ["gd", "ngd"], steps=50, deadline=time.perf_counter() - 1.0)
+    for run in ht["runs"].values():
+        assert [r["step"] for r in run["rows"]] == [0, 1]
+        assert run["stopped"] == "the time limit after 1 of 50 steps"
+        assert all("(the time limit after 1 of 50 steps)" in c["why"] for c in run["claims"].values())
+    full = train_head(tiny_probe, ["gd"], steps=50)["runs"]["gd"]
+    assert full["rows"][-1]["step"] == 50 and full["stopped"] is None
+
+
+def test_train_stops_at_its_deadline_and_records_the_step():
+    import time
+
+    data = _data()
+    trace = train(data, "gd", None, 40, init="zeros", reference=False, progress=False, record_every=10,
+                  deadline=time.perf_counter() - 1.0)
+    assert [r["step"] for r in trace.rows] == [0, 1] and trace.meta["time_limit_at_step"] == 1
+    trace = train(data, "gd", None, 40, init="zeros", reference=False, progress=False, record_every=10,
+                  deadline=time.perf_counter() + 3600.0)
+    assert [r["step"] for r in trace.rows] == [0, 10, 20, 30, 40] and "time_limit_at_step" not in trace.meta
+
+
 def test_not_separable_data_make_the_claims_not_applicable():
     data = _data(m=20, V=12, seen=8, d=2, S=2, seed=3)
     res = measure(data, np.zeros((12, 2)) + 0.1)

@@ -395,6 +395,28 @@ def test_cli_estimates_messages_and_progress_lines(tiny_gguf, text_file, tmp_pat
     assert not (out / "W.npy").exists() and (out / "summary.json").exists() and (out / "probe.png").exists()
 
 
+def test_cli_train_head_stops_at_the_wall(tiny_gguf, text_file, tmp_path, capsys):
+    """--max-seconds is one wall with --train-head too: 10⁸ steps cannot finish in 6 s, so each run stops at the
+    limit with its steps recorded, and the measurement got three quarters of the limit (HEAD_TIME_SHARE)."""
+    from embgeo.cli import main
+    from embgeo.ntp.cli import HEAD_TIME_SHARE
+
+    out = tmp_path / "out"
+    assert main(["ntp", "probe", "--model", str(tiny_gguf[0]), "--text", str(text_file), "-k", "2",
+                 "--max-contexts", "12", "--max-seconds", "6", "--train-head", "--head-optimizer", "gd,ngd",
+                 "--head-steps", "100000000", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    announce = next(s for s in lines if s.startswith("train head ") and "--max-seconds" in s)
+    assert "within the last 2 s of --max-seconds" in announce
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["max_seconds"] == pytest.approx(6 * (1 - HEAD_TIME_SHARE))
+    for opt in ("gd", "ngd"):
+        run = summary["head_training"]["runs"][opt]
+        done = run["rows"][-1]["step"]
+        assert 1 <= done < 100000000 and run["stopped"] == f"the time limit after {done} of 100000000 steps"
+        assert any(s.strip().startswith(opt) and "stopped by the time limit" in s for s in lines)
+
+
 def test_cli_warns_when_the_estimate_leaves_the_solvers_nothing(tiny_gguf, text_file, tmp_path, capsys,
                                                                  monkeypatch):
     """Passes over the logits estimated at 100 s per context (a stand-in for a slow machine) take the whole limit: a

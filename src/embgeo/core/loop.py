@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from embgeo.core.checkpoint import save_atomic
+from embgeo.core.deadline import past
 from embgeo.core.status import Status
 from embgeo.core.trace import Trace
 from embgeo.errors import InputError
@@ -49,14 +50,17 @@ class TrainingInterrupted(UserWarning):
 
 def run_loop(trace: Trace, total: int, step: Callable[[int], None], record: Callable[[int], dict | None], *,
              record_at: Callable[[int], bool], start: int = 0, desc: str = "train", unit: str = "step",
-             progress: bool = True, on_interrupt: Callable[[int], None] | None = None) -> int:
+             progress: bool = True, on_interrupt: Callable[[int], None] | None = None,
+             deadline: float | None = None) -> int:
     """Run ``step(i)`` for i = start, ..., total − 1 and record along the way; returns the units done.
 
     ``record(done)`` appends the row after ``done`` units to ``trace`` and returns the values to
     show on the progress bar, or None to stop early (e.g. the iterate diverged). It is called at
     ``start`` when the trace is empty, after every unit where ``record_at(done)`` is true, and after
     the last one. Ctrl-C: ``trace.interrupted`` is set, ``on_interrupt(done)`` may record the
-    partial state, a :class:`TrainingInterrupted` warning is issued and the loop returns normally.
+    partial state, a :class:`TrainingInterrupted` warning is issued and the loop returns normally. Past
+    ``deadline`` (a ``time.perf_counter()`` value) the loop stops after the unit in progress: that state is recorded
+    and ``trace.meta["time_limit_at_step"]`` says after how many units.
     """
     done = start
     bar = tqdm(total=total, initial=start, desc=desc, disable=None if progress else True, leave=False)
@@ -88,7 +92,13 @@ def run_loop(trace: Trace, total: int, step: Callable[[int], None], record: Call
         for i in range(start, total):
             step(i)
             done = i + 1
-            if (record_at(done) or done == total) and not show(record(done)):
+            recorded = record_at(done) or done == total
+            if recorded and not show(record(done)):
+                return done
+            if done < total and past(deadline):
+                trace.meta["time_limit_at_step"] = done
+                if not recorded:
+                    show(record(done))
                 return done
             bar.update(1)
             if lines and (done == total or time.monotonic() - last_line >= LINE_SECONDS):

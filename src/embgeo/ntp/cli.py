@@ -285,14 +285,23 @@ def ntp_probe(args: argparse.Namespace) -> None:
 
     hooks = _hooks(plain=not sys.stdout.isatty())
     heartbeat = hooks.pop("heartbeat")
+    # --max-seconds is one wall for the whole probe: with --train-head the measurement gets all but the last
+    # HEAD_TIME_SHARE of it, and the head's runs stop at the wall (what the measurement leaves unused is theirs too)
+    wall = time.perf_counter() + args.max_seconds
+    measure_seconds = args.max_seconds * (1.0 - HEAD_TIME_SHARE if head is not None else 1.0)
+    if head is not None:
+        print(f"train head   {head['steps']} steps of {', '.join(head['optimizers'])} after the measurement, within "
+              f"the last {_duration(args.max_seconds - measure_seconds)} of --max-seconds (and whatever the "
+              "measurement leaves); a run that reaches the limit stops there, its trends judged on the steps made",
+              flush=True)
     result = _interruptible(lambda: probe_model(
         args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
         max_contexts=args.max_contexts, sample=args.sample, seed=args.seed, units=args.units,
         batch_size=args.batch_size, device=args.device, dtype=args.dtype, head_bias=args.head_bias,
-        max_seconds=args.max_seconds, separability_method=args.separability_method, **hooks), tick=heartbeat)
+        max_seconds=measure_seconds, separability_method=args.separability_method, **hooks), tick=heartbeat)
     if head is not None:
-        _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started")),
-                       tick=heartbeat)
+        _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started"),
+                                          deadline=wall), tick=heartbeat)
     _print_totals(result)
     if args.out:
         written = result.save(args.out, save_arrays=args.save_arrays)
@@ -319,6 +328,9 @@ def _head_options(args: argparse.Namespace) -> dict | None:
         raise InputError(f"--head-lr: expected a finite step size > 0, got {args.head_lr}")
     return {"optimizers": list(dict.fromkeys(opts)), "steps": steps, "lr": args.head_lr}
 
+
+#: ``ntp probe --train-head``: the part of --max-seconds kept for the head's runs (the measurement gets the rest).
+HEAD_TIME_SHARE = 0.25
 
 #: ``ntp probe`` off a terminal: a solver's progress line at most this often (seconds).
 SOLVER_LINE_SECONDS = 10.0
@@ -623,7 +635,8 @@ def _print_probe_head(r) -> None:
           "tokens (exact from zero)")
     for opt, run in ht["runs"].items():
         print(f"  {opt} (lr {run['lr']:.4g}, {run['seconds']:.1f} s)"
-              + (f" diverged at step {run['diverged']}" if run["diverged"] is not None else ""))
+              + (f" diverged at step {run['diverged']}" if run["diverged"] is not None else "")
+              + (f" stopped by {run['stopped']}" if run.get("stopped") else ""))
         print(f"  {'step':>8}  {'CE - H (KL)':>12}  {'||P_F W-W*||/||W*||':>19}  cos(T(W-W*), T W^mm)")
         rows = run["rows"]
         show = [x for x in rows if _one_two_five(x["step"])] + ([rows[-1]] if not _one_two_five(rows[-1]["step"])
@@ -732,7 +745,8 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
                          "hinge or dual alone, or lp (the LP alone: decides, at the memory of every constraint)")
     pr.add_argument("--max-seconds", type=float, default=600.0, metavar="S",
                     help="time limit of the whole probe (default 600): loading, the forward passes, then the "
-                         "iterative solvers share what is left")
+                         "iterative solvers share what is left; with --train-head the head's runs get the last "
+                         "quarter (and what the measurement leaves) and stop at the limit")
     pr.add_argument("--save-arrays", action="store_true",
                     help="with --out, also write the dense matrices H (m × d), W, W* and W^mm (V × d each)")
     pr.add_argument("--out", metavar="DIR", help="write summary.json, vocabulary.txt, probe.png/pdf and the small "

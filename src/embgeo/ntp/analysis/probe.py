@@ -615,7 +615,7 @@ HEAD_COLUMNS = ("step", "ce", "kl_gap", "norm", "subspace_error", "rows_cos_corr
 
 def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int = 1000, lr: float | None = None,
                *, record_every="log", report: Callable[[str, Analysis], object] | None = None,
-               started: Callable[[str], object] | None = None) -> dict:
+               started: Callable[[str], object] | None = None, deadline: float | None = None) -> dict:
     """Train a linear head from zero on the model's fixed H and watch Theorem 2 happen (or not): stage "train_head".
 
     For each optimizer (gd, ngd, adam) :func:`embgeo.ntp.training.train.train` runs ``steps`` full-batch updates from
@@ -637,8 +637,12 @@ def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int
     (not compatible), or W^mm is undecided (the NTP-SVM did not certify it) — or ``not covered`` (Adam: the theorem
     is about GD; the paper's Fig. 5 shows NGD and Adam empirically).
 
+    ``deadline`` (a ``time.perf_counter()`` value, None: no limit) is a wall: the optimizers share the time left
+    equally, each in turn, and a run that reaches its share stops after the step in progress (that step recorded);
+    its claims are judged on the steps it made, and ``stopped`` says after how many.
+
     Returns (and stores as ``result.head_training``) ``{"settings", "runs": {optimizer: {"lr", "rows",
-    "claims", "seconds", "diverged"}}}``; ``result.seconds["train_head"]`` is the stage's time.
+    "claims", "seconds", "diverged", "stopped"}}}``; ``result.seconds["train_head"]`` is the stage's time.
     """
     from embgeo.ntp.training.train import record_steps, train
 
@@ -670,13 +674,21 @@ def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int
         ref = reduced_reference(problem, w_star, w_mm, eps if eps == eps else 0.0)
     why = _head_applicability(result)
     runs = {}
-    for opt in optimizers:
+    for i, opt in enumerate(optimizers):
         t0 = time.perf_counter()
+        # an equal share of the time left for each run still to come
+        share = None if deadline is None else t0 + max(deadline - t0, 0.0) / (len(optimizers) - i)
         trace = train(data, opt, lr, steps, init="zeros", reference=ref if ref is not None else False,
-                      record_every=record_every, progress=False, reduce_unseen=True, expand=False)
+                      record_every=record_every, progress=False, reduce_unseen=True, expand=False, deadline=share)
         rows = [{c: r.get(c, math.nan) for c in HEAD_COLUMNS} for r in trace.rows]
-        runs[opt] = {"lr": trace.meta["lr"], "rows": rows, "claims": _head_claims(opt, rows, why),
-                     "seconds": time.perf_counter() - t0, "diverged": trace.meta.get("diverged_at_step")}
+        claims = _head_claims(opt, rows, why)
+        done = trace.meta.get("time_limit_at_step")
+        stopped = None if done is None else f"the time limit after {done} of {steps} steps"
+        if stopped is not None:
+            for c in claims.values():
+                c["why"] += f" ({stopped})"
+        runs[opt] = {"lr": trace.meta["lr"], "rows": rows, "claims": claims, "seconds": time.perf_counter() - t0,
+                     "diverged": trace.meta.get("diverged_at_step"), "stopped": stopped}
     result.head_training = {
         "settings": {"optimizers": optimizers, "steps": steps, "lr": lr, "init": "zeros",
                      "record_every": record_every, "reduced": {"seen_tokens": problem.k,

@@ -180,7 +180,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
           betas: tuple[float, float] = (0.9, 0.99), eps: float = 1e-8,
           reference: Reference | ReducedReference | Literal[False] | None = None,
           progress: bool = True, threads: int | None = None, device: str | torch.device | None = None,
-          reduce_unseen: bool = False, expand: bool = False) -> Trace:
+          reduce_unseen: bool = False, expand: bool = False, deadline: float | None = None) -> Trace:
     """Train the decoder W (V, d) on CE of eq. (2) and record the paper's Fig. 4-5 metrics.
 
     Parameters
@@ -236,6 +236,9 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
     expand : bool
         With ``reduce_unseen``: also return the (V, d) W as ``trace.W`` (default False: ``trace.W`` is None and
         ``trace.W_reduced`` holds the k + 1 rows). Ignored without ``reduce_unseen``.
+    deadline : float, optional
+        A ``time.perf_counter()`` value: past it the run stops after the step in progress, records that step and
+        sets ``trace.meta["time_limit_at_step"]`` (a time limit is a wall: ``embgeo ntp probe --train-head``).
 
     Returns
     -------
@@ -354,7 +357,7 @@ def train(data: NTPData, optimizer: str = "gd", lr: float | None = None, steps: 
 
     with limit_threads(threads):
         _run(trace, data, optimizer, lr, steps, W0, schedule, batch_size, betas, eps, seed, ref, progress, dev,
-             problem, rref)
+             problem, rref, deadline)
     if reduce_unseen:
         trace.reduced = problem
         trace.W_reduced = trace.W
@@ -374,7 +377,8 @@ def _check_betas(betas) -> tuple[float, float]:
 
 def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0: np.ndarray, schedule: list[int],
          batch_size: int | None, betas, eps: float, seed: int, ref: Reference | None, progress: bool,
-         device: torch.device, problem: ReducedProblem | None = None, rref: ReducedReference | None = None) -> None:
+         device: torch.device, problem: ReducedProblem | None = None, rref: ReducedReference | None = None,
+         deadline: float | None = None) -> None:
     """The training loop (:func:`embgeo.core.loop.run_loop`, one unit = one update); fills ``trace``.
 
     With ``problem``, W is the reduced R (k + 1, d) and ``trace.W`` is R (expanded by :func:`train`)."""
@@ -443,7 +447,7 @@ def _run(trace: Trace, data: NTPData, optimizer: str, lr: float, steps: int, W0:
 
     try:
         run_loop(trace, steps, step, record, record_at=to_record.__contains__, desc=f"train[{optimizer}]",
-                 progress=progress, on_interrupt=on_interrupt)
+                 progress=progress, on_interrupt=on_interrupt, deadline=deadline)
     finally:
         if trace.W is None:  # e.g. interrupted while recording: keep the current W
             trace.W = W.detach().cpu().numpy().copy()
