@@ -211,6 +211,22 @@ def test_train_stops_at_its_deadline_and_records_the_step():
     assert [r["step"] for r in trace.rows] == [0, 10, 20, 30, 40] and "time_limit_at_step" not in trace.meta
 
 
+def test_an_uncertified_w_mm_makes_the_direction_not_applicable(tiny_probe):
+    """A W^mm known only to a relative error ε ≥ 1 (a time limit before the NTP-SVM's first certified point: SmolLM2's
+    stream probe printed ε = 20) leaves its direction anywhere, so the direction claim is not applicable — not "no
+    trend"; just below 1 the claim stands (its bands are wide, not the whole of [−1, 1])."""
+    import copy
+
+    res = copy.deepcopy(tiny_probe)
+    res.alignment["svm_error_bound"] = 20.0
+    claims = train_head(res, ["gd"], steps=20)["runs"]["gd"]["claims"]
+    assert claims["direction"]["status"] == "not applicable" and "20 ≥ 1" in claims["direction"]["why"]
+    assert claims["loss"]["status"] != "not applicable" and claims["subspace"]["status"] != "not applicable"
+    res.alignment["svm_error_bound"] = 0.9
+    claims = train_head(res, ["gd"], steps=20)["runs"]["gd"]["claims"]
+    assert claims["direction"]["status"] != "not applicable"
+
+
 def test_not_separable_data_make_the_claims_not_applicable():
     data = _data(m=20, V=12, seen=8, d=2, S=2, seed=3)
     res = measure(data, np.zeros((12, 2)) + 0.1)

@@ -634,8 +634,9 @@ def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int
     other way beyond the band: on a short run a transient, e.g. ‖P_F(W_t) − W*‖ rising while ‖W_t‖ is still
     small), ``no trend`` (not separated from the start by the band), or ``not applicable`` with the reason — the
     data are not NTP-separable (then inf CE > 𝓗 and no W^mm exists: nothing to converge to), W* does not exist
-    (not compatible), or W^mm is undecided (the NTP-SVM did not certify it) — or ``not covered`` (Adam: the theorem
-    is about GD; the paper's Fig. 5 shows NGD and Adam empirically).
+    (not compatible), or W^mm is undecided (the NTP-SVM did not certify it, or only to a relative error ≥ 1, which
+    leaves its direction anywhere: the direction claim) — or ``not covered`` (Adam: the theorem is about GD; the
+    paper's Fig. 5 shows NGD and Adam empirically).
 
     ``deadline`` (a ``time.perf_counter()`` value, None: no limit) is a wall: the optimizers share the time left
     equally, each in turn, and a run that reaches its share stops after the step in progress (that step recorded);
@@ -719,6 +720,14 @@ def _head_applicability(result: Analysis) -> dict:
             out["loss"] = why
     if out["direction"] is None and (result.svm is None or result.svm.W is None):
         out["direction"] = "not applicable: W^mm is undecided (the NTP-SVM gave no certified point)"
+    eps = (result.alignment or {}).get("svm_error_bound", math.nan)
+    if eps != eps and result.svm is not None:
+        eps = float(result.svm.residuals.get("error_bound", math.nan))
+    if out["direction"] is None and eps >= 1.0:
+        # ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖ with ε ≥ 1 leaves W^mm's direction anywhere: every cosine band is [−1, 1]
+        out["direction"] = (f"not applicable: W^mm's direction is not known (the NTP-SVM's point is certified only "
+                            f"to a relative error of {eps:.3g} ≥ 1, e.g. a time limit before its first certified "
+                            "point)")
     return out
 
 
