@@ -300,6 +300,8 @@ def ntp_probe(args: argparse.Namespace) -> None:
         batch_size=args.batch_size, device=args.device, dtype=args.dtype, head_bias=args.head_bias,
         max_seconds=measure_seconds, separability_method=args.separability_method, **hooks), tick=heartbeat)
     if head is not None:
+        # summary.json keeps the user's limit, and the measurement's share of it beside
+        result.meta.update(max_seconds=args.max_seconds, measurement_max_seconds=measure_seconds)
         _interruptible(lambda: train_head(result, **head, report=hooks["report"], started=hooks.get("started"),
                                           deadline=wall), tick=heartbeat)
     _print_totals(result)
