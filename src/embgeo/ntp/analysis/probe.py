@@ -664,9 +664,7 @@ def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int
         started("train_head")
     t = time.perf_counter()
     problem = ReducedProblem(data)
-    eps = result.alignment.get("svm_error_bound", math.nan) if result.alignment else math.nan
-    if eps != eps and result.svm is not None and result.svm.W is not None:
-        eps = float(result.svm.residuals.get("error_bound", math.nan))
+    eps = _svm_error_bound(result)
     w_star, w_mm = result.w_star, result.w_mm
     if result.separable is False:
         w_mm = None  # no W^mm exists; a Farkas certificate says so
@@ -700,6 +698,15 @@ def train_head(result: Analysis, optimizers: Sequence[str] = ("gd",), steps: int
     return result.head_training
 
 
+def _svm_error_bound(result: Analysis) -> float:
+    """W^mm's certified relative error ε (‖Ŵ − W^mm‖ ≤ ε‖W^mm‖): the alignment's, else the NTP-SVM's own; NaN when
+    neither has one."""
+    eps = result.alignment.get("svm_error_bound", math.nan) if result.alignment else math.nan
+    if eps != eps and result.svm is not None and result.svm.W is not None:
+        eps = float(result.svm.residuals.get("error_bound", math.nan))
+    return eps
+
+
 def _head_applicability(result: Analysis) -> dict:
     """Per claim of Theorem 2: None (applicable) or why not."""
     sep, comp = result.separable, result.compatibility
@@ -720,9 +727,7 @@ def _head_applicability(result: Analysis) -> dict:
             out["loss"] = why
     if out["direction"] is None and (result.svm is None or result.svm.W is None):
         out["direction"] = "not applicable: W^mm is undecided (the NTP-SVM gave no certified point)"
-    eps = (result.alignment or {}).get("svm_error_bound", math.nan)
-    if eps != eps and result.svm is not None:
-        eps = float(result.svm.residuals.get("error_bound", math.nan))
+    eps = _svm_error_bound(result)
     if out["direction"] is None and eps >= 1.0:
         # ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖ with ε ≥ 1 leaves W^mm's direction anywhere: every cosine band is [−1, 1]
         out["direction"] = (f"not applicable: W^mm's direction is not known (the NTP-SVM's point is certified only "
