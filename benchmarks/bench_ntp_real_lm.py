@@ -52,14 +52,23 @@ def states(model: str, texts: list[str], k: int, m: int, cache: Path):  # texts:
         z = np.load(f)
         counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
         return z["H"], counts, float(z["forward_seconds"])
-    from embgeo.ntp.analysis.probe import count_contexts, hf_hidden, hidden_states, load_causal_lm, read_units
+    from embgeo.ntp.analysis.probe import (
+        count_contexts,
+        hf_hidden,
+        hidden_states,
+        load_causal_lm,
+        read_units,
+        start_tokens,
+    )
 
     lm, tokenizer = load_causal_lm(model, dtype="float32")
-    sequences = tokenizer(read_units(texts, "paragraphs"))["input_ids"]
+    # the text's own tokens; the tokenizer's start tokens (Gemma's <bos>; none for SmolLM2) run before each context
+    sequences = tokenizer(read_units(texts, "paragraphs"), add_special_tokens=False)["input_ids"]
+    lead = start_tokens(tokenizer)
     W = lm.get_output_embeddings().weight
     contexts = count_contexts(sequences, W.shape[0], context_length=k, max_contexts=m, sample="random", seed=0)
     t0 = time.perf_counter()
-    H = hidden_states(hf_hidden(lm), contexts, d=W.shape[1], progress=False)
+    H = hidden_states(hf_hidden(lm, lead), contexts, d=W.shape[1], progress=False)
     seconds = time.perf_counter() - t0
     probs, _ = contexts.probs_and_weights()
     counts = sp.csr_matrix(probs)

@@ -298,7 +298,8 @@ def ntp_probe(args: argparse.Namespace) -> None:
         args.model, args.text, context_length=args.context_length, prefixes=args.prefixes,
         max_contexts=args.max_contexts, sample=args.sample, seed=args.seed, units=args.units,
         batch_size=args.batch_size, device=args.device, dtype=args.dtype, head_bias=args.head_bias,
-        max_seconds=measure_seconds, separability_method=args.separability_method, **hooks), tick=heartbeat)
+        start=args.start_tokens, max_seconds=measure_seconds, separability_method=args.separability_method,
+        **hooks), tick=heartbeat)
     if head is not None:
         # summary.json keeps the user's limit, and the measurement's share of it beside
         result.meta.update(max_seconds=args.max_seconds, measurement_max_seconds=measure_seconds)
@@ -527,7 +528,9 @@ def _print_probe_plan(r) -> None:
     meta, info = r.meta, r.contexts.info
     print(f"model        {meta['model']} ({meta['architecture']}, {meta['parameters']:,} parameters, head "
           f"{'tied to the input embeddings' if meta['tied_head'] else 'untied'}, bias {meta['head_bias']}; "
-          f"tokenizer {meta['tokenizer_size']} tokens, window {meta['window']}) in {meta['dtype']} on "
+          f"tokenizer {meta['tokenizer_size']} tokens, window {meta['window']}"
+          + (f" after the start tokens {' '.join(meta['start_tokens'])}" if meta.get("start_tokens") else "")
+          + f") in {meta['dtype']} on "
           f"{meta['device']}, loaded in {meta.get('load_seconds', 0.0):.1f} s")
     how = f"windows of k={meta['context_length']}" if meta["mode"] == "windows" else \
         f"every prefix up to {meta['window']} tokens"
@@ -741,6 +744,10 @@ def add_commands(sub, common: argparse.ArgumentParser) -> None:
                          "for a GGUF file); H is cast to float64 for the theory")
     pr.add_argument("--head-bias", choices=["refuse", "append"], default="refuse",
                     help="a head with a bias b: refuse (default) or append it as a coordinate (h -> [h, 1])")
+    pr.add_argument("--start-tokens", choices=["model", "none"], default="model",
+                    help="what runs before every context: model (default: the tokens the model's tokenizer puts "
+                         "before a text, e.g. <bos> for Gemma and Llama 2, none for GPT-2; not part of the "
+                         "contexts) or none (the contexts alone)")
     pr.add_argument("--separability-method", choices=["auto", "hinge", "dual", "lp"], default="auto",
                     help="auto (default: cheap certificates and the model's W as one, the LP when small, "
                          "else the squared hinge, and the NTP-SVM dual with the time left where the hinge gives up), "

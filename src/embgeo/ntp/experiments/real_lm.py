@@ -88,6 +88,9 @@ class RealLMConfig:
     max_seconds: float = 900.0
     #: The forward pass's dtype (None: the model's own; float32 for a GGUF file).
     dtype: str | None = None
+    #: What runs before every context: "model" (the tokenizer's start tokens, e.g. Gemma's <bos>) or "none"
+    #: (:func:`embgeo.ntp.analysis.probe.start_tokens`).
+    start_tokens: str = "model"
 
 
 def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
@@ -113,8 +116,8 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
             print(f"ntp-real-lm: k = {k}: {stage} started ({time.perf_counter() - t0:.0f} s)", flush=True)
 
         res = probe_model(cfg.model, lines, **cut, max_contexts=cfg.max_contexts, seed=cfg.seed,
-                          units=cfg.units, dtype=cfg.dtype, max_seconds=cfg.max_seconds, progress=False,
-                          started=started)
+                          units=cfg.units, dtype=cfg.dtype, start=cfg.start_tokens, max_seconds=cfg.max_seconds,
+                          progress=False, started=started)
         head = train_head(res, cfg.head_optimizers, steps=cfg.head_steps, started=started)
         rows.append(_row(k, res, head))
         # the trace's k as text: one column for "2" and "full" alike (the CSV reads the same for the k's)
