@@ -1247,6 +1247,34 @@ def test_candidate_projection_is_the_orthogonal_projection_onto_f_perp(case):
     np.testing.assert_allclose(sep.W, Wp / kesler_values(data, Wp).min(), atol=1e-9 * np.abs(Wp).max() / 3)
 
 
+@pytest.mark.parametrize("case", [(8, 8, 6, 2, 0), (8, 10, 6, 3, 1)])
+def test_candidate_with_tokens_in_no_support_that_bind_the_margin(case):
+    """Tokens that follow no context (a real LM's 48k of 49k) enter the candidate's certificate only through their
+    logits (the projection moves only rows in some support): the certificate is still P_⊥(candidate)/γ over every
+    token, with γ set by a token in no support here — rows made to nearly copy a support token's row; the
+    candidate itself is left as it was."""
+    base = synthetic(*case[:4], seed=case[4])
+    extra = 3
+    data = NTPData(base.embeddings, sp.hstack([base.probs, sp.csr_matrix((base.m, extra))]).tocsr())
+    status, W = ref_ntp_svm(data)
+    assert status == "optimal"
+    candidate = 3.0 * W + 0.01 * np.linalg.norm(W) / np.sqrt(W.size) * np.random.default_rng(2).standard_normal(W.shape)
+    first = [int(np.flatnonzero(base.probs[j].toarray())[0]) for j in range(extra)]
+    candidate[base.V:] = 0.97 * candidate[first]  # nearly the logits of a support token: the smallest margins
+    given = candidate.copy()
+    sep = is_separable(data, candidate=candidate)
+    assert sep and sep.method.startswith("the given candidate")
+    assert np.array_equal(candidate, given)
+    Wp = candidate - (dense_projector_F(data) @ candidate.ravel()).reshape(W.shape)
+    Q, _ = np.linalg.qr(data.embeddings.T)
+    Wp = Wp @ Q @ Q.T
+    np.testing.assert_allclose(sep.W, Wp / kesler_values(data, Wp).min(), atol=1e-9 * np.abs(Wp).max() / 3)
+    # the smallest margin is one of a token in no support (else this test would not reach that term)
+    Z = data.embeddings @ sep.W.T
+    unseen = min(float(Z[j, data.supports[j][0]] - Z[j, base.V:].max()) for j in range(data.m))
+    assert unseen == pytest.approx(1.0, abs=1e-9) and kesler_values(data, sep.W).min() == pytest.approx(1.0, abs=1e-9)
+
+
 def test_candidate_that_does_not_separate_falls_through():
     sep_data = synthetic(8, 8, 6, 2, seed=0)
     sep = is_separable(sep_data, candidate=np.zeros((sep_data.V, sep_data.d)))  # margin 0: not a certificate

@@ -304,20 +304,33 @@ def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
     Tokens are their own groups here (the rows of a given W need not be equal within a group). P_⊥ in
     coordinates is the least change of the rows that ties every support — the unweighted
     :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` (F⊥ is the set of W whose supports tie): no equality
-    system, which at m = 100,000 would have needed 9 GiB for the frequent tokens' contexts."""
+    system, which at m = 100,000 would have needed 9 GiB for the frequent tokens' contexts. It moves only the rows of
+    tokens in some support, so it runs on those rows alone; a token in no support enters only through its logits,
+    t_j − max_v x_vᵀk_j ≥ γ, which scale with the certificate (:func:`largest_logits`). Issue 38: on Gemma 3
+    (V = 262,144) the projection of all V rows held several V × r copies, 5.3 GiB above the rest of the probe."""
+    from embgeo.ntp.solvers.scan import largest_logits
     from embgeo.ntp.solvers.svm_alm import TieProjection
 
     data = pb.data
     coo = data.probs.tocoo()
-    tokens, contexts = coo.col.astype(np.int64), coo.row.astype(np.int64)
-    projection = TieProjection(pb.K, tokens, contexts, np.ones(data.V))
-    X, t, _ = projection.project(pb.coords.to_coords(W))  # (V, r), t: each context's tie
+    seen = np.unique(coo.col)  # the tokens in some support: the only rows the ties move
+    tokens, contexts = np.searchsorted(seen, coo.col).astype(np.int64), coo.row.astype(np.int64)
+    X_all = pb.coords.to_coords(W)  # (V, r)
+    others = np.ones(data.V, dtype=bool)
+    others[seen] = False
+    outside = largest_logits(X_all[others], pb.K)  # (m,): the largest logit of a token in no support
+    projection = TieProjection(pb.K, tokens, contexts, np.ones(seen.size))
+    X, t, _ = projection.project(X_all[seen])  # (|seen|, r), t: each context's tie
     # the CSR arrays of probs (m, V) read as CSC are its transpose: column j lists the tokens of S_j
-    support = sp.csc_matrix((np.ones(data.probs.nnz), data.probs.indices, data.probs.indptr), shape=(data.V, data.m))
-    X, t, eq, gamma = _scaled_and_refined(pb, tokens, contexts, np.ones(data.V), support, X, t, projection)
+    support = sp.csc_matrix((np.ones(data.probs.nnz), np.searchsorted(seen, data.probs.indices), data.probs.indptr),
+                            shape=(seen.size, data.m))
+    X, t, eq, gamma, scale = _scaled_and_refined(pb, tokens, contexts, np.ones(seen.size), support, X, t, projection,
+                                                 outside=outside)
     if not gamma > 0 or eq > MARGIN_ATOL:
         return None  # no margin, or the projection's rounding is not small against it: decide otherwise
-    return Separability(True, pb.caller_w(X), None, {"min_margin": 1.0, "equality": eq},
+    X_all = X_all * scale  # a copy: to_coords may return W itself
+    X_all[seen] = X
+    return Separability(True, pb.caller_w(X_all), None, {"min_margin": 1.0, "equality": eq},
                         "the given candidate projected onto F⊥, scaled to margin 1")
 
 
@@ -369,16 +382,20 @@ def separable_result(pb: Problem, X: np.ndarray, t: np.ndarray, method: str) -> 
     after scaling are refined by up to TIE_ROUNDS further weighted projections (:func:`_scaled_and_refined`).
     """
     coo = pb.groups.pattern.tocoo()
-    X, t, eq, gamma = _scaled_and_refined(pb, coo.row, coo.col, pb.groups.size, pb.groups.pattern.tocsc(), X, t)
+    X, t, eq, gamma, _ = _scaled_and_refined(pb, coo.row, coo.col, pb.groups.size, pb.groups.pattern.tocsc(), X, t)
     if not gamma > 0:
         return Separability(False, None, None, {"min_margin": float(gamma), "equality": eq}, method)
     return Separability(True, pb.token_w(X), None, {"min_margin": 1.0, "equality": eq}, method)
 
 
 def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray,
-                        support: sp.csc_matrix, X: np.ndarray, t: np.ndarray, projection=None):
-    """(X/γ, t/γ, the largest tie violation |x_rowᵀk_col − t_col| on the support pairs (rows, cols), γ) for rows X
-    tied on the supports, γ the smallest off-support margin (one full pass over ``support``, (rows of X, m) in CSC);
+                        support: sp.csc_matrix, X: np.ndarray, t: np.ndarray, projection=None,
+                        outside: np.ndarray | None = None):
+    """(X/γ, t/γ, the largest tie violation |x_rowᵀk_col − t_col| on the support pairs (rows, cols), γ, the factor
+    applied to X in all) for rows X
+    tied on the supports, γ the smallest off-support margin (one full pass over ``support``, (rows of X, m) in CSC;
+    with ``outside`` (m,), the largest logit of each context among rows left out of X, in X's units, also
+    t_j − outside_j: rows that no projection moves, so they only scale);
     when γ > 0 and the ties are off by more than TIE_TARGET, up to TIE_ROUNDS (``pb.options``) further projections
     onto the ties (``projection``, a :class:`~embgeo.ntp.solvers.svm_alm.TieProjection` of these pairs and
     ``weights``, built when None), each rescaled and kept only while it improves the ties: a projection of a nearly
@@ -387,16 +404,20 @@ def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights
     when γ ≤ 0."""
 
     K, opt = pb.K, pb.options
+    factor = 1.0  # what X has been divided by so far, which the left-out rows share
 
     def scaled(X, t):
         gamma = scan_off_support(X, t, K, support).min_margin
+        if outside is not None:
+            gamma = min(gamma, float(np.min(t - outside / factor, initial=np.inf)))
         if gamma > 0:
             X, t = X / gamma, t / gamma
         return X, t, float(np.max(np.abs(row_dots(X, K, rows, cols) - t[cols]), initial=0.0)), gamma
 
     X, t, eq, gamma = scaled(X, t)
     if not gamma > 0:
-        return X, t, eq, gamma
+        return X, t, eq, gamma, 1.0
+    factor = gamma
     for _ in range(opt.TIE_ROUNDS):
         if eq <= opt.TIE_TARGET:
             break
@@ -408,15 +429,15 @@ def _scaled_and_refined(pb: Problem, rows: np.ndarray, cols: np.ndarray, weights
         Xr, tr, eq_r, gamma_r = scaled(Xr, tr)
         if not (gamma_r > 0 and eq_r < eq):
             break  # the refinement gains nothing (rounding reached): keep the certificate before it
-        X, t, eq = Xr, tr, eq_r
+        X, t, eq, factor = Xr, tr, eq_r, factor * gamma_r
     n_ties = len(rows) - len(np.unique(cols)) if eq > opt.TIE_TARGET else 0  # (counted only where needed)
     if n_ties and 2.0 * X.size * n_ties**2 <= opt.EXACT_TIE_FLOPS and X.size * n_ties <= opt.EXACT_TIE_ENTRIES:
         from embgeo.ntp.solvers.svm_ipm import project_on_ties
 
         Xr, tr, eq_r, gamma_r = scaled(*project_on_ties(K, rows, cols, X))
         if gamma_r > 0 and eq_r < eq:
-            X, t, eq = Xr, tr, eq_r
-    return X, t, eq, 1.0
+            X, t, eq, factor = Xr, tr, eq_r, factor * gamma_r
+    return X, t, eq, 1.0, 1.0 / factor
 
 
 def in_support(pattern: sp.csr_matrix, g: np.ndarray, j: np.ndarray) -> np.ndarray:
