@@ -284,6 +284,18 @@ def test_factored_logit_structure_matches_the_dense_one(m, V, d, S):
     assert scalars["effective_rank_rest"] is None and scalars["rank_rest"] is None
 
 
+@pytest.mark.parametrize("n, d, block_rows", [(1000, 7, 50), (200, 30, 30), (64, 16, 100)])
+def test_r_factor_in_row_blocks(n, d, block_rows):
+    """The tall-skinny QR of row blocks (no copy of a V × d head): RᵀR = AᵀA, so the singular values are A's."""
+    from embgeo.ntp.measure.geometry import r_factor
+
+    A = np.random.default_rng(n).normal(size=(n, d)) * np.logspace(0, -6, d)  # columns of very different scales
+    R = r_factor(A, block_bytes=8 * d * block_rows)
+    assert R.shape == (d, d)
+    np.testing.assert_allclose(np.linalg.svd(R, compute_uv=False), np.linalg.svd(A, compute_uv=False), rtol=1e-11)
+    np.testing.assert_allclose(R.T @ R, A.T @ A, rtol=0, atol=1e-12 * np.sum(A**2))
+
+
 # -- the full GPT-2 vocabulary ---------------------------------------------------------------------------
 
 def test_a_gpt2_sized_vocabulary(tmp_path, tokenizer, tweets):

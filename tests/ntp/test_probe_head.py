@@ -73,6 +73,33 @@ def test_the_constrained_rows_ignore_a_common_shift(wide):
     assert a["unseen_share"] > 0.8 and a["unseen_tokens"] == 22 and a["seen_tokens"] == 8
 
 
+@pytest.mark.parametrize("equal_unseen", [False, True])
+def test_the_unseen_block_from_sums_equals_the_block_itself(wide, equal_unseen):
+    """unseen_block takes the never-next block's sums as all rows' less the seen rows' (no copy of the block, nearly
+    all of W at a real V): the same numbers as the block written out, for a pretrained-like W and one whose unseen
+    rows are equal (spread 0, as a head trained from zero keeps them)."""
+    from embgeo.ntp.measure.metrics import unseen_block
+
+    data, _ = wide
+    seen, unseen = np.unique(data.probs.indices), np.setdiff1d(np.arange(data.V), data.probs.indices)
+    W = _pretrained_like(data)
+    if equal_unseen:
+        W[unseen] = W[unseen[0]]
+    got = unseen_block(data, W, seen, unseen)
+    WU, mu = W[unseen], W.mean(axis=0)
+    u = WU.mean(axis=0)
+    n2, c2 = float(np.sum(W**2)), float(np.sum((W - mu) ** 2))
+    H, P = data.embeddings, data.probs.toarray()
+    L = H @ W.T
+    assert got["unseen_share"] == pytest.approx(float(np.sum(WU**2)) / n2, rel=1e-12)
+    assert got["unseen_share_centred"] == pytest.approx(float(np.sum((WU - mu) ** 2)) / c2, rel=1e-12)
+    assert got["unseen_spread_share"] == pytest.approx(float(np.sum((WU - u) ** 2)) / c2, rel=1e-9, abs=1e-13)
+    assert got["unseen_logit_vs_support"] == pytest.approx(
+        float(data.weights @ (H @ u - np.sum(P * L, axis=1))), rel=1e-12)
+    assert got["unseen_logit_vs_seen"] == pytest.approx(float(data.weights @ (H @ (u - W[seen].mean(axis=0)))),
+                                                        rel=1e-12)
+
+
 def test_the_bound_is_the_largest_cosine_with_equal_unseen_rows(wide):
     """cos(W, M) ≤ equal_rows_bound(W) for every M with equal unseen rows and zero column sums; equality at P(W)."""
     data, ref = wide

@@ -114,3 +114,19 @@ def test_unit_scale_is_an_exact_power_of_two(separable_data):
     unit, s = unit_scale(_scaled(separable_data, 0) if np.abs(separable_data.embeddings).max() < 1 else
                          NTPData(separable_data.embeddings / 4, separable_data.probs))
     assert unit_scale(unit)[1] == 1.0  # idempotent
+
+
+@pytest.mark.parametrize("exponent", [-300, -250, -120, -100, -50, 0, 50, 100, 120, 250, 300])
+def test_ntp_margin_does_not_depend_on_the_units_of_w(separable_data, unit_results, exponent):
+    """The NTP-margin of P_⊥(W) is homogeneous of degree 0 in W: the same at W·10^e whether or not its largest entry
+    is far enough from 1 for ntp_margin to rescale it (no copy of W between 1e-100 and 1e100), and equal at e = 0 to
+    the margin written out from the logits of P_⊥(W)."""
+    data = separable_data
+    W = unit_results[2].W + np.random.default_rng(0).standard_normal((data.V, data.d))
+    base = ntp_margin(data, W)
+    assert ntp_margin(data, W * 10.0**exponent) == pytest.approx(base, rel=1e-12)
+    Wp = subspace(data).project_perp(W)
+    L = data.embeddings @ Wp.T
+    direct = min(L[j, z] - L[j, v] for j in range(data.m) for z in data.supports[j]
+                 for v in range(data.V) if v not in data.supports[j])
+    assert base == pytest.approx(direct / np.linalg.norm(Wp), rel=1e-12)

@@ -493,7 +493,7 @@ def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
     multi = bool(np.any(S > 1))
     HtH, WtW = H.T @ H, W.T @ W  # (d, d) each; the rest's Gram reuses them (WᵀW is O(V d²))
     norm2 = float(np.sum(HtH * WtW))
-    s_L = np.linalg.svd(np.linalg.qr(H, mode="r") @ np.linalg.qr(W, mode="r").T, compute_uv=False)
+    s_L = np.linalg.svd(r_factor(H) @ r_factor(W).T, compute_uv=False)
     margins = context_margins(H, W, data)
     has_off = S < V
     margin = float(margins[has_off].min()) if has_off.any() else math.nan
@@ -516,6 +516,17 @@ def logit_structure_factored(H: np.ndarray, W: np.ndarray, data: NTPData,
         scalars.update(effective_rank_rest=effective_rank_of(s_R), rank_rest=numerical_rank_of(s_R, 1e-6))
         arrays["rest_singular_values"] = s_R
     return scalars, arrays
+
+
+def r_factor(A: np.ndarray, block_bytes: int = BLOCK_BYTES) -> np.ndarray:
+    """R with AᵀA = RᵀR (at most d × d) for A (n, d), from the QR factors of row blocks of ``block_bytes`` stacked and
+    factored again (a tall-skinny QR: as stable as one QR of A). ``np.linalg.qr`` of the whole A copies it, and a head
+    of V = 262,144 rows (Gemma 3) is 1.25 GiB in float64 (issue 38)."""
+    n, d = A.shape
+    rows = max(2 * d, block_bytes // (8 * max(d, 1)))  # ≥ 2d rows a block: each pass at least halves the rows
+    if n <= rows:
+        return np.linalg.qr(A, mode="r")
+    return r_factor(np.vstack([np.linalg.qr(A[s:s + rows], mode="r") for s in range(0, n, rows)]), block_bytes)
 
 
 def context_margins(H: np.ndarray, W: np.ndarray, data: NTPData) -> np.ndarray:
@@ -573,7 +584,7 @@ def row_norms_frequency(data: NTPData, W: np.ndarray) -> tuple[dict, dict]:
     from scipy.stats import spearmanr
 
     freq = np.asarray(data.probs.T @ data.weights).ravel()
-    norms = np.linalg.norm(W, axis=1)
+    norms = np.sqrt(np.einsum("ij,ij->i", W, W))  # no V × d temporary, as np.linalg.norm(W, axis=1) makes
     seen = freq > 0
     rho = math.nan
     if seen.sum() >= 3 and np.ptp(freq[seen]) > 0 and np.ptp(norms[seen]) > 0:

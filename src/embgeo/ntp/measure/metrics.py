@@ -115,7 +115,7 @@ def cosine(A: np.ndarray, B: np.ndarray) -> float:
     na, nb = np.linalg.norm(A), np.linalg.norm(B)
     if na == 0 or nb == 0:
         return math.nan
-    return float(np.sum(A * B) / (na * nb))
+    return float(np.vdot(A, B) / (na * nb))  # no A * B temporary: a V × d copy at Gemma's V = 262,144 (1.25 GiB)
 
 
 def reference_metrics(data: NTPData, W: np.ndarray, ref: Reference) -> dict:
@@ -176,7 +176,13 @@ def reduce_rows(W: np.ndarray, seen: np.ndarray, unseen: np.ndarray) -> np.ndarr
     orthogonal projection of W onto {equal unseen rows}, the unseen block written once."""
     if unseen.size == 0:
         return W[seen]
-    return np.vstack([W[seen], W[unseen].mean(axis=0, keepdims=True)])
+    return np.vstack([W[seen], unseen_mean(W, seen, unseen)[None]])
+
+
+def unseen_mean(W: np.ndarray, seen: np.ndarray, unseen: np.ndarray) -> np.ndarray:
+    """(d,): the mean of W's unseen rows, as (all rows' sum − the seen rows' sum) / |U|: no copy of the unseen block
+    (W[unseen] is nearly all of W: 1.25 GiB at Gemma 3's V = 262,144)."""
+    return (W.sum(axis=0) - W[seen].sum(axis=0)) / unseen.size
 
 
 def expand_rows(R: np.ndarray, seen: np.ndarray, unseen: np.ndarray, V: int) -> np.ndarray:
@@ -247,7 +253,7 @@ def equal_rows_bound(W: np.ndarray, seen: np.ndarray, unseen: np.ndarray) -> flo
     mu = W.mean(axis=0)
     s = float(np.sum((W[seen] - mu) ** 2))
     if unseen.size:
-        s += unseen.size * float(np.sum((W[unseen].mean(axis=0) - mu) ** 2))
+        s += unseen.size * float(np.sum((unseen_mean(W, seen, unseen) - mu) ** 2))
     return math.sqrt(s) / n
 
 
@@ -267,11 +273,12 @@ def unseen_block(data: NTPData, W: np.ndarray, seen: np.ndarray, unseen: np.ndar
         return {**out, **dict.fromkeys(keys, math.nan)}
     n2 = float(np.einsum("ij,ij->", W, W))
     mu = W.mean(axis=0)
-    WU = W[unseen]  # one copy of the block (at V = 49,152, d = 576: 0.2 GB); the sums below make no more
+    # the unseen block's sums as all rows' less the seen rows': no copy of the block (nearly all of W)
+    WS = W[seen]
     nu = unseen.size
-    sum_u = WU.sum(axis=0)
+    sum_u = W.sum(axis=0) - WS.sum(axis=0)
     u = sum_u / nu
-    s_u = float(np.einsum("ij,ij->", WU, WU))
+    s_u = max(n2 - float(np.einsum("ij,ij->", WS, WS)), 0.0)
     c2 = n2 - W.shape[0] * float(mu @ mu)  # ‖W − 1μᵀ‖²
     around_mu = s_u - 2.0 * float(mu @ sum_u) + nu * float(mu @ mu)  # Σ_U ‖w_v − μ‖²
     spread = max(s_u - nu * float(u @ u), 0.0)  # Σ_U ‖w_v − ū‖²
@@ -285,7 +292,7 @@ def unseen_block(data: NTPData, W: np.ndarray, seen: np.ndarray, unseen: np.ndar
         unseen_share_centred=around_mu / c2 if c2 > 0 else math.nan,
         unseen_spread_share=spread / c2 if c2 > 0 else math.nan,
         unseen_logit_vs_support=float(data.weights @ (H @ u - support)),
-        unseen_logit_vs_seen=float(data.weights @ (H @ (u - W[seen].mean(axis=0)))),
+        unseen_logit_vs_seen=float(data.weights @ (H @ (u - WS.mean(axis=0)))),
     )
     return out
 

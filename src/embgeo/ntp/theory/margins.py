@@ -18,18 +18,20 @@ def ntp_margin(data: NTPData, W: ArrayLike, subspace_: Subspace | None = None, *
     min_{j, z∈S_j, v∉S_j} (e_z - e_v)ᵀ P_⊥(W) h̄_j / ‖P_⊥(W)‖.
 
     Equals 1/‖W^mm‖ at W = W^mm and is at most that for every W. Returns 0.0 when P_⊥(W) = 0.
-    Evaluated in blocks of contexts (never an (m, V) array), on H̄ in unit scale and P_⊥(W) divided by its
-    largest entry (the margin is homogeneous of degree 0 in W and 1 in H̄): no overflow at any units.
+    Evaluated in blocks of contexts (never an (m, V) array), on H̄ in unit scale and, when its largest entry is far
+    from 1, P_⊥(W) divided by it (the margin is homogeneous of degree 0 in W and 1 in H̄): no overflow at any units,
+    and no V × d copy at ordinary ones (1.25 GiB at Gemma 3's V = 262,144; issue 38).
     ``perp``: P_⊥(W) (V, d) when the caller has it already (the probe's alignment projects W once for both).
     """
     if perp is None:
         Wp = (subspace_ or Subspace(data)).project_perp(W)
     else:
         Wp = check_W(data, perp)
-    top = float(np.max(np.abs(Wp), initial=0.0))
+    top = max(float(np.max(Wp, initial=0.0)), -float(np.min(Wp, initial=0.0)))  # no |Wp| temporary (V × d)
     if top == 0:
         return 0.0
-    Wp = Wp / top
+    if not 1e-100 <= top <= 1e100:
+        Wp = Wp / top  # the norm's squares and the logits kept from overflow and underflow (a copy)
     norm = np.linalg.norm(Wp)
     if np.all(data.support_sizes == data.V):
         raise InputError("probs: every context has full support (S_j = V), the NTP-margin is undefined")
