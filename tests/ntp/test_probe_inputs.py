@@ -730,3 +730,58 @@ def test_memory_estimate_leaves_out_an_equality_system_that_does_not_fit_the_mem
     with_model = P.memory_estimate(data.probs, data.d, model, plan, room=others + full["equality_system"] + 4 * 4 * (
         6 * 8 + 2 * 16 + 2 * 3))
     assert with_model["equality_system_built"] == 1
+
+
+def test_memory_estimate_counts_the_process_and_the_heads_work(monkeypatch):
+    """Issue 38 on Gemma 3 (V = 262,144): the first estimate had left out the process besides the model's parameters
+    (3.3 GiB resident after loading a 1.0 GiB model) and the two V × d arrays an analysis with a head holds beside W
+    and the answers (P_F(W), one difference): 6.4 GiB estimated against 13.6 measured. ``process`` is the resident
+    memory less the parameters, ``head_work`` two V × d float64 arrays; both in the total, neither taken from the
+    room (already allocated, or counted with the rest)."""
+    import psutil
+
+    from embgeo.ntp.analysis import probe as P
+
+    class Info:
+        rss = 5 * 2**30
+
+    monkeypatch.setattr(psutil.Process, "memory_info", lambda self: Info())
+    data = synthetic(60, 12, 4, 3, seed=0)
+    model = {"dtype_bytes": 4, "hidden_size": 8, "intermediate_size": 16, "heads": 2, "parameter_bytes": 2**30,
+             "attention_scores": False}
+    mem = P.memory_estimate(data.probs, data.d, model, {"largest": 4, "longest": 3})
+    assert mem["process"] == 4 * 2**30 and mem["head_work"] == 2 * 8 * data.V * data.d
+    assert mem["total"] == sum(v for k, v in mem.items() if k not in ("total", "equality_system_built"))
+    bare = P.memory_estimate(data.probs, data.d)  # a probe with no model info: no process part
+    assert "process" not in bare and bare["head_work"] == mem["head_work"]
+    # the room decides the equality system beside the other parts, the model and the process not taken from it
+    others = mem["total"] - mem["equality_system"] - mem["model"] - mem["process"]
+    assert P.memory_estimate(data.probs, data.d, model, {"largest": 4, "longest": 3},
+                             room=others + mem["equality_system"])["equality_system_built"] == 1
+
+
+def test_memory_plan_counts_the_heads_work_with_a_head(monkeypatch):
+    """The plan before the solvers (the "peak ≈" line): two V × d arrays more when the analysis has a model's head."""
+    import psutil
+
+    from embgeo.ntp import theory
+    from embgeo.ntp.analysis.analyze import memory_plan
+
+    class Info:
+        rss = 2**30
+
+    monkeypatch.setattr(psutil.Process, "memory_info", lambda self: Info())
+    data = synthetic(60, 12, 4, 3, seed=0)
+    F = theory.subspace(data)
+    assert memory_plan(data, F, head=True).peak_estimate - memory_plan(data, F).peak_estimate == 2 * 8 * data.V * data.d
+
+
+def test_the_peak_estimate_counts_w_mm_once():
+    """After the NTP-SVM ran, the estimate for the stages that ran adds the dual's arrays only: W^mm is one of the
+    answers counted before (it had been added twice)."""
+    data = synthetic(8, 8, 6, 2, seed=0)  # separable: the NTP-SVM runs
+    res = measure(data)
+    assert res.ran_svm
+    plan = res.plan
+    before = plan.process + (plan.equality_system if plan.equality_system_built else 0) + plan.parts["outputs"]
+    assert plan.peak_estimate == before + plan.parts["svm_dual"]

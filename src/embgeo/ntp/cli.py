@@ -544,11 +544,12 @@ def _print_probe_plan(r) -> None:
     d = r.W.shape[1] + (meta["head_bias"] != "none")
     print(f"sizes        m={r.contexts.m} contexts, V={r.W.shape[0]} tokens, d={d}")
     mem = r.memory
-    model = (f"model {_gib(mem['model'])}, forward pass {_gib(mem['forward_activations'])} per batch, "
-             if "model" in mem else "")
+    model = (f"model {_gib(mem['model'])}, the rest of the process {_gib(mem['process'])}, forward pass "
+             f"{_gib(mem['forward_activations'])} per batch, " if "model" in mem else "")
     unbuilt = ("" if mem.get("equality_system_built", 1)
                else " not built: above the dense budget or the memory left, dim F bounded")
     print(f"memory       up to {_gib(mem['total'])} ({model}H {_gib(mem['hidden_states'])}, W {_gib(mem['head'])}, "
+          f"P_F(W) and a difference {_gib(mem['head_work'])}, "
           f"equality system {_gib(mem['equality_system'])}{unbuilt}, SVM dual {_gib(mem['svm_dual'])}, "
           f"W*/W^mm/certificate {_gib(mem['outputs'])})")
     from embgeo.ntp.analysis.probe import LOGIT_PASSES

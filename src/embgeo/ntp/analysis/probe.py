@@ -48,7 +48,7 @@ from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, builds_equality_system, stage_done
+from embgeo.ntp.analysis.analyze import HEAD_WORK_COPIES, Analysis, analyze_checked, builds_equality_system, stage_done
 from embgeo.ntp.analysis.analyze import check_memory as _check_memory
 from embgeo.ntp.data import NTPData, first_seen_rows, window_pairs
 from embgeo.ntp.measure.alignment import blockwise_kl
@@ -449,26 +449,33 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     are kept, so layers do not add up) plus the attention scores B × heads × L × L where the model forms them
     (``model["attention_scores"]``, :func:`attention_scores_held`). ``total`` sums them all, but for an equality
     system that the analysis does not build
-    (:func:`~embgeo.ntp.analysis.analyze.builds_equality_system`: dim F is then bounded, W* from certificates only):
+    (:func:`~embgeo.ntp.analysis.analyze.builds_equality_system`: dim F is then bounded, W* from certificates only).
+    ``head_work``: P_F(W) and one V × d difference (``HEAD_WORK_COPIES``); with ``model``, ``process``: the resident
+    memory now, less the model's parameters (libraries, the tokenizer, what loading left):
     it stays listed, and ``equality_system_built`` is 0. The system is built when it fits the dense budget and the
     memory left beside the other parts: ``room`` (bytes the process can still allocate; the model, already loaded,
     is not taken from it) less those parts, as :func:`~embgeo.ntp.analysis.analyze.memory_plan` will decide it.
     Issue 38: at m = 100,000 contexts of SmolLM2 over the Vim documentation that system alone is 31.7 GiB, and
     counting it refused a probe that needs a few GiB.
     """
+    import psutil
+
     m, V = probs.shape
     mem = dict(theory.estimate_memory(NTPData(np.zeros((m, d)), probs)))
     mem.pop("total")
     side = min(m, V)
-    mem.update(hidden_states=8 * m * d, head=8 * V * d, logit_blocks=6 * BLOCK_BYTES,
-               rest_gram=3 * 8 * side * side if side <= GRAM_MAX else 0)
+    mem.update(hidden_states=8 * m * d, head=8 * V * d, head_work=HEAD_WORK_COPIES * 8 * V * d,
+               logit_blocks=6 * BLOCK_BYTES, rest_gram=3 * 8 * side * side if side <= GRAM_MAX else 0)
     if model is not None and plan is not None:
         b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
         mem["model"] = int(model["parameter_bytes"])
+        # the process besides the model's parameters: libraries, the tokenizer, what loading left (Gemma 3 from its
+        # GGUF file: 3.3 GiB resident after loading a 1.0 GiB model; issue 38)
+        mem["process"] = max(int(psutil.Process().memory_info().rss) - mem["model"], 0)
         scores = model["heads"] * plan["longest"] if model.get("attention_scores", True) else 0
         mem["forward_activations"] = int(b * plan["largest"] * (6 * width + 2 * ff + scores))
     every = sum(mem.values())
-    others = every - mem["equality_system"] - mem.get("model", 0)
+    others = every - mem["equality_system"] - mem.get("model", 0) - mem.get("process", 0)
     skipped = 0 if builds_equality_system(mem["equality_system"], room - others) else mem["equality_system"]
     mem["total"] = int(every - skipped)
     mem["equality_system_built"] = int(not skipped)  # (after total: a flag, not bytes)
