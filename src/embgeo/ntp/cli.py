@@ -530,6 +530,8 @@ def _print_probe_plan(r) -> None:
           f"{'tied to the input embeddings' if meta['tied_head'] else 'untied'}, bias {meta['head_bias']}; "
           f"tokenizer {meta['tokenizer_size']} tokens, window {meta['window']}"
           + (f" after the start tokens {' '.join(meta['start_tokens'])}" if meta.get("start_tokens") else "")
+          + (f"; its logits are {meta['logit_scale']:.6g} × W h, so W is that multiple of the head's weight"
+             if meta.get("logit_scale", 1.0) != 1.0 else "")
           + f") in {meta['dtype']} on "
           f"{meta['device']}, loaded in {meta.get('load_seconds', 0.0):.1f} s")
     how = f"windows of k={meta['context_length']}" if meta["mode"] == "windows" else \

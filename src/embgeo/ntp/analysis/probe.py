@@ -1084,6 +1084,48 @@ def hf_hidden(model, start: Sequence[int] = ()) -> HiddenFn:
     return hidden
 
 
+#: How far (relative to their largest) a model's own logits may be from s·(W h + b) and still be read as a linear
+#: head, by the dtype of its forward pass: its rounding of the head's product, with room (a final soft cap such as
+#: Gemma 2's 30·tanh(z/30) moves the largest logits by percents to tens of percents).
+LOGIT_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 1e-2}
+
+
+def head_logit_scale(lm, hidden: HiddenFn, W: torch.Tensor, bias: torch.Tensor | None, start: Sequence[int],
+                     tokens: Sequence[int]) -> float:
+    """s such that the model's own logits are s·(W h + b) at every position of ``tokens`` (run after ``start``),
+    h the head's input (``hidden``); 1.0 for a plain linear head.
+
+    Some architectures change the head's output before the softmax: Granite divides it by ``logits_scaling``,
+    Cohere multiplies it by ``logit_scale`` — a scalar, so the model's own linear head is s W (and s b), which the
+    probe then analyses — and Gemma 2 caps it softly (``final_logit_softcapping``: c·tanh(z/c)), which no linear
+    head reproduces: an :class:`InputError`, since the paper's logits are W h. Decided by comparing the model's
+    logits with W h on these few positions (one forward pass), within :data:`LOGIT_TOLERANCE` of their largest.
+    """
+    ids = torch.as_tensor([[*start, *tokens]], dtype=torch.long, device=W.device)
+    with torch.no_grad():
+        own = lm(input_ids=ids, use_cache=False).logits[0, len(start):].to(torch.float64)
+        h = hidden(ids[:, len(start):])[0].to(torch.float64)
+        lin = h @ W.to(torch.float64).T + (0.0 if bias is None else bias.to(torch.float64))
+    if own.shape != lin.shape:
+        raise InputError(f"model: its logits have shape {tuple(own.shape)}, its head's W h {tuple(lin.shape)}: the "
+                         "head read is not the one the model applies")
+    tol = LOGIT_TOLERANCE.get(next(lm.parameters()).dtype, 1e-4)
+    top = float(own.abs().max())
+    if top == 0.0 or float((own - lin).abs().max()) <= tol * top:
+        return 1.0
+    den = float((lin * lin).sum())
+    s = float((own * lin).sum()) / den if den > 0 else 0.0
+    gap = float((own - s * lin).abs().max()) / top
+    if s > 0 and gap <= tol:
+        return s
+    cap = getattr(lm.config, "final_logit_softcapping", None)
+    why = f" (its config's final_logit_softcapping = {cap}: c·tanh(z/c))" if cap else ""
+    raise InputError(f"model: its logits are not a linear function W h + b of its head's input{why}: off by "
+                     f"{gap:.1e} of their largest after the best scale ({s:.4g}), beyond {tol:.0e}. The paper's "
+                     "theory (and this probe) is about linear logits W h; a model that reshapes them cannot be "
+                     "probed as it is")
+
+
 #: What precedes every context in the forward passes of :func:`probe_model`: "model" (the tokens the model's tokenizer
 #: puts before a text, :func:`start_tokens`) or "none".
 START_TOKENS = ("model", "none")
@@ -1235,11 +1277,21 @@ def probe_model(model: str | PathLike, text: str | PathLike | Sequence[str], *, 
             "start_tokens": [labels[t] if 0 <= t < len(labels) else str(t) for t in lead],
             "parameters": info["parameters"], "units": units, "unit_count": len(texts),
             "sequences": len(sequences), "lines": len(texts), "load_seconds": load_seconds}
+    # the model's own logits against W h on the first sequence's first tokens: a scale is folded into W, a soft cap
+    # refused (issue 38: Granite, Cohere and Gemma 2 reshape the head's output)
+    first = next((q for q in sequences if len(q)), None)
+    hidden = hf_hidden(lm, lead)
+    if first is not None:
+        scale = head_logit_scale(lm, hidden, W, bias, lead, list(first[:8]))
+        if scale != 1.0:
+            W = W * scale
+            bias = None if bias is None else bias * scale
+        meta["logit_scale"] = scale
     # what the limit leaves after everything since this call began: loading, and reading the head, the tokenizer's
     # pass over the text and its labels (issue 38: ~7 s on a busy machine that only the load's seconds had counted)
     left = None if max_seconds is None else max(check_float("max_seconds", max_seconds) - (time.perf_counter() - t0),
                                                 1e-3)
-    res = probe(hf_hidden(lm, lead), W, sequences, context_length=context_length, prefixes=prefixes, window=window,
+    res = probe(hidden, W, sequences, context_length=context_length, prefixes=prefixes, window=window,
                 max_contexts=max_contexts, sample=sample, seed=seed, batch_size=batch_size, device=device,
                 bias=bias if head_bias == "append" else None, token_labels=labels, max_seconds=left,
                 progress=progress, report=report, solver_progress=solver_progress, meta=meta, model=info,
