@@ -1275,6 +1275,18 @@ def test_candidate_with_tokens_in_no_support_that_bind_the_margin(case):
     assert unseen == pytest.approx(1.0, abs=1e-9) and kesler_values(data, sep.W).min() == pytest.approx(1.0, abs=1e-9)
 
 
+def test_largest_logits_against_the_logits_written_out():
+    rng = np.random.default_rng(0)
+    X, K = rng.standard_normal((40, 5)), rng.standard_normal((30, 5))
+    L = K @ X.T
+    np.testing.assert_allclose(scan.largest_logits(X, K), L.max(axis=1), rtol=1e-15)
+    drop = np.array([3, 7, 7, 11])
+    keep = np.setdiff1d(np.arange(40), drop)
+    np.testing.assert_allclose(scan.largest_logits(X, K, exclude=drop), L[:, keep].max(axis=1), rtol=1e-15)
+    assert np.all(scan.largest_logits(X, K, exclude=np.arange(40)) == -np.inf)
+    assert np.all(scan.largest_logits(X[:0], K) == -np.inf)
+
+
 def test_candidate_that_does_not_separate_falls_through():
     sep_data = synthetic(8, 8, 6, 2, seed=0)
     sep = is_separable(sep_data, candidate=np.zeros((sep_data.V, sep_data.d)))  # margin 0: not a certificate

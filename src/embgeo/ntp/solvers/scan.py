@@ -70,17 +70,21 @@ def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.cs
     return Scan(best, _cat(out_g, np.int64), _cat(out_j, np.int64), _cat(out_v, np.float64))
 
 
-def largest_logits(X: np.ndarray, K: np.ndarray) -> np.ndarray:
-    """(m,): max_g x_gᵀk_j over the rows of X (G, r) for every context j of K (m, r), −inf when X has no rows; in
-    column blocks as :func:`scan_off_support`, never storing G × m. Cost O(G m r); memory one (G × block)."""
+def largest_logits(X: np.ndarray, K: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
+    """(m,): max_g x_gᵀk_j over the rows of X (G, r) but ``exclude`` (row indices) for every context j of K (m, r),
+    −inf where no row is left; in column blocks as :func:`scan_off_support`, never storing G × m nor a copy of the
+    rows kept. Cost O(G m r); memory one (G × block)."""
     G, m = X.shape[0], K.shape[0]
     out = np.full(m, -np.inf)
-    if G == 0:
+    if G == 0 or (exclude is not None and np.unique(exclude).size >= G):
         return out
     block = max(1, min(m, (64 * 1024**2) // (8 * G)))
     for s in range(0, m, block):
         e = min(s + block, m)
-        out[s:e] = (K[s:e] @ X.T).max(axis=1)
+        M = K[s:e] @ X.T
+        if exclude is not None:
+            M[:, exclude] = -np.inf
+        out[s:e] = M.max(axis=1)
     return out
 
 

@@ -316,14 +316,14 @@ def separable_from_candidate(pb: Problem, W: np.ndarray) -> Separability | None:
     seen = np.unique(coo.col)  # the tokens in some support: the only rows the ties move
     tokens, contexts = np.searchsorted(seen, coo.col).astype(np.int64), coo.row.astype(np.int64)
     X_all = pb.coords.to_coords(W)  # (V, r)
-    others = np.ones(data.V, dtype=bool)
-    others[seen] = False
-    outside = largest_logits(X_all[others], pb.K)  # (m,): the largest logit of a token in no support
     projection = TieProjection(pb.K, tokens, contexts, np.ones(seen.size))
     X, t, _ = projection.project(X_all[seen])  # (|seen|, r), t: each context's tie
     # the CSR arrays of probs (m, V) read as CSC are its transpose: column j lists the tokens of S_j
     support = sp.csc_matrix((np.ones(data.probs.nnz), np.searchsorted(seen, data.probs.indices), data.probs.indptr),
                             shape=(seen.size, data.m))
+    if not scan_off_support(X, t, pb.K, support).min_margin > 0:
+        return None  # no margin among the seen tokens already: the scan of the others (O(V m r)) would not help
+    outside = largest_logits(X_all, pb.K, exclude=seen)  # (m,): the largest logit of a token in no support
     X, t, eq, gamma, scale = _scaled_and_refined(pb, tokens, contexts, np.ones(seen.size), support, X, t, projection,
                                                  outside=outside)
     if not gamma > 0 or eq > MARGIN_ATOL:
