@@ -91,3 +91,26 @@ def test_theorem2_claims_follow_the_trends_and_skip_what_does_not_apply():
     assert [c.ok for c in claims] == [None, True] and len(notes) == 1
     claims, notes = real_lm._theorem2(2, {"runs": {"ngd": {}}})
     assert claims == [] and "no GD head" in notes[0]
+
+
+def test_each_probe_is_freed_before_the_next_one_loads(tiny_gguf, text_file, monkeypatch):  # noqa: F811
+    """A probe's result holds several V × d arrays (five of 1.25 GiB at Gemma 3's V = 262,144): the study must let it go
+    before the next probe loads the model again (found: the second probe refused for want of memory)."""
+    import weakref
+
+    from embgeo.ntp.analysis import probe as P
+
+    real, alive = P.probe_model, []
+
+    def spy(*args, **kwargs):
+        alive.append([ref() is not None for ref in refs])  # the earlier results, as the next probe begins
+        res = real(*args, **kwargs)
+        refs.append(weakref.ref(res))
+        return res
+
+    refs = []
+    monkeypatch.setattr(P, "probe_model", spy)
+    cfg = real_lm.RealLMConfig(model=str(tiny_gguf[0]), text=str(text_file), units="lines", context_lengths=(1, 2),
+                               max_contexts=30, head_steps=3, head_optimizers="gd")
+    real_lm.run_real_lm(cfg)
+    assert alive == [[], [False], [False, False]]  # k = 1, 2 and full: none of the earlier ones still held

@@ -758,6 +758,16 @@ def test_memory_estimate_counts_the_process_and_the_heads_work(monkeypatch):
     others = mem["total"] - mem["equality_system"] - mem["model"] - mem["process"]
     assert P.memory_estimate(data.probs, data.d, model, {"largest": 4, "longest": 3},
                              room=others + mem["equality_system"])["equality_system_built"] == 1
+    # nor is the resident process refused against the memory left (found: the study's second probe, its first one's
+    # arrays still resident, refused as "15.80 GiB need, 13.10 GiB left")
+    from embgeo.core import validate
+
+    need = mem["total"] - mem["model"] - mem["process"]
+    monkeypatch.setattr(validate, "available_memory_bytes", lambda: need + 1.0)
+    P.check_memory(mem, data.V, data.d)
+    monkeypatch.setattr(validate, "available_memory_bytes", lambda: need - 1.0)
+    with pytest.raises(TooLargeError, match="exact paths"):
+        P.check_memory(mem, data.V, data.d)
 
 
 def test_memory_plan_counts_the_heads_work_with_a_head(monkeypatch):

@@ -606,9 +606,9 @@ def time_estimate(plan: dict, m: int, max_seconds: float | None, rates: dict) ->
 
 def check_memory(memory: dict, V: int, d: int) -> None:
     """Refuse, before any forward pass, a V × d answer above the dense budget or an estimate above the memory left
-    (:func:`embgeo.ntp.analysis.analyze.check_memory`, the analysis's one guard; the model is already loaded, so its
-    parameters are not counted against the room)."""
-    _check_memory(V, d, memory["total"] - memory.get("model", 0), "the probe's exact paths",
+    (:func:`embgeo.ntp.analysis.analyze.check_memory`, the analysis's one guard; the model is already loaded and the
+    rest of the process resident, so neither is counted against the room)."""
+    _check_memory(V, d, memory["total"] - memory.get("model", 0) - memory.get("process", 0), "the probe's exact paths",
                   "use fewer contexts (max_contexts, --max-contexts)")
 
 

@@ -29,6 +29,7 @@ Without one the run is skipped with that reason: nothing to measure.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass
@@ -126,6 +127,10 @@ def run_real_lm(cfg: RealLMConfig, ctx: RunContext = DETACHED) -> Result:
         k_claims, k_notes = _theorem2(k, head)
         claims += k_claims
         notes += [_summary_note(k, res), *k_notes]
+        # the next probe loads the model again: this one's V × d arrays (five of 1.25 GiB each at Gemma 3's V) must
+        # not stay resident beside it (found: the second probe refused for want of memory)
+        del res, head
+        gc.collect()  # the model and its closures may sit in reference cycles
     trace = pd.DataFrame(records)
     notes.insert(0, f"{cfg.model} on {source} ({cfg.units}); up to {cfg.max_contexts} random contexts (seed "
                     f"{cfg.seed}) per k")
