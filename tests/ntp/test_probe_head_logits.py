@@ -14,7 +14,7 @@ from embgeo.core.threads import limit_threads
 from embgeo.errors import InputError
 from embgeo.ntp.analysis.probe import probe_model
 
-from .test_probe_start_tokens import TEXT, _tokenizer
+from .test_probe_start_tokens import _tokenizer, text_file  # noqa: F401  (text_file: a fixture)
 
 transformers = pytest.importorskip("transformers")
 
@@ -26,13 +26,6 @@ COMMON = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_att
 def one_thread():
     with limit_threads(1):
         yield
-
-
-@pytest.fixture
-def text_file(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return path
 
 
 def _saved(tmp_path, config_cls, model_cls, **extra):
@@ -49,14 +42,14 @@ def _own_logits(model, tokens) -> np.ndarray:
         return model(torch.as_tensor(tokens)[None]).logits[0, -1].numpy()
 
 
-def test_a_plain_head_is_read_as_it_is(tmp_path, text_file):
+def test_a_plain_head_is_read_as_it_is(tmp_path, text_file):  # noqa: F811
     path, model = _saved(tmp_path, transformers.LlamaConfig, transformers.LlamaForCausalLM)
     res = probe_model(path, text_file, context_length=2, dtype="float64", units="lines", progress=False)
     assert res.meta["logit_scale"] == 1.0
     assert np.array_equal(res.W, model.lm_head.weight.detach().numpy())
 
 
-def test_a_scaled_head_is_folded_into_w(tmp_path, text_file):
+def test_a_scaled_head_is_folded_into_w(tmp_path, text_file):  # noqa: F811
     """Granite's logits are (W h) / logits_scaling: the probe's W is the weight over 4, and H Wᵀ equals the model's
     own logits at every context (so CE is the model's)."""
     path, model = _saved(tmp_path, transformers.GraniteConfig, transformers.GraniteForCausalLM, logits_scaling=4.0)
@@ -69,7 +62,7 @@ def test_a_scaled_head_is_folded_into_w(tmp_path, text_file):
                                    rtol=1e-9, atol=1e-12)
 
 
-def test_the_cli_says_the_scale(tmp_path, text_file, capsys):
+def test_the_cli_says_the_scale(tmp_path, text_file, capsys):  # noqa: F811
     from embgeo.cli import main
 
     path, _ = _saved(tmp_path, transformers.GraniteConfig, transformers.GraniteForCausalLM, logits_scaling=4.0)
@@ -78,7 +71,7 @@ def test_the_cli_says_the_scale(tmp_path, text_file, capsys):
     assert "its logits are 0.25 × W h, so W is that multiple of the head's weight" in model_line
 
 
-def test_a_soft_capped_head_is_refused(tmp_path, text_file):
+def test_a_soft_capped_head_is_refused(tmp_path, text_file):  # noqa: F811
     """Gemma 2's 30·tanh(z / 30), here with c = 0.5 so that the tiny model's logits reach the curved part."""
     path, _ = _saved(tmp_path, transformers.Gemma2Config, transformers.Gemma2ForCausalLM, head_dim=4,
                      final_logit_softcapping=0.5)
