@@ -114,3 +114,25 @@ def test_each_probe_is_freed_before_the_next_one_loads(tiny_gguf, text_file, mon
                                max_contexts=30, head_steps=3, head_optimizers="gd")
     real_lm.run_real_lm(cfg)
     assert alive == [[], [False], [False, False]]  # k = 1, 2 and full: none of the earlier ones still held
+
+
+def test_the_model_is_loaded_once_for_every_probe(tiny_gguf, text_file, monkeypatch):  # noqa: F811
+    """One load for the study's probes (Gemma 3 took 56 s a load), and each probe the numbers of probe_model called
+    alone."""
+    from embgeo.ntp.analysis import probe as P
+
+    real, loads = P.load_causal_lm, []
+
+    def counted(*args, **kwargs):
+        loads.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(P, "load_causal_lm", counted)
+    cfg = real_lm.RealLMConfig(model=str(tiny_gguf[0]), text=str(text_file), units="lines", context_lengths=(1, 2),
+                               max_contexts=30, head_steps=3, head_optimizers="gd")
+    result = real_lm.run_real_lm(cfg)
+    assert loads == [str(tiny_gguf[0])]  # k = 1, 2 and full
+    alone = P.probe_model(str(tiny_gguf[0]), str(text_file), context_length=2, max_contexts=30, units="lines",
+                          progress=False)
+    assert result.scalars["k2_ce"] == pytest.approx(alone.ce, abs=1e-12)
+    assert result.scalars["k2_entropy"] == pytest.approx(alone.entropy, abs=1e-12)
