@@ -254,7 +254,7 @@ def test_an_uncertified_w_mm_makes_the_direction_not_applicable(tiny_probe):
     assert claims["direction"]["status"] != "not applicable"
 
 
-def test_not_separable_data_make_the_claims_not_applicable():
+def test_not_separable_data_make_the_claims_not_applicable(capsys):
     data = _data(m=20, V=12, seen=8, d=2, S=2, seed=3)
     res = measure(data, np.zeros((12, 2)) + 0.1)
     train_head(res, optimizers=["gd"], steps=10)
@@ -262,6 +262,12 @@ def test_not_separable_data_make_the_claims_not_applicable():
     claims = res.head_training["runs"]["gd"]["claims"]
     assert {v["status"] for v in claims.values()} == {"not applicable"}
     assert "not NTP-separable" in claims["direction"]["why"]
+    from embgeo.ntp.cli import _print_probe_head
+
+    _print_probe_head(res)  # the status once, then the reason (it had printed "not applicable: not applicable: ...")
+    lines = [s.strip() for s in capsys.readouterr().out.splitlines() if s.strip().startswith("Theorem 2 ")]
+    assert len(lines) == 3 and all(s.count("not applicable") == 1 for s in lines)
+    assert all("not applicable: the data are not NTP-separable" in s for s in lines)
 
 
 def test_train_head_refuses_bad_settings(tiny_probe):
