@@ -653,8 +653,7 @@ def _print_probe_head(r) -> None:
             se = f"{x['subspace_error']:.4g}" if x["subspace_error"] == x["subspace_error"] else "n/a"
             print(f"  {x['step']:>8}  {x['kl_gap']:>12.4e}  {se:>19}  {_cos_band(x, 'rows_cos_corrected')}")
         for claim, v in run["claims"].items():
-            why = v["why"].removeprefix(f"{v['status']}: ")  # a reason that opens with the status says it once
-            print(f"  Theorem 2 {claim:<9} {v['status']}: {why}" + (f" ({v['note']})" if "note" in v else ""))
+            print(f"  Theorem 2 {claim:<9} {v['status']}: {v['why']}" + (f" ({v['note']})" if "note" in v else ""))
     sys.stdout.flush()
 
 

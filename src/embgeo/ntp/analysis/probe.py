@@ -715,29 +715,30 @@ def _svm_error_bound(result: Analysis) -> float:
 
 
 def _head_applicability(result: Analysis) -> dict:
-    """Per claim of Theorem 2: None (applicable) or why not."""
+    """Per claim of Theorem 2: None (applicable) or why not (the reason alone: the claim's status says "not
+    applicable")."""
     sep, comp = result.separable, result.compatibility
     if sep is False:
-        not_sep = ("not applicable: the data are not NTP-separable (a Farkas certificate, Def. 2): inf CE > 𝓗 and "
+        not_sep = ("the data are not NTP-separable (a Farkas certificate, Def. 2): inf CE > 𝓗 and "
                    "no W^mm exists, so Theorem 2 predicts neither CE − 𝓗 → 0 nor a direction")
         return {"loss": not_sep, "subspace": not_sep, "direction": not_sep}
     out = {"loss": None, "subspace": None, "direction": None}
     if sep is None:
-        und = "not applicable: NTP-separability is undecided (" + (result.errors.get("svm") or
+        und = "NTP-separability is undecided (" + (result.errors.get("svm") or
                                                                   result.errors.get("separability") or "?") + ")"
         out = {"loss": und, "subspace": und, "direction": und}
     if not comp:
-        why = ("not applicable: W* does not exist (the data are not NTP_H-compatible, Def. 1)" if comp is not None
-               else "not applicable: compatibility is undecided (" + result.errors.get("compatibility", "?") + ")")
+        why = ("W* does not exist (the data are not NTP_H-compatible, Def. 1)" if comp is not None
+               else "compatibility is undecided (" + result.errors.get("compatibility", "?") + ")")
         out["subspace"] = out["direction"] = why
         if out["loss"] is None:
             out["loss"] = why
     if out["direction"] is None and (result.svm is None or result.svm.W is None):
-        out["direction"] = "not applicable: W^mm is undecided (the NTP-SVM gave no certified point)"
+        out["direction"] = "W^mm is undecided (the NTP-SVM gave no certified point)"
     eps = _svm_error_bound(result)
     if out["direction"] is None and eps >= 1.0:
         # ‖Ŵ − W^mm‖ ≤ ε‖W^mm‖ with ε ≥ 1 leaves W^mm's direction anywhere: every cosine band is [−1, 1]
-        out["direction"] = (f"not applicable: W^mm's direction is not known (the NTP-SVM's point is certified only "
+        out["direction"] = (f"W^mm's direction is not known (the NTP-SVM's point is certified only "
                             f"to a relative error of {eps:.3g} ≥ 1, e.g. a time limit before its first certified "
                             "point)")
     return out

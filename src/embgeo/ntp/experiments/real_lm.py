@@ -172,8 +172,7 @@ def _theorem2(k: int | str, head: dict) -> tuple[list[Claim], list[str]]:
     for name, limit in THEOREM2.items():
         c = gd["claims"][name]
         if c["status"] == "not applicable":
-            why = c["why"].removeprefix("not applicable: ")
-            notes.append(f"k = {k}: Theorem 2 ({limit}) not applicable: {why}")
+            notes.append(f"k = {k}: Theorem 2 ({limit}) not applicable: {c['why']}")
             continue
         col = {"loss": "kl_gap", "subspace": "subspace_error", "direction": "rows_cos_corrected"}[name]
         claims.append(Claim(
