@@ -110,6 +110,11 @@ def builds_equality_system(system: float, room: float = math.inf) -> bool:
 HEAD_WORK_COPIES = 2
 
 
+def head_work_bytes(V: int, d: int) -> int:
+    """Bytes of the :data:`HEAD_WORK_COPIES` V × d float64 arrays (the probe's estimate and :func:`memory_plan`)."""
+    return HEAD_WORK_COPIES * 8 * V * d
+
+
 def memory_plan(data: NTPData, F: theory.Subspace, head: bool = False) -> MemoryPlan:
     """The memory the analysis of ``data`` will take; refuses what cannot fit before any solver (:func:`check_memory`).
 
@@ -127,7 +132,7 @@ def memory_plan(data: NTPData, F: theory.Subspace, head: bool = False) -> Memory
     now = psutil.Process().memory_info().rss
     system = F.system_bytes()
     fits = builds_equality_system(system, room)
-    work = HEAD_WORK_COPIES * 8 * data.V * data.d if head else 0
+    work = head_work_bytes(data.V, data.d) if head else 0
     return MemoryPlan(process=now, equality_system=system, equality_system_built=fits,
                       svm=parts["svm_dual"] + parts["outputs"], parts=parts, available=room,
                       peak_estimate=now + (system if fits else 0) + parts["outputs"] + work)

@@ -48,7 +48,7 @@ from embgeo.core.device import device_label, resolve_device
 from embgeo.core.validate import as_float_array, check_float, check_positive_int
 from embgeo.errors import InputError, MissingDependencyError, ShapeError, TooLargeError
 from embgeo.ntp import theory
-from embgeo.ntp.analysis.analyze import HEAD_WORK_COPIES, Analysis, analyze_checked, builds_equality_system, stage_done
+from embgeo.ntp.analysis.analyze import Analysis, analyze_checked, builds_equality_system, head_work_bytes, stage_done
 from embgeo.ntp.analysis.analyze import check_memory as _check_memory
 from embgeo.ntp.data import NTPData, first_seen_rows, window_pairs
 from embgeo.ntp.measure.alignment import blockwise_kl
@@ -449,12 +449,13 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     are kept, so layers do not add up) plus the attention scores B × heads × L × L where the model forms them
     (``model["attention_scores"]``, :func:`attention_scores_held`). ``total`` sums them all, but for an equality
     system that the analysis does not build
-    (:func:`~embgeo.ntp.analysis.analyze.builds_equality_system`: dim F is then bounded, W* from certificates only).
-    ``head_work``: P_F(W) and one V × d difference (``HEAD_WORK_COPIES``); with ``model``, ``process``: the resident
-    memory now, less the model's parameters (libraries, the tokenizer, what loading left):
+    (:func:`~embgeo.ntp.analysis.analyze.builds_equality_system`: dim F is then bounded, W* from certificates only):
     it stays listed, and ``equality_system_built`` is 0. The system is built when it fits the dense budget and the
-    memory left beside the other parts: ``room`` (bytes the process can still allocate; the model, already loaded,
-    is not taken from it) less those parts, as :func:`~embgeo.ntp.analysis.analyze.memory_plan` will decide it.
+    memory left beside the other parts: ``room`` (bytes the process can still allocate; the model and the process,
+    already resident, are not taken from it) less those parts, as
+    :func:`~embgeo.ntp.analysis.analyze.memory_plan` will decide it. ``head_work``: P_F(W) and one V × d difference
+    (:func:`~embgeo.ntp.analysis.analyze.head_work_bytes`); with ``model``, ``process``: the resident memory now, less
+    the model's parameters (libraries, the tokenizer, what loading left).
     Issue 38: at m = 100,000 contexts of SmolLM2 over the Vim documentation that system alone is 31.7 GiB, and
     counting it refused a probe that needs a few GiB.
     """
@@ -464,7 +465,7 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
     mem = dict(theory.estimate_memory(NTPData(np.zeros((m, d)), probs)))
     mem.pop("total")
     side = min(m, V)
-    mem.update(hidden_states=8 * m * d, head=8 * V * d, head_work=HEAD_WORK_COPIES * 8 * V * d,
+    mem.update(hidden_states=8 * m * d, head=8 * V * d, head_work=head_work_bytes(V, d),
                logit_blocks=6 * BLOCK_BYTES, rest_gram=3 * 8 * side * side if side <= GRAM_MAX else 0)
     if model is not None and plan is not None:
         b, width, ff = model["dtype_bytes"], model["hidden_size"], model["intermediate_size"]
@@ -475,7 +476,7 @@ def memory_estimate(probs: sp.csr_matrix, d: int, model: dict | None = None, pla
         scores = model["heads"] * plan["longest"] if model.get("attention_scores", True) else 0
         mem["forward_activations"] = int(b * plan["largest"] * (6 * width + 2 * ff + scores))
     every = sum(mem.values())
-    others = every - mem["equality_system"] - mem.get("model", 0) - mem.get("process", 0)
+    others = every - mem["equality_system"] - _resident(mem)
     skipped = 0 if builds_equality_system(mem["equality_system"], room - others) else mem["equality_system"]
     mem["total"] = int(every - skipped)
     mem["equality_system_built"] = int(not skipped)  # (after total: a flag, not bytes)
@@ -608,8 +609,14 @@ def check_memory(memory: dict, V: int, d: int) -> None:
     """Refuse, before any forward pass, a V × d answer above the dense budget or an estimate above the memory left
     (:func:`embgeo.ntp.analysis.analyze.check_memory`, the analysis's one guard; the model is already loaded and the
     rest of the process resident, so neither is counted against the room)."""
-    _check_memory(V, d, memory["total"] - memory.get("model", 0) - memory.get("process", 0), "the probe's exact paths",
+    _check_memory(V, d, memory["total"] - _resident(memory), "the probe's exact paths",
                   "use fewer contexts (max_contexts, --max-contexts)")
+
+
+def _resident(memory: dict) -> int:
+    """The parts of a :func:`memory_estimate` already in memory when it is made: the model and the rest of the
+    process (neither is taken from the memory left)."""
+    return memory.get("model", 0) + memory.get("process", 0)
 
 
 #: The optimizers ``train_head`` accepts (those of :func:`embgeo.ntp.training.train.train` that run on the full loss).

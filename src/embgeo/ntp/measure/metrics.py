@@ -276,8 +276,8 @@ def unseen_block(data: NTPData, W: np.ndarray, seen: np.ndarray, unseen: np.ndar
     # the unseen block's sums as all rows' less the seen rows': no copy of the block (nearly all of W)
     WS = W[seen]
     nu = unseen.size
-    sum_u = W.sum(axis=0) - WS.sum(axis=0)
-    u = sum_u / nu
+    u = unseen_mean(W, seen, unseen)
+    sum_u = nu * u
     s_u = max(n2 - float(np.einsum("ij,ij->", WS, WS)), 0.0)
     c2 = n2 - W.shape[0] * float(mu @ mu)  # ‖W − 1μᵀ‖²
     around_mu = s_u - 2.0 * float(mu @ sum_u) + nu * float(mu @ mu)  # Σ_U ‖w_v − μ‖²

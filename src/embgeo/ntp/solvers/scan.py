@@ -37,7 +37,7 @@ def scan_off_support(X: np.ndarray, t: np.ndarray, K: np.ndarray, support: sp.cs
     a context has. Cost O(G m r); memory one (G × block) and the pairs returned.
     """
     G, m = support.shape
-    block = max(1, min(m, (64 * 1024**2) // (8 * max(G, 1))))
+    block = _column_block(G, m)
     best = np.inf
     out_g, out_j, out_v = [], [], []
     for s in range(0, m, block):
@@ -78,7 +78,7 @@ def largest_logits(X: np.ndarray, K: np.ndarray, exclude: np.ndarray | None = No
     out = np.full(m, -np.inf)
     if G == 0 or (exclude is not None and np.unique(exclude).size >= G):
         return out
-    block = max(1, min(m, (64 * 1024**2) // (8 * G)))
+    block = _column_block(G, m)
     for s in range(0, m, block):
         e = min(s + block, m)
         M = K[s:e] @ X.T
@@ -86,6 +86,11 @@ def largest_logits(X: np.ndarray, K: np.ndarray, exclude: np.ndarray | None = No
             M[:, exclude] = -np.inf
         out[s:e] = M.max(axis=1)
     return out
+
+
+def _column_block(G: int, m: int) -> int:
+    """Contexts per block of a pass over G rows' logits: a (G × block) float64 array of at most 64 MiB."""
+    return max(1, min(m, (64 * 1024**2) // (8 * max(G, 1))))
 
 
 def _cat(parts: list, dtype) -> np.ndarray:
