@@ -21,7 +21,9 @@ multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty �
   exact. The Newton matrix is solved by :class:`NewtonSystem`.
 * **outer**: ν ← ν + ρa, μ ← [μ + ρ(a + 1)]₊; ρ grows tenfold when the constraint violation did not
   fall twofold on the pairs of the previous outer step (tenfold where T is solved by Jacobi CG: CG_DECREASE;
-  up to RHO_MAX). Once P stops changing, an outer
+  up to RHO_MAX), but not while pairs outside the working set are violated far more than those in it (the set is
+  still incomplete: HOLD_OUTSIDE); an inner loop that ran out of Newton steps short of its tolerance updates
+  neither (UNCONVERGED_HOLDS: the next outer step goes on minimising the same φ). Once P stops changing, an outer
   step is one back-solve with the factorization in hand, so the last digits cost almost nothing.
 * **working set**: the off pairs that the current iterate violates, found by a full pass over all
   G × m logits (one GEMM per block of contexts), at most ADD_PER_CONTEXT per context and round; once
@@ -117,6 +119,27 @@ class ALMOptions:
     #: The inner Newton iterations stop at ‖∇φ‖ ≤ GTOL_FACTOR · violation · ‖X‖ (inexact early, exact late).
     GTOL_FACTOR: float = 0.5
     MAX_NEWTON: int = 30
+    #: An inner loop that ran all MAX_NEWTON steps without reaching its tolerance has not minimised φ: its iterate's
+    #: multiplier estimates are not the method of multipliers' update, and its violation says nothing about ρ. With
+    #: UNCONVERGED_HOLDS, the next outer step goes on minimising the same φ (same multipliers, same ρ) after the
+    #: certificate and the working set's growth. Measured 2026-12-01 (one thread): on the mixed-ties draws (m = 3000,
+    #: V = 400, d = 32; seeds 1 / 2 / 3) every inner loop at ρ = 10⁴–10⁷ had ended at the cap with ‖∇φ‖ 10³–10⁷
+    #: times its tolerance; holding took the factorizations from 155 / 96 / 187 to 108 / 90 / 97.
+    UNCONVERGED_HOLDS: bool = True
+    #: ρ is not raised while the pairs that joined the working set at this outer step are violated by the iterate by
+    #: more than HOLD_OUTSIDE times the violation on W (:meth:`SVMALM._incomplete`): W still lacks pairs that W^mm
+    #: needs, and a larger ρ only enforces the incomplete set harder (each new pair then enters a stiffer φ). Measured
+    #: 2026-12-01 on a real LM's states (k = 2, m = 2000, one thread): Gemma 3 270M (r = 640), cold, went from gap 0.70
+    #: after 532 s (ρ raised to 10⁹ while W's violation was 10⁻⁴ and pairs outside it had margins −0.4 to −1.1; 213
+    #: factorizations) to optimal in 65 s with HOLD_OUTSIDE = 10 (ρ held at 10⁴ for 13 outer steps while W grew; no
+    #: factorization); SmolLM2-135M cold from 403–428 s to 130 s with 10 and 99.5 s with 1; warm-started from the
+    #: model's head (what ``ntp probe`` does) 117.7 s (185 factorizations: the rule did not fire at 10, where W's own
+    #: violation was still 0.48) against 61.8 s with 1 (none). On data whose working set is complete from the start
+    #: (the mixed-ties draws) it never fires. inf: off. The rule applies only while W grew by at least HOLD_GROWTH of
+    #: its size at that step: Gemma warm-started from its head held ρ at 10² for outer steps that each added 200–300
+    #: pairs to W's 142,000 (0.2 %), its violation falling 3 % a step (gap 0.94 → 0.91 over four steps).
+    HOLD_OUTSIDE: float = 1.0
+    HOLD_GROWTH: float = 0.01
     #: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
     TIE_RHO: float = 1e6
     #: Conjugate-gradient iterations per round of the tie projection where its T cannot be factored.
@@ -881,6 +904,7 @@ class _Run:
     handover: bool = False  # (solve's handover: stop early where no feasible point comes at a large ρ)
     at_handover: int | None = None  # (the first outer step at ρ ≥ HANDOVER_RHO)
     gamma: float = -np.inf
+    hold: bool = False  # (this outer step keeps the multipliers and ρ: UNCONVERGED_HOLDS)
 
 
 class SVMALM:
@@ -915,6 +939,7 @@ class SVMALM:
         self._cache = None  # (key of P and ρ, NewtonSystem) of the last Newton matrix
         self._blocks = BlockCache()  # the last Newton matrix's per-group blocks, for the next
         self._stuck = False  # the last inner loop found no descent direction (STUCK_STEPS)
+        self._unconverged = False  # the last inner loop ran all MAX_NEWTON steps short of its tolerance
         self._factored = None  # the last NewtonSystem whose T was factored
         self.factorizations = 0
         self.cg_solves = 0
@@ -1025,7 +1050,7 @@ class SVMALM:
         there; a factorization expected to end past it is not begun, and the loop ends)."""
         X, t = st.X, st.t
         steps, a, zero, kept, last_gnorm = 0, None, 0, False, np.inf
-        self._stuck = False
+        self._stuck = self._unconverged = False
         self._deadline = deadline
         for _ in range(self.opt.MAX_NEWTON):
             aS, aW, wS, wW = self._weights(st, X, t, a)
@@ -1067,6 +1092,8 @@ class SVMALM:
                 break  # a unit step that kept P: the quadratic model was exact (and solved exactly)
             if past(deadline):
                 break
+        else:  # every step taken and no test passed: φ is not minimised (UNCONVERGED_HOLDS)
+            self._unconverged = True
         st.X, st.t = X, t
         st.a = a
         self._deadline = None
@@ -1278,6 +1305,9 @@ class SVMALM:
         inexact_before = self.inexact_solves
         if not self._inner_step(run):
             return False
+        # an inner loop that ran out of Newton steps short of its tolerance: the next outer step goes on minimising
+        # the same φ, its multipliers and ρ kept (UNCONVERGED_HOLDS; not at the first, whose multipliers start the dual)
+        run.hold = self.opt.UNCONVERGED_HOLDS and self._unconverged and outer > 1
         violation, same = self._dual_bound(run)
         if run.deadline is not None and best.X is not None and \
                 time.perf_counter() + run.cert_cost > run.deadline + run.grace:
@@ -1320,6 +1350,7 @@ class SVMALM:
         """The multipliers' dual value kept when it improves the lower bound (valid whatever the primal point: kept
         before the certificate); returns the violation on the working set and on the previous outer step's pairs."""
         st, best = run.st, run.best
+        held = (st.nu, st.mu)
         aS, aW, st.nu, st.mu = self._weights(st, st.X, st.t, st.a)
         violation = _violation(aS, aW)
         # the violation on the pairs of the previous outer step: S and W as it was then (~fresh; W only grows)
@@ -1329,6 +1360,8 @@ class SVMALM:
             best.dual = dual_value
             run.best_dual = (np.concatenate([self.sg, st.wg]), np.concatenate([self.sj, st.wj]),
                              -dual_scale * np.concatenate([nu_bal, st.mu]))
+        if run.hold:  # the estimates served the bound (any multipliers do); the update waits (UNCONVERGED_HOLDS)
+            st.nu, st.mu = held
         return violation, same
 
     def _certify(self, run: _Run, select: dict):
@@ -1417,10 +1450,23 @@ class SVMALM:
         Newton steps thrash (see DECREASE). The inner tolerance then halves at least: with a tolerance tied to the
         violation alone, an inexact iterate could hold the violation up forever."""
         st, opt = run.st, self.opt
-        if same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * run.prev_violation:
+        if run.hold:
+            return
+        if not self._incomplete(st, violation) and \
+                same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * run.prev_violation:
             st.rho = min(st.rho * opt.RHO_UP, run.rho_cap)
         run.prev_violation = violation
         run.gtol = max(min(0.5 * run.gtol, opt.GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
+
+    def _incomplete(self, st: _State, violation: float) -> bool:
+        """Whether the pairs that just joined W (at least HOLD_GROWTH of it) are violated by the iterate more than
+        HOLD_OUTSIDE times W's own violation: the working set lacked pairs that bind, so ρ waits for them. Measured on
+        the pairs that joined, not on the certificate's γ: the tie projection can lower margins where the ties are
+        badly conditioned (planted(600, 40, 8, seed=2): every pair in W, γ ≈ 0.2 against a violation of 0.02)."""
+        joined = int(np.count_nonzero(st.fresh))
+        if joined == 0 or joined < self.opt.HOLD_GROWTH * len(st.fresh) or not math.isfinite(self.opt.HOLD_OUTSIDE):
+            return False
+        return float(np.max(self._a_on(st.X, st.t, st, st.fresh))) + 1.0 > self.opt.HOLD_OUTSIDE * violation
 
     def _out_of_memory(self, run: _Run, err: MemoryError | None = None) -> None:
         """A Newton system or a working set larger than the memory left (e.g. m = 100,000 contexts under a cap): the
