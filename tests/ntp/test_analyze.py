@@ -89,6 +89,24 @@ def test_answers_beyond_the_budget_are_refused_before_any_solver(monkeypatch):
     assert stages == ["loss"]
 
 
+def test_the_analysis_of_a_model_holds_rho_while_the_working_set_is_incomplete(monkeypatch):
+    """With a model's head (``ntp probe``) the NTP-SVM is the ALM warm-started from it with HOLD_SET (ρ held while
+    the pairs joining the working set are violated more than its own: a real LM's W^mm needs 90–130 off pairs per
+    context); without one, ntp_svm's defaults."""
+    from embgeo.ntp.analysis import analyze as module
+    from embgeo.ntp.solvers.svm_alm import HOLD_SET
+
+    calls = []
+    real = theory.ntp_svm
+    monkeypatch.setattr(module.theory, "ntp_svm", lambda data, **kw: calls.append(kw) or real(data, **kw))
+    data = synthetic(10, 8, 7, 2, seed=0)
+    W = np.random.default_rng(1).standard_normal((data.V, data.d))
+    analyze(data)
+    analyze(data, W)
+    assert "alm_options" not in calls[0]
+    assert calls[1]["alm_options"] is HOLD_SET and calls[1]["method"] == "alm" and calls[1]["warm_start"] is W
+
+
 def test_one_analysis_for_data_alone_and_for_a_model():
     """Issue 40 §2: ``ntp analyze`` (data alone) and ``ntp probe`` (data and a head W) are one analysis: the same
     verdicts and objects — W^mm from the two solvers (the default, and the ALM warm-started from W) agrees within

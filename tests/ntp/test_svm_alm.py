@@ -966,13 +966,15 @@ def test_an_inner_loop_that_runs_out_of_newton_steps_keeps_the_multipliers_and_t
 
 
 def test_rho_is_not_raised_while_the_pairs_joining_the_working_set_are_violated_far_more_than_its_own():
-    """HOLD_OUTSIDE: while the pairs that join W at an outer step (at least HOLD_GROWTH of it) are violated by more
-    than HOLD_OUTSIDE times the violation on W, W lacked binding pairs and ρ stays. A working set grown two pairs per
-    context on planted(400, 200, 10, seed=1) (106 token groups) meets such steps: with the rule no outer step raises
-    ρ at one, without it (HOLD_OUTSIDE = inf) some do, so the check below can fail. Both solves reach W^mm."""
+    """HOLD_OUTSIDE (HOLD_SET's 1; off by default): while the pairs that join W at an outer step (at least HOLD_GROWTH
+    of it) are violated by more than HOLD_OUTSIDE times the violation on W, W lacked binding pairs and ρ stays. A
+    working set grown two pairs per context on planted(400, 200, 10, seed=1) (106 token groups) meets such steps:
+    with the rule no outer step raises ρ at one, without it (HOLD_OUTSIDE = inf) some do, so the check below can
+    fail. Both solves reach W^mm."""
     data = planted(400, 200, 10, seed=1)
     grow = dict(INITIAL_PER_CONTEXT=2, ADD_PER_CONTEXT=2)
-    factor, growth = A.DEFAULT_OPTIONS.HOLD_OUTSIDE, A.DEFAULT_OPTIONS.HOLD_GROWTH
+    factor, growth = A.HOLD_SET.HOLD_OUTSIDE, A.HOLD_SET.HOLD_GROWTH
+    assert factor == 1.0 and not math.isfinite(A.DEFAULT_OPTIONS.HOLD_OUTSIDE)  # on only where asked for (HOLD_SET)
 
     def incomplete(s):  # the pairs that joined: enough of them, and violated far more than W's own
         return s[7].sum() >= growth * len(s[7]) and s[8] > factor * s[9]
@@ -980,7 +982,7 @@ def test_rho_is_not_raised_while_the_pairs_joining_the_working_set_are_violated_
     def raised_while_incomplete(steps):
         return [s for s in steps if not s[0] and s[4] > s[1] and incomplete(s)]
 
-    run, steps = _outer_steps(data, **grow)
+    run, steps = _outer_steps(data, **grow, HOLD_OUTSIDE=factor)
     assert any(incomplete(s) for s in steps)  # the rule had something to hold
     assert raised_while_incomplete(steps) == []
     run_off, steps_off = _outer_steps(data, **grow, HOLD_OUTSIDE=np.inf)

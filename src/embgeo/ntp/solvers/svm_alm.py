@@ -135,10 +135,18 @@ class ALMOptions:
     #: factorization); SmolLM2-135M cold from 403–428 s to 130 s with 10 and 99.5 s with 1; warm-started from the
     #: model's head (what ``ntp probe`` does) 117.7 s (185 factorizations: the rule did not fire at 10, where W's own
     #: violation was still 0.48) against 61.8 s with 1 (none). On data whose working set is complete from the start
-    #: (the mixed-ties draws) it never fires. inf: off. The rule applies only while W grew by at least HOLD_GROWTH of
+    #: (the mixed-ties draws) it never fires. Off by default (inf): on paper-planted (m = 15,012, r = 128) it took the
+    #: factorizations from 47 to 79–92 and the solve from 93–104 s to 135–149 s (HOLD_OUTSIDE = 3: 44, but on the real
+    #: LMs it no longer held where it must: SmolLM2 warm 163 s, Gemma warm gap 0.76 at ρ = 10⁸ after 129 s). A model's
+    #: head given to the analysis (``ntp probe``, ``ntp analyze`` with a checkpoint) turns it on: :data:`HOLD_SET`.
+    #: The rule applies only while W grew by at least HOLD_GROWTH of
     #: its size at that step: Gemma warm-started from its head held ρ at 10² for outer steps that each added 200–300
     #: pairs to W's 142,000 (0.2 %), its violation falling 3 % a step (gap 0.94 → 0.91 over four steps).
-    HOLD_OUTSIDE: float = 1.0
+    #: Not adopted (2026-12-01): holding only while W's own violation is below ½ (SmolLM2 warm-started at m = 10,000
+    #: held ρ at 10 for ten outer steps while W grew from 160,000 to 949,000 pairs at a violation of 1.2–1.3; but at
+    #: m = 2000 W^mm needs 90–130 pairs per context too): at m = 2000 it let ρ rise to 10⁸ while the certified gap was
+    #: still 0.9 (Gemma and SmolLM2 warm-started: 31 / 23 outer steps → 37 / 32, each at a larger ρ costlier).
+    HOLD_OUTSIDE: float = math.inf
     HOLD_GROWTH: float = 0.01
     #: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
     TIE_RHO: float = 1e6
@@ -245,6 +253,9 @@ class ALMOptions:
 
 #: The tuning every solve uses unless given other options.
 DEFAULT_OPTIONS = ALMOptions()
+#: The defaults with ρ held while the working set lacks binding pairs (HOLD_OUTSIDE = 1): what the analysis of a
+#: model's own states uses (a real LM's W^mm needs 90–130 off pairs per context, far beyond the first working set).
+HOLD_SET = ALMOptions(HOLD_OUTSIDE=1.0)
 
 
 # -- the Newton matrix ----------------------------------------------------------------------------------
