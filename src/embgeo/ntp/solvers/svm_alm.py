@@ -21,9 +21,10 @@ multipliers ν on S and μ ≥ 0 on a working set W of off pairs and a penalty �
   exact. The Newton matrix is solved by :class:`NewtonSystem`.
 * **outer**: ν ← ν + ρa, μ ← [μ + ρ(a + 1)]₊; ρ grows tenfold when the constraint violation did not
   fall twofold on the pairs of the previous outer step (tenfold where T is solved by Jacobi CG: CG_DECREASE;
-  up to RHO_MAX), but not while pairs outside the working set are violated far more than those in it (the set is
-  still incomplete: HOLD_OUTSIDE); an inner loop that ran out of Newton steps short of its tolerance updates
-  neither (UNCONVERGED_HOLDS: the next outer step goes on minimising the same φ). Once P stops changing, an outer
+  up to RHO_MAX), but, with HOLD_SET, not while the pairs joining the working set are violated more than
+  those in it (the set is still incomplete: HOLD_OUTSIDE); an inner loop that ran out of Newton steps short
+  of its tolerance updates neither (UNCONVERGED_HOLDS: the next outer step goes on minimising the same φ).
+  Once P stops changing, an outer
   step is one back-solve with the factorization in hand, so the last digits cost almost nothing.
 * **working set**: the off pairs that the current iterate violates, found by a full pass over all
   G × m logits (one GEMM per block of contexts), at most ADD_PER_CONTEXT per context and round; once
@@ -126,26 +127,22 @@ class ALMOptions:
     #: V = 400, d = 32; seeds 1 / 2 / 3) every inner loop at ρ = 10⁴–10⁷ had ended at the cap with ‖∇φ‖ 10³–10⁷
     #: times its tolerance; holding took the factorizations from 155 / 96 / 187 to 108 / 90 / 97.
     UNCONVERGED_HOLDS: bool = True
-    #: ρ is not raised while the pairs that joined the working set at this outer step are violated by the iterate by
-    #: more than HOLD_OUTSIDE times the violation on W (:meth:`SVMALM._incomplete`): W still lacks pairs that W^mm
-    #: needs, and a larger ρ only enforces the incomplete set harder (each new pair then enters a stiffer φ). Measured
-    #: 2026-12-01 on a real LM's states (k = 2, m = 2000, one thread): Gemma 3 270M (r = 640), cold, went from gap 0.70
-    #: after 532 s (ρ raised to 10⁹ while W's violation was 10⁻⁴ and pairs outside it had margins −0.4 to −1.1; 213
-    #: factorizations) to optimal in 65 s with HOLD_OUTSIDE = 10 (ρ held at 10⁴ for 13 outer steps while W grew; no
-    #: factorization); SmolLM2-135M cold from 403–428 s to 130 s with 10 and 99.5 s with 1; warm-started from the
-    #: model's head (what ``ntp probe`` does) 117.7 s (185 factorizations: the rule did not fire at 10, where W's own
-    #: violation was still 0.48) against 61.8 s with 1 (none). On data whose working set is complete from the start
-    #: (the mixed-ties draws) it never fires. Off by default (inf): on paper-planted (m = 15,012, r = 128) it took the
-    #: factorizations from 47 to 79–92 and the solve from 93–104 s to 135–149 s (HOLD_OUTSIDE = 3: 44, but on the real
-    #: LMs it no longer held where it must: SmolLM2 warm 163 s, Gemma warm gap 0.76 at ρ = 10⁸ after 129 s). A model's
-    #: head given to the analysis (``ntp probe``, ``ntp analyze`` with a checkpoint) turns it on: :data:`HOLD_SET`.
-    #: The rule applies only while W grew by at least HOLD_GROWTH of
-    #: its size at that step: Gemma warm-started from its head held ρ at 10² for outer steps that each added 200–300
-    #: pairs to W's 142,000 (0.2 %), its violation falling 3 % a step (gap 0.94 → 0.91 over four steps).
-    #: Not adopted (2026-12-01): holding only while W's own violation is below ½ (SmolLM2 warm-started at m = 10,000
-    #: held ρ at 10 for ten outer steps while W grew from 160,000 to 949,000 pairs at a violation of 1.2–1.3; but at
-    #: m = 2000 W^mm needs 90–130 pairs per context too): at m = 2000 it let ρ rise to 10⁸ while the certified gap was
-    #: still 0.9 (Gemma and SmolLM2 warm-started: 31 / 23 outer steps → 37 / 32, each at a larger ρ costlier).
+    #: ρ is not raised while the pairs that joined the working set at this outer step (at least HOLD_GROWTH of it) are
+    #: violated by the iterate by more than HOLD_OUTSIDE times the violation on W (:meth:`SVMALM._incomplete`): W still
+    #: lacks pairs that W^mm needs, and a larger ρ only enforces the incomplete set harder. Off by default (inf);
+    #: :data:`HOLD_SET` (HOLD_OUTSIDE = 1) is what the analysis of a model's own states passes (``ntp probe``).
+    #: Measured 2026-12-01 (one thread, k = 2, m = 2000 of a real LM's states): Gemma 3 270M (r = 640) cold ended at
+    #: gap 0.70 after 532 s without it (ρ raised to 10⁹ while W's violation was 10⁻⁴ and pairs outside it had margins
+    #: −0.4 to −1.1; 213 factorizations), optimal in 65–155 s with 1 or 10; warm-started from its head, gap 0.73 after
+    #: 391 s → optimal in 70–105 s with 1. SmolLM2-135M cold 403–428 s → 99.5–196 s with 1 (130 s with 10); warm
+    #: 117.7 s (185 factorizations; 10 did not fire there, W's own violation being 0.48) → 62–126 s with 1. Not the
+    #: default: on paper-planted (m = 15,012, r = 128) 1 took the factorizations from 47 to 79–92 (93–104 s → 135–149
+    #: s), and 3, with 44 there, no longer held where the real LMs need it (SmolLM2 warm 163 s; Gemma warm at gap 0.76
+    #: and ρ = 10⁸ after 129 s). HOLD_GROWTH: Gemma warm with 1 and no growth threshold held ρ at 10² for outer steps
+    #: that each added 200–300 pairs to W's 142,000, its violation falling 3 % a step. Not adopted either: holding
+    #: only while W's own violation is below ½ (SmolLM2 warm at m = 10,000 held ρ at 10 for ten outer steps while W grew
+    #: from 160,000 to 949,000 pairs at a violation of 1.2–1.3; but at m = 2000, too, W^mm needs 90–130 pairs per
+    #: context): it let ρ rise to 10⁸ at a certified gap of 0.9 (Gemma / SmolLM2 warm, 31 / 23 outer steps → 37 / 32).
     HOLD_OUTSIDE: float = math.inf
     HOLD_GROWTH: float = 0.01
     #: Penalty of the tie projection (the method of multipliers on the equalities alone; ρ only sets its speed).
