@@ -494,7 +494,7 @@ def analyze_checked(data: NTPData, W: np.ndarray | None, *, max_seconds: float |
         # With W: the ALM at every rank — it is the solver the warm start W reaches (the dual route ignores it), and
         # on a trained model's H (separable by W itself) it was 50-100x faster than the dual even with rank H = m.
         # Its ρ held while the working set lacks binding pairs (HOLD_SET): on SmolLM2's and Gemma 3's states at
-        # m = 2000, W^mm in 62–126 s and 70–105 s without a factorization, against 117.7 s and gap 0.73 after 391 s.
+        # m = 2000, W^mm in 83–126 s and 70–105 s without a factorization, against 117.7 s and gap 0.73 after 391 s.
         how = {"separability": res.separability, "warm_start": W, "method": "alm",
                "alm_options": HOLD_SET} if model else {}
         try:

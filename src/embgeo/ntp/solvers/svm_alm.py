@@ -133,9 +133,9 @@ class ALMOptions:
     #: :data:`HOLD_SET` (HOLD_OUTSIDE = 1) is what the analysis of a model's own states passes (``ntp probe``).
     #: Measured 2026-12-01 (one thread, k = 2, m = 2000 of a real LM's states): Gemma 3 270M (r = 640) cold ended at
     #: gap 0.70 after 532 s without it (ρ raised to 10⁹ while W's violation was 10⁻⁴ and pairs outside it had margins
-    #: −0.4 to −1.1; 213 factorizations), optimal in 65–155 s with 1 or 10; warm-started from its head, gap 0.73 after
-    #: 391 s → optimal in 70–105 s with 1. SmolLM2-135M cold 403–428 s → 99.5–196 s with 1 (130 s with 10); warm
-    #: 117.7 s (185 factorizations; 10 did not fire there, W's own violation being 0.48) → 62–126 s with 1. Not the
+    #: −0.4 to −1.1; 213 factorizations), optimal in 155 s with 1 beside two runs; warm-started from its head, gap 0.73
+    #: after 391 s → optimal in 70–105 s. SmolLM2-135M cold 403–428 s → 196 s beside two runs; warm 117.7 s (185
+    #: factorizations; 10 did not fire there, W's own violation being 0.48) → 83–126 s, none. Not the
     #: default: on paper-planted (m = 15,012, r = 128) 1 took the factorizations from 47 to 79–92 (93–104 s → 135–149
     #: s), and 3, with 44 there, no longer held where the real LMs need it (SmolLM2 warm 163 s; Gemma warm at gap 0.76
     #: and ρ = 10⁸ after 129 s). HOLD_GROWTH: Gemma warm with 1 and no growth threshold held ρ at 10² for outer steps
