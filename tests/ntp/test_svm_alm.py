@@ -925,8 +925,9 @@ def test_rho_rises_on_the_cg_rule_only_where_t_is_solved_by_jacobi_cg():
 
 
 def _outer_steps(data, **options):
-    """Run SVMALM's outer steps one by one on ``data`` (cold, no limit); yields (run, ρ before the step,
-    multipliers ν and μ before it) after each step that did not stop the solve, and the run at the end."""
+    """Run SVMALM's outer steps one by one on ``data`` (cold, no limit); returns (run, steps), a tuple per outer step
+    that did not stop the solve: (held, ρ, ν, μ before it, ρ, ν, μ after it, the pairs that joined W, their largest
+    violation at the iterate, W's violation)."""
     pb = svm.make_problem(data, None)
     s = A.SVMALM(pb.K, pb.groups.pattern, pb.groups.size, options=replace(A.DEFAULT_OPTIONS, **options))
     run = s._begin(None, None, None)
