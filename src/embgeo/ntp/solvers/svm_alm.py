@@ -1460,8 +1460,9 @@ class SVMALM:
         st, opt = run.st, self.opt
         if run.hold:
             return
-        if not self._incomplete(st, violation) and \
-                same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * run.prev_violation:
+        # (the rise test first: the hold's pass over the joining pairs only where ρ would rise)
+        if same > (opt.CG_DECREASE if self._cheap_rise(st, inexact_before) else opt.DECREASE) * run.prev_violation \
+                and not self._incomplete(st, violation):
             st.rho = min(st.rho * opt.RHO_UP, run.rho_cap)
         run.prev_violation = violation
         run.gtol = max(min(0.5 * run.gtol, opt.GTOL_FACTOR * violation * xnorm), 1e-13 * xnorm)
